@@ -1,0 +1,86 @@
+"""The shape of a catalog entry: observe (commands) → parse (pure) → judge (pure).
+
+A check file in ``checks/`` builds one :class:`Check` (per host) or :class:`ClusterCheck` (over all hosts'
+facts) and names it ``CHECK``. The engine runs the commands, saves their raw output as evidence, and hands
+the outputs to ``parse`` and the facts to ``judge``; a check never does I/O itself, so it can be tested on
+captured outputs alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from diagnose.model import CommandOutput, Outcome
+from diagnose.vars import Vars
+
+Facts = dict[str, Any]
+
+
+class ParseError(ValueError):
+    """Raised by a parser that cannot make sense of its input; the check becomes an ERROR saying why."""
+
+
+@dataclass(frozen=True)
+class Command:
+    """One command run on a host.
+
+    ``key`` names the evidence file (``raw/<host>/<key>.txt``) and lets several checks share one run of
+    the same command (``ibstat`` feeds ``ib.port_state`` and ``ib.link_rate``). ``tool`` is the program
+    whose absence (exit 127) means "tool missing" rather than "fault found". A command with
+    ``required=False`` is a fallback source: its failure is left to the parser to weigh.
+    """
+
+    key: str
+    script: str
+    tool: str | None = None
+    timeout: float = 20.0
+    required: bool = True
+
+
+@dataclass(frozen=True)
+class Check:
+    """A per-host check. See the module docstring for the data path."""
+
+    id: str
+    checklist: str
+    summary: str
+    commands: tuple[Command, ...]
+    parse: Callable[[Mapping[str, CommandOutput], Vars], Facts]
+    judge: Callable[[Facts, Vars], Outcome]
+    remediation: str
+    # Returns the reason this host has no such hardware (from the profile), so a missing tool is a SKIP
+    # rather than an ERROR. None means the hardware is expected and a missing tool is an ERROR.
+    no_hardware: Callable[[Vars], str | None] | None = None
+    # Some commands depend on the host's variables (the benchmark interpreter, say).
+    commands_for: Callable[[Vars], tuple[Command, ...]] | None = None
+
+    def host_commands(self, host_vars: Vars) -> tuple[Command, ...]:
+        return self.commands_for(host_vars) if self.commands_for else self.commands
+
+    @property
+    def needs(self) -> str:
+        tools = sorted({c.tool for c in self.commands if c.tool})
+        return ", ".join(tools) if tools else "shell"
+
+
+@dataclass(frozen=True)
+class ClusterCheck:
+    """A rule over every reachable host's facts (one version everywhere, one MTU, ...).
+
+    ``uses`` lists the per-host check ids whose facts it reads; ``judge`` receives
+    ``{host: {check_id: facts}}`` and each host's variables, and returns outcomes whose ``host`` is None
+    for a cluster-wide verdict or names the odd host out.
+    """
+
+    id: str
+    checklist: str
+    summary: str
+    uses: tuple[str, ...]
+    judge: Callable[[Mapping[str, Mapping[str, Facts]], Mapping[str, Vars]], list[Outcome]]
+    remediation: str
+
+    @property
+    def needs(self) -> str:
+        return "facts of " + ", ".join(self.uses)

@@ -1,0 +1,32 @@
+"""A target host as the inventory describes it, with its merged variables."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from diagnose.vars import Vars
+
+
+@dataclass
+class Host:
+    """One inventory host.
+
+    ``vars`` holds every variable after precedence is applied (profile < all < group < host < ``-e``);
+    the ``ansible_*`` connection variables are read from it by the connection layer.
+    """
+
+    name: str
+    groups: list[str] = field(default_factory=list)
+    vars: Vars = field(default_factory=Vars)
+
+    @property
+    def address(self) -> str:
+        return str(self.vars.get("ansible_host") or self.name)
+
+    @property
+    def connection(self) -> str:
+        return str(self.vars.get("ansible_connection") or "ssh")
+
+    @property
+    def python(self) -> str:
+        return str(self.vars.get("ansible_python_interpreter") or "python3")
