@@ -1,0 +1,114 @@
+"""The one results stream of a run, written to ``results.json`` as results arrive.
+
+Every addition rewrites ``results.json`` atomically (temporary file + rename, at most once a second while
+results pour in), so a crash, a kill or Ctrl-C leaves a valid document holding everything measured so far.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from diagnose.model import CheckResult, HostRecord
+
+SCHEMA = 1
+_MIN_WRITE_INTERVAL_S = 1.0
+
+
+def verdict_of(checks: list[dict[str, Any]], benchmarks: list[dict[str, Any]]) -> str:
+    """FAIL if anything failed; ERROR if something could not be judged; PASS otherwise (WARN allowed)."""
+    statuses = [c["status"] for c in checks] + [b["status"] for b in benchmarks]
+    if "FAIL" in statuses:
+        return "FAIL"
+    if "ERROR" in statuses:
+        return "ERROR"
+    return "PASS"
+
+
+def write_json_atomic(path: Path, document: Any) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=".results-", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(document, handle, indent=1, ensure_ascii=False, default=str)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class ResultsStore:
+    """Thread-safe collector of hosts, checks and benchmarks for one run."""
+
+    def __init__(self, path: Path, run: dict[str, Any]) -> None:
+        self.path = path
+        self.run = run
+        self.hosts: dict[str, HostRecord] = {}
+        self.checks: list[dict[str, Any]] = []
+        self.benchmarks: list[dict[str, Any]] = []
+        self.extra: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self._last_write = 0.0
+        self._dirty = False
+        self.flush(force=True)
+
+    def set_host(self, record: HostRecord) -> None:
+        with self._lock:
+            self.hosts[record.name] = record
+        self.flush()
+
+    def add_check(self, result: CheckResult) -> None:
+        with self._lock:
+            self.checks.append(result.to_dict())
+        self.flush()
+
+    def add_checks(self, results: list[CheckResult]) -> None:
+        with self._lock:
+            self.checks.extend(r.to_dict() for r in results)
+        self.flush()
+
+    def add_benchmark(self, entry: dict[str, Any]) -> None:
+        with self._lock:
+            self.benchmarks.append(entry)
+        self.flush(force=True)  # benchmarks are few and expensive: never hold one back
+
+    def verdict(self) -> str:
+        with self._lock:
+            return verdict_of(self.checks, self.benchmarks)
+
+    def document(self) -> dict[str, Any]:
+        with self._lock:
+            document = {
+                "schema": SCHEMA,
+                "run": dict(self.run),
+                "hosts": [h.to_dict() for h in self.hosts.values()],
+                "checks": list(self.checks),
+                "benchmarks": list(self.benchmarks),
+                "verdict": verdict_of(self.checks, self.benchmarks),
+            }
+            document.update(self.extra)
+            return document
+
+    def flush(self, force: bool = False) -> None:
+        """Write results.json now, or soon: callers add results from many threads at once."""
+        now = time.monotonic()
+        with self._lock:
+            self._dirty = True
+            if not force and now - self._last_write < _MIN_WRITE_INTERVAL_S:
+                return
+            self._last_write = now
+            self._dirty = False
+        write_json_atomic(self.path, self.document())
+
+    def finish(self, **run_fields: Any) -> dict[str, Any]:
+        with self._lock:
+            self.run.update(run_fields)
+        document = self.document()
+        write_json_atomic(self.path, document)
+        return document
