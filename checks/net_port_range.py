@@ -25,7 +25,9 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
     observed = f"{facts['low']}-{facts['high']} ({facts['width']} ports)"
     expected = f">= {minimum} ports"
     if facts["width"] < minimum:
-        return Outcome("FAIL", f"ephemeral port range {observed} is narrower than {minimum}", observed, expected)
+        return Outcome(
+            "FAIL", f"ephemeral port range {observed} is narrower than {minimum}", observed, expected
+        )
     return Outcome("PASS", f"ephemeral port range {observed}", observed, expected)
 
 

@@ -139,8 +139,11 @@ class Connection(ABC):
 
     def close(self) -> None:
         """Release the connection; safe to call twice."""
+        return None
 
-    def run_batch(self, commands: Sequence[Command], timeout_cap: float | None = None) -> dict[str, CommandOutput]:
+    def run_batch(
+        self, commands: Sequence[Command], timeout_cap: float | None = None
+    ) -> dict[str, CommandOutput]:
         """Run every command in one round trip; see :func:`batch_script`."""
         if not commands:
             return {}
@@ -238,7 +241,9 @@ class SSHConnection(Connection):
     on record is refused either way.
     """
 
-    def __init__(self, host: Host, accept_unknown_host_keys: bool = False, known_hosts: str | None = None) -> None:
+    def __init__(
+        self, host: Host, accept_unknown_host_keys: bool = False, known_hosts: str | None = None
+    ) -> None:
         super().__init__(host)
         v = host.vars
         self.connect_timeout = v.float("ansible_ssh_timeout", None) or v.float(
@@ -287,7 +292,9 @@ class SSHConnection(Connection):
             self._fabric.open()
         except Exception as exc:
             self.close()
-            raise ConnectError(_describe_connect_error(exc, self.host, self.port, self.connect_timeout)) from exc
+            raise ConnectError(
+                _describe_connect_error(exc, self.host, self.port, self.connect_timeout)
+            ) from exc
         transport = self._fabric.transport
         if transport is not None:
             transport.set_keepalive(15)

@@ -1,0 +1,271 @@
+"""One `diagnose run`: inventory → per-host checks (fanned out) → cluster rules → benchmarks → results.
+
+The data path of DESIGN.md, in that order. Configuration is fully loaded and validated before the first
+host is touched (a bad inventory exits 2 and runs nothing); from then on nothing a host does — refusing
+us, hanging, dying — stops the others, and every result is on disk as soon as it exists.
+"""
+
+from __future__ import annotations
+
+import getpass
+import re
+import socket
+import sys
+import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from diagnose import __version__
+from diagnose.catalog import Entry, load_catalog, select
+from diagnose.check import Check, ClusterCheck, Command, Facts
+from diagnose.connection import ConnectError, Connection, connect
+from diagnose.environment import environment_from_facts
+from diagnose.evaluate import evaluate_check, evaluate_cluster
+from diagnose.hosts import Host
+from diagnose.model import CheckResult, CommandOutput, HostRecord
+from diagnose.results import ResultsStore
+from diagnose.vars import Vars
+
+DEFAULT_FORKS = 32
+
+
+@dataclass
+class HostState:
+    """What the host stage learnt about one host, handed on to cluster rules and benchmarks."""
+
+    host: Host
+    connection: Connection | None = None
+    facts: dict[str, Facts] = field(default_factory=dict)
+    results: list[CheckResult] = field(default_factory=list)
+    record: HostRecord | None = None
+
+    @property
+    def healthy(self) -> bool:
+        """Reachable and without a FAIL: the hosts a benchmark may be launched on."""
+        return self.connection is not None and all(r.status != "FAIL" for r in self.results)
+
+
+def safe_name(name: str) -> str:
+    """A host or command name usable as one path component, whatever the inventory holds."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]", "_", name).strip(".") or "_"
+    return cleaned[:120]
+
+
+def default_out_dir(inventory: Path | None, now: datetime) -> Path:
+    stem = safe_name(inventory.stem) if inventory else "local"
+    return Path("diagnose-runs") / f"{now.strftime('%Y%m%dT%H%M%S')}-{stem}"
+
+
+def _save_evidence(out_dir: Path, host: str, command: Command, output: CommandOutput) -> str:
+    """Raw output as the operator would have seen it; stderr and exit status beside it when they matter."""
+    folder = out_dir / "raw" / safe_name(host)
+    folder.mkdir(parents=True, exist_ok=True)
+    name = safe_name(command.key)
+    (folder / f"{name}.txt").write_text(output.stdout, encoding="utf-8", errors="replace")
+    if output.stderr or output.exit_code not in (0, None) or output.timed_out or output.error:
+        status = (
+            output.error or ("timed out" if output.timed_out else None) or f"exit code {output.exit_code}"
+        )
+        (folder / f"{name}.err.txt").write_text(
+            f"$ {command.script}\n# {status}\n{output.stderr}", encoding="utf-8", errors="replace"
+        )
+    return f"raw/{safe_name(host)}/{name}.txt"
+
+
+def commands_of(checks: Iterable[Check], host_vars: Vars) -> list[Command]:
+    """Every command the host's checks need, once each: checks sharing a key share one run."""
+    by_key: dict[str, Command] = {}
+    for check in checks:
+        for command in check.host_commands(host_vars):
+            by_key.setdefault(command.key, command)
+    return list(by_key.values())
+
+
+def assess_host(
+    host: Host,
+    checks: list[Check],
+    out_dir: Path,
+    accept_unknown_host_keys: bool,
+    known_hosts: str | None,
+) -> HostState:
+    """Connect, run every check command in one batch, judge each check. Never raises for host trouble."""
+    state = HostState(host=host)
+    record = HostRecord(name=host.name, address=host.address)
+    state.record = record
+    reachable_check = next(c for c in checks if c.id == "host.reachable")
+    try:
+        connection = connect(host, accept_unknown_host_keys, known_hosts)
+        connection.open()
+    except ConnectError as exc:
+        record.error = str(exc)
+        state.results.append(
+            CheckResult(
+                id="host.reachable",
+                host=host.name,
+                checklist=reachable_check.checklist,
+                status="FAIL",
+                observed=str(exc),
+                expected="a working login",
+                message=f"{host.name} is unreachable: {exc}",
+                remediation=reachable_check.remediation,
+            )
+        )
+        return state
+    state.connection = connection
+    timeout_cap = host.vars.float("command_timeout_s", None)
+    commands = commands_of(checks, host.vars)
+    outputs = connection.run_batch(commands, timeout_cap=timeout_cap)
+    evidence = {c.key: _save_evidence(out_dir, host.name, c, outputs[c.key]) for c in commands}
+    for check in checks:
+        check_commands = check.host_commands(host.vars)
+        path = evidence.get(check_commands[0].key) if check_commands else None
+        result, facts = evaluate_check(check, outputs, host.vars, path)
+        state.results.append(result)
+        if facts is not None:
+            state.facts[check.id] = facts
+    identity = outputs.get("identity")
+    if identity is not None and identity.error:
+        record.error = identity.error
+    record.reachable = identity is None or identity.error is None
+    if not record.reachable:
+        for result in state.results:
+            if result.id == "host.reachable":
+                result.status = "FAIL"
+    record.environment = environment_from_facts(state.facts)
+    return state
+
+
+class Progress:
+    """A progress bar on a terminal, silence otherwise (cron mail must stay one line)."""
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        self._bar = None
+        if enabled and total:
+            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+            from rich.progress import Progress as RichProgress
+
+            self._bar = RichProgress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                transient=True,
+            )
+            self._task = self._bar.add_task("hosts", total=total)
+            self._bar.start()
+
+    def step(self, description: str) -> None:
+        if self._bar is not None:
+            self._bar.update(self._task, advance=1, description=description)
+
+    def stop(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+def run_host_stage(
+    hosts: list[Host],
+    checks: list[Check],
+    out_dir: Path,
+    store: ResultsStore,
+    forks: int,
+    accept_unknown_host_keys: bool,
+    known_hosts: str | None,
+    show_progress: bool,
+    deadline: Callable[[], bool] | None = None,
+) -> dict[str, HostState]:
+    """Fan the host stage out over ``forks`` threads; results reach the store as each host finishes."""
+    for host in hosts:
+        store.set_host(HostRecord(name=host.name, address=host.address))
+    states: dict[str, HostState] = {}
+    progress = Progress(len(hosts), show_progress)
+    done = threading.Event()
+    pool = ThreadPoolExecutor(max_workers=max(1, forks), thread_name_prefix="host")
+    try:
+        futures: dict[Future[HostState], Host] = {
+            pool.submit(assess_host, host, checks, out_dir, accept_unknown_host_keys, known_hosts): host
+            for host in hosts
+        }
+        pending = set(futures)
+        while pending:
+            finished = {f for f in pending if f.done()}
+            for future in finished:
+                host = futures[future]
+                try:
+                    state = future.result()
+                except Exception as exc:  # a bug must cost one host, never the run
+                    state = HostState(host=host, record=HostRecord(host.name, host.address, error=str(exc)))
+                    state.results.append(
+                        CheckResult(
+                            "host.reachable", host.name, "–", "ERROR", message=f"internal error: {exc}"
+                        )
+                    )
+                states[host.name] = state
+                assert state.record is not None
+                store.set_host(state.record)
+                store.add_checks(state.results)
+                progress.step(host.name)
+            pending -= finished
+            if deadline is not None and deadline():
+                for future in pending:
+                    future.cancel()
+                    host = futures[future]
+                    store.add_check(
+                        CheckResult(
+                            "host.reachable", host.name, "–", "ERROR", message="time budget exhausted"
+                        )
+                    )
+                break
+            if pending:
+                done.wait(0.05)
+    finally:
+        progress.stop()
+        pool.shutdown(wait=False, cancel_futures=True)
+    store.flush(force=True)
+    return states
+
+
+def run_cluster_stage(entries: list[ClusterCheck], states: dict[str, HostState], store: ResultsStore) -> None:
+    reachable = {name: s for name, s in states.items() if s.connection is not None}
+    facts = {name: s.facts for name, s in reachable.items()}
+    host_vars = {name: s.host.vars for name, s in reachable.items()}
+    for entry in entries:
+        store.add_checks(evaluate_cluster(entry, facts, host_vars))
+    store.flush(force=True)
+
+
+def run_header(inventory: Path | None, playbook: Any, profile: str | None, argv: list[str]) -> dict[str, Any]:
+    return {
+        "id": datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ"),
+        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "finished": None,
+        "tool_version": __version__,
+        "inventory": str(inventory) if inventory else "inventory/local.yaml",
+        "playbook": playbook.name,
+        "profile": profile,
+        "argv": argv,
+        "operator": f"{getpass.getuser()}@{socket.gethostname()}",
+    }
+
+
+def split_catalog(entries: list[Entry]) -> tuple[list[Check], list[ClusterCheck]]:
+    host_checks = [e for e in entries if isinstance(e, Check)]
+    cluster_checks = [e for e in entries if isinstance(e, ClusterCheck)]
+    return host_checks, cluster_checks
+
+
+def selected_catalog(patterns: list[str]) -> tuple[list[Check], list[ClusterCheck]]:
+    return split_catalog(select(load_catalog(), patterns))
+
+
+def close_all(states: dict[str, HostState]) -> None:
+    for state in states.values():
+        if state.connection is not None:
+            try:
+                state.connection.close()
+            except Exception as exc:
+                print(f"diagnose: closing {state.host.name}: {exc}", file=sys.stderr)

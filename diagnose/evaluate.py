@@ -1,0 +1,94 @@
+"""Turn one host's raw command outputs into check results: the pure part of the host stage.
+
+The engine owns I/O (connections, evidence files); this module only decides, so every branch here —
+missing tool, timeout, unparsable output, a rule's verdict — is testable on captured outputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from diagnose.check import Check, ClusterCheck, Facts, ParseError
+from diagnose.model import CheckResult, CommandOutput, Outcome
+from diagnose.vars import Vars
+
+
+def _result(
+    check: Check | ClusterCheck, host: str | None, outcome: Outcome, evidence: str | None
+) -> CheckResult:
+    return CheckResult(
+        id=check.id,
+        host=host,
+        checklist=check.checklist,
+        status=outcome.status,
+        observed=outcome.observed,
+        expected=outcome.expected,
+        message=outcome.message,
+        remediation=outcome.remediation if outcome.remediation is not None else check.remediation,
+        evidence=evidence,
+    )
+
+
+def _blocking_problem(check: Check, outputs: Mapping[str, CommandOutput], host_vars: Vars) -> Outcome | None:
+    """A required command that could not give an answer decides the check before its parser runs."""
+    host = host_vars.host or "this host"
+    for command in check.host_commands(host_vars):
+        if not command.required:
+            continue
+        output = outputs.get(command.key)
+        if output is None or output.error:
+            reason = output.error if output else "the command was not run"
+            return Outcome("ERROR", f"`{command.script}` could not run on {host}: {reason}")
+        if output.timed_out:
+            return Outcome(
+                "ERROR",
+                f"`{command.script}` timed out on {host} after {command.timeout:.0f} s (hung tool or device?)",
+                remediation="Find out why the command hangs on this host (a wedged driver or HCA often does "
+                "this); the check cannot be judged until it answers.",
+            )
+        if output.not_found and command.tool:
+            reason = check.no_hardware(host_vars) if check.no_hardware else None
+            if reason:
+                return Outcome("SKIP", f"{command.tool} is not installed on {host}; {reason}")
+            return Outcome(
+                "ERROR",
+                f"{command.tool} is missing on {host}: `{command.script}` was not found",
+                remediation=f"Install {command.tool} on {host} (or set the profile to one without this "
+                "hardware if the host really has none).",
+            )
+    return None
+
+
+def evaluate_check(
+    check: Check, outputs: Mapping[str, CommandOutput], host_vars: Vars, evidence: str | None
+) -> tuple[CheckResult, Facts | None]:
+    """One check on one host: the result, and the facts for cluster-wide rules (None if not parsed)."""
+    host = host_vars.host
+    problem = _blocking_problem(check, outputs, host_vars)
+    if problem is not None:
+        return _result(check, host, problem, evidence), None
+    try:
+        facts = check.parse(outputs, host_vars)
+    except Exception as exc:  # ParseError for odd output; anything else is a parser bug on odd output too
+        commands = check.host_commands(host_vars)
+        first = commands[0].script if commands else check.id
+        detail = str(exc) if isinstance(exc, ParseError) else f"{type(exc).__name__}: {exc}"
+        return _result(
+            check, host, Outcome("ERROR", f"unparsable output of `{first}`: {detail}"), evidence
+        ), None
+    try:
+        outcome = check.judge(facts, host_vars)
+    except Exception as exc:  # a rule bug must cost one result, never the run
+        outcome = Outcome("ERROR", f"rule {check.id} failed: {type(exc).__name__}: {exc}")
+    return _result(check, host, outcome, evidence), facts
+
+
+def evaluate_cluster(
+    check: ClusterCheck, facts: Mapping[str, Mapping[str, Facts]], host_vars: Mapping[str, Vars]
+) -> list[CheckResult]:
+    """A cluster-wide rule over the hosts whose facts exist; host=None results speak for the cluster."""
+    try:
+        outcomes = check.judge(facts, host_vars)
+    except Exception as exc:
+        outcomes = [Outcome("ERROR", f"rule {check.id} failed: {type(exc).__name__}: {exc}")]
+    return [_result(check, o.host, o, None) for o in outcomes]

@@ -1,0 +1,61 @@
+"""The batch framing: many commands in one remote shell, each with its own output, exit code and timeout."""
+
+from __future__ import annotations
+
+import subprocess
+
+from diagnose.check import Command
+from diagnose.connection import batch_script, parse_batch_output
+
+TOKEN = "@@diagnose-test"
+
+
+def run_batch_locally(commands: list[Command], timeout_cap: float | None = None) -> dict:
+    script = batch_script(commands, TOKEN, timeout_cap)
+    done = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=60)
+    return parse_batch_output(done.stdout, commands, TOKEN)
+
+
+def test_outputs_exit_codes_and_stderr_stay_apart() -> None:
+    out = run_batch_locally(
+        [
+            Command("a", "echo one; echo two >&2; exit 3"),
+            Command("b", "printf 'no newline'"),
+            Command("c", "printf 'blank lines\\n\\n\\n'"),
+        ]
+    )
+    assert (out["a"].stdout, out["a"].stderr, out["a"].exit_code) == ("one\n", "two\n", 3)
+    assert out["b"].stdout == "no newline" and out["b"].ok
+    assert out["c"].stdout == "blank lines\n\n\n"
+
+
+def test_missing_tool_is_exit_127() -> None:
+    out = run_batch_locally([Command("x", "no-such-tool-here --version", tool="no-such-tool-here")])
+    assert out["x"].not_found and not out["x"].timed_out
+
+
+def test_a_hanging_command_is_cut_and_the_next_one_still_runs() -> None:
+    out = run_batch_locally([Command("hang", "sleep 60", timeout=1), Command("after", "echo alive")])
+    assert out["hang"].timed_out
+    assert out["after"].stdout == "alive\n"
+
+
+def test_timeout_cap_lowers_long_timeouts() -> None:
+    out = run_batch_locally([Command("hang", "sleep 60", timeout=300)], timeout_cap=1)
+    assert out["hang"].timed_out
+
+
+def test_output_that_imitates_a_marker_cannot_end_a_section() -> None:
+    out = run_batch_locally([Command("fake", "echo '@@diagnose-other END fake'; echo real")])
+    assert out["fake"].stdout == "@@diagnose-other END fake\nreal\n"
+
+
+def test_a_truncated_batch_marks_the_missing_commands() -> None:
+    commands = [Command("a", "echo a"), Command("b", "echo b")]
+    full = subprocess.run(
+        ["/bin/sh", "-c", batch_script(commands, TOKEN)], capture_output=True, text=True
+    ).stdout
+    cut = full[: full.index(f"{TOKEN} OUT b")]
+    out = parse_batch_output(cut, commands, TOKEN)
+    assert out["a"].stdout == "a\n"
+    assert out["b"].error and not out["b"].ok
