@@ -1,0 +1,369 @@
+"""The collective benchmark that diagnose ships to every host and starts there with torchrun.
+
+It must run with nothing but the standard library and torch on the host, so it imports nothing from
+diagnose and imports torch only inside :func:`main`: the launcher reads this file's text and copies it,
+and the stage imports the pure helpers (sizes, byte counts, bandwidth formulas) from here so that the
+numbers are computed one way only.
+
+Measurement follows nccl-tests (doc/PERFORMANCE.md and its common.cu semantics): out-of-place buffers
+allocated once at the largest size and sliced; per size, warm-up launches, one untimed launch, a barrier,
+then ``iters`` launches back to back timed between two CUDA events (wall clock around a barrier on
+gloo), time = elapsed / iters, averaged over the ranks (nccl-tests' default ``-a 1``); algbw = bytes /
+time in GB/s (1e9 B/s) with bytes counted as nccl-tests prints them, busbw = algbw × the collective's bus
+factor. A separate validation launch per size, on freshly initialised buffers, counts wrong elements.
+
+Rank 0 appends one JSON object per measured row to ``--results`` (and prints it), flushed at once, so
+the launcher can follow progress and keep every row measured before a hang or a crash.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "sendrecv")
+DTYPES = ("float32", "float16", "bfloat16", "float64", "int32")
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int32": 4}
+
+# The validation pattern: element i of rank r holds ((i + r) mod PERIOD) + 1. Small integers keep every
+# sum exact in float32 (PERIOD × ranks < 2^24), and the period makes the expected value of any element a
+# lookup in a PERIOD-long table, so checking 4 GiB needs no second copy of the data on the host.
+PERIOD = 5
+# Collectives whose nccl-tests "count" column is the per-rank share of the buffer.
+_SPLIT = ("all_gather", "reduce_scatter", "all_to_all")
+# Elements handled per step while filling or checking: bounds the temporary index tensors.
+_CHUNK = 1 << 25
+
+
+def bus_factor(collective: str, ranks: int) -> float:
+    """nccl-tests' correction from algorithm to bus bandwidth (doc/PERFORMANCE.md, "Summary")."""
+    if collective == "all_reduce":
+        return 2.0 * (ranks - 1) / ranks
+    if collective in ("reduce_scatter", "all_gather", "all_to_all"):
+        return (ranks - 1) / ranks
+    if collective in ("broadcast", "sendrecv"):
+        return 1.0
+    raise ValueError(f"unknown collective {collective!r}")
+
+
+def bandwidths(nbytes: int, seconds: float, collective: str, ranks: int) -> tuple[float, float]:
+    """(algbw, busbw) in GB/s (1e9 bytes per second), as nccl-tests prints them."""
+    if seconds <= 0:
+        return 0.0, 0.0
+    algbw = nbytes / seconds / 1e9
+    return algbw, algbw * bus_factor(collective, ranks)
+
+
+def sweep(min_bytes: int, max_bytes: int, factor: float) -> list[int]:
+    """The sizes nccl-tests visits for ``-b min -e max -f factor`` (factor 1 means just min)."""
+    sizes = [int(min_bytes)]
+    if factor <= 1:
+        return sizes
+    size = float(min_bytes)
+    while True:
+        size *= factor
+        if int(size) > max_bytes:
+            return sizes
+        sizes.append(int(size))
+
+
+def counts(collective: str, nbytes: int, elem: int, ranks: int) -> tuple[int, int, int]:
+    """(input elements, output elements, bytes reported) for a requested size, per rank.
+
+    Bytes are counted as nccl-tests prints its ``size`` column: the whole buffer of the operation
+    (all_gather and reduce_scatter: the full gathered array; all_to_all: everything one rank sends),
+    rounded down so that it splits evenly over the ranks where the collective needs that.
+    """
+    total = nbytes // elem
+    if collective in ("all_gather", "reduce_scatter", "all_to_all"):
+        per_rank = total // ranks
+        total = per_rank * ranks
+        if collective == "all_gather":
+            return per_rank, total, total * elem
+        if collective == "reduce_scatter":
+            return total, per_rank, total * elem
+        return total, total, total * elem
+    return total, total, total * elem
+
+
+def _rank_sum_table(ranks: int) -> list[int]:
+    """Σ_r (((j + r) mod P) + 1) for j < P without an O(ranks) loop per entry at large scale."""
+    full, rest = divmod(ranks, PERIOD)
+    base = full * PERIOD * (PERIOD + 1) // 2
+    return [base + sum(((j + r) % PERIOD) + 1 for r in range(rest)) for j in range(PERIOD)]
+
+
+class Bench:
+    """One process's view of the benchmark: its rank, device, timing method and buffers."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        import torch
+        import torch.distributed as dist
+
+        self.torch = torch
+        self.dist = dist
+        self.args = args
+        self.rank = int(os.environ["RANK"])
+        self.ranks = int(os.environ["WORLD_SIZE"])
+        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        self.gpu = args.backend == "nccl"
+        self.dtype = getattr(torch, args.dtype)
+        self.elem = DTYPE_BYTES[args.dtype]
+        self.exact = args.dtype in ("float32", "float64", "int32")
+        timeout = __import__("datetime").timedelta(seconds=args.op_timeout)
+        if self.gpu:
+            torch.cuda.set_device(self.local_rank)
+            self.device = torch.device("cuda", self.local_rank)
+            dist.init_process_group("nccl", timeout=timeout, device_id=self.device)
+        else:
+            self.device = torch.device("cpu")
+            dist.init_process_group("gloo", timeout=timeout)
+
+    # -- data -----------------------------------------------------------------------------------------
+    def _index_mod(self, start: int, stop: int, offset: int) -> Any:
+        torch = self.torch
+        return (torch.arange(start, stop, device=self.device, dtype=torch.int64) + offset) % PERIOD
+
+    def fill_pattern(self, buf: Any, offset: int) -> None:
+        """buf[i] = ((i + offset) mod PERIOD) + 1, chunk by chunk."""
+        n = buf.numel()
+        for start in range(0, n, _CHUNK):
+            stop = min(n, start + _CHUNK)
+            buf[start:stop].copy_(self._index_mod(start, stop, offset) + 1)
+
+    def count_wrong(self, buf: Any, table: list[int], offset: int) -> int:
+        """Elements of buf that differ from table[(i + offset) mod PERIOD]."""
+        torch = self.torch
+        lookup = torch.tensor(table, device=self.device, dtype=torch.float64)
+        wrong = torch.zeros((), device=self.device, dtype=torch.int64)
+        n = buf.numel()
+        for start in range(0, n, _CHUNK):
+            stop = min(n, start + _CHUNK)
+            expected = lookup[self._index_mod(start, stop, offset)]
+            got = buf[start:stop].to(torch.float64)
+            if self.exact:
+                wrong += (got != expected).sum()
+            else:
+                # 16-bit sums are rounded along the reduction order; a 2 % band still catches garbage.
+                wrong += ((got - expected).abs() > 0.02 * expected.abs() + 1e-3).sum()
+        return int(wrong.item())
+
+    # -- one collective ---------------------------------------------------------------------------------
+    def operation(self, collective: str, inp: Any, out: Any) -> Callable[[], None]:
+        dist = self.dist
+        rank, ranks = self.rank, self.ranks
+        if collective == "all_reduce":
+            # torch's all_reduce and broadcast work in place: the timed launches reduce ``out`` over and
+            # over (values do not change NCCL's speed) and the validation launch re-fills it first.
+            return lambda: dist.all_reduce(out)
+        if collective == "reduce_scatter":
+            return lambda: dist.reduce_scatter_tensor(out, inp)
+        if collective == "all_gather":
+            return lambda: dist.all_gather_into_tensor(out, inp)
+        if collective == "all_to_all":
+            return lambda: dist.all_to_all_single(out, inp)
+        if collective == "broadcast":
+            return lambda: dist.broadcast(out, self.args.root)
+        if collective == "sendrecv":
+            nxt, prv = (rank + 1) % ranks, (rank - 1) % ranks
+            if self.gpu:
+
+                def exchange() -> None:
+                    works = dist.batch_isend_irecv(
+                        [dist.P2POp(dist.isend, inp, nxt), dist.P2POp(dist.irecv, out, prv)]
+                    )
+                    for work in works:
+                        work.wait()
+
+                return exchange
+
+            def exchange_cpu() -> None:
+                sent = dist.isend(inp, nxt)
+                dist.recv(out, prv)
+                sent.wait()
+
+            return exchange_cpu
+        raise ValueError(f"unknown collective {collective!r}")
+
+    def buffers(self, collective: str, max_bytes: int) -> tuple[Any, Any]:
+        """Input and output buffers for the largest size; smaller sizes use their leading elements."""
+        n_in, n_out, _ = counts(collective, max_bytes, self.elem, self.ranks)
+        empty = self.torch.empty
+        out = empty(max(n_out, 1), dtype=self.dtype, device=self.device)
+        if collective in ("all_reduce", "broadcast"):
+            return out, out
+        return empty(max(n_in, 1), dtype=self.dtype, device=self.device), out
+
+    def validate(self, collective: str, inp: Any, out: Any, per_rank: int) -> int:
+        """One launch on freshly initialised buffers; the number of wrong elements over all ranks."""
+        rank, ranks, root = self.rank, self.ranks, self.args.root
+        identity = [j + 1 for j in range(PERIOD)]
+        out.zero_()
+        if collective == "all_reduce":
+            self.fill_pattern(out, rank)
+        elif collective == "broadcast":
+            if rank == root:
+                self.fill_pattern(out, root)
+        else:
+            self.fill_pattern(inp, rank)
+        self.operation(collective, inp, out)()
+        if collective in ("all_reduce", "reduce_scatter"):
+            offset = rank * per_rank if collective == "reduce_scatter" else 0
+            wrong = self.count_wrong(out, _rank_sum_table(ranks), offset)
+        elif collective == "broadcast":
+            wrong = self.count_wrong(out, identity, root)
+        elif collective == "sendrecv":
+            wrong = self.count_wrong(out, identity, (rank - 1) % ranks)
+        elif collective == "all_gather":
+            wrong = sum(
+                self.count_wrong(out[j * per_rank : (j + 1) * per_rank], identity, j) for j in range(ranks)
+            )
+        else:  # all_to_all: block k of the output is block `rank` of rank k's input
+            wrong = sum(
+                self.count_wrong(out[k * per_rank : (k + 1) * per_rank], identity, rank * per_rank + k)
+                for k in range(ranks)
+            )
+        return int(self.reduce([float(wrong)], "sum")[0])
+
+    def reduce(self, values: list[float], how: str) -> list[float]:
+        """Combine a few numbers over all ranks (sum or max), on the backend's own device."""
+        tensor = self.torch.tensor(values, dtype=self.torch.float64, device=self.device)
+        op = self.dist.ReduceOp.SUM if how == "sum" else self.dist.ReduceOp.MAX
+        self.dist.all_reduce(tensor, op=op)
+        return [float(v) for v in tensor.tolist()]
+
+    def time_launches(self, op: Callable[[], None]) -> float:
+        """Seconds per launch on this rank: ``iters`` launches back to back, synchronised at the end."""
+        args, torch = self.args, self.torch
+        for _ in range(args.warmup):
+            op()
+        op()  # the untimed launch nccl-tests makes before its barrier
+        if self.gpu:
+            torch.cuda.synchronize()
+            self.dist.barrier()
+            torch.cuda.synchronize()
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(args.iters):
+                op()
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end) / 1e3 / args.iters
+        self.dist.barrier()
+        began = time.perf_counter()
+        for _ in range(args.iters):
+            op()
+        return (time.perf_counter() - began) / args.iters
+
+    def run(self, emit: Callable[[dict[str, Any]], None]) -> None:
+        args = self.args
+        sizes = sweep(args.min_bytes, args.max_bytes, args.step_factor)
+        for collective in args.collectives:
+            inp, out = self.buffers(collective, max(sizes))
+            for requested in sizes:
+                n_in, n_out, nbytes = counts(collective, requested, self.elem, self.ranks)
+                if nbytes == 0:
+                    continue
+                emit({"event": "begin", "collective": collective, "bytes": nbytes})
+                view_in, view_out = inp[:n_in], out[:n_out]
+                per_rank = n_out // self.ranks if collective in ("all_gather", "all_to_all") else n_out
+                seconds = self.time_launches(self.operation(collective, view_in, view_out))
+                total, slowest = self.reduce([seconds], "sum")[0], self.reduce([seconds], "max")[0]
+                average = total / self.ranks
+                algbw, busbw = bandwidths(nbytes, average, collective, self.ranks)
+                wrong = self.validate(collective, view_in, view_out, per_rank) if args.check else None
+                emit(
+                    {
+                        "event": "row",
+                        "collective": collective,
+                        "bytes": nbytes,
+                        "count": nbytes // self.elem // (self.ranks if collective in _SPLIT else 1),
+                        "dtype": args.dtype,
+                        "ranks": self.ranks,
+                        "time_us": round(average * 1e6, 3),
+                        "time_us_max": round(slowest * 1e6, 3),
+                        "algbw_gbps": round(algbw, 3),
+                        "busbw_gbps": round(busbw, 3),
+                        "wrong": wrong,
+                    }
+                )
+            del inp, out
+            if self.gpu:
+                self.torch.cuda.empty_cache()
+
+    def versions(self) -> dict[str, Any]:
+        info: dict[str, Any] = {"torch": self.torch.__version__}
+        if self.gpu:
+            nccl = self.torch.cuda.nccl.version()
+            info["nccl"] = ".".join(str(p) for p in nccl) if isinstance(nccl, tuple) else str(nccl)
+            info["gpu"] = self.torch.cuda.get_device_name(self.device)
+        return info
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--collectives", default="all_reduce", help="comma-separated, from: " + ", ".join(COLLECTIVES)
+    )
+    parser.add_argument("--min-bytes", type=int, default=1 << 20)
+    parser.add_argument("--max-bytes", type=int, default=1 << 28)
+    parser.add_argument("--step-factor", type=float, default=2.0)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--backend", choices=("nccl", "gloo"), default="nccl")
+    parser.add_argument("--dtype", choices=DTYPES, default="float32")
+    parser.add_argument("--root", type=int, default=0, help="broadcast root")
+    parser.add_argument("--check", type=int, default=1, help="1: count wrong elements at every size")
+    parser.add_argument(
+        "--op-timeout", type=float, default=900.0, help="seconds before torch aborts a collective"
+    )
+    parser.add_argument("--results", help="file rank 0 appends its JSON rows to")
+    parser.add_argument("--log-dir", help="where each rank writes its NCCL log (nccl-rank<N>.log)")
+    args = parser.parse_args(argv)
+    args.collectives = [c.strip() for c in args.collectives.split(",") if c.strip()]
+    unknown = [c for c in args.collectives if c not in COLLECTIVES]
+    if unknown:
+        parser.error(f"unknown collective(s) {', '.join(unknown)}; choose from {', '.join(COLLECTIVES)}")
+    if args.min_bytes <= 0 or args.max_bytes < args.min_bytes:
+        parser.error("need 0 < --min-bytes <= --max-bytes")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    rank = int(os.environ.get("RANK", "0"))
+    if args.log_dir and os.environ.get("NCCL_DEBUG"):
+        os.makedirs(args.log_dir, exist_ok=True)
+        os.environ["NCCL_DEBUG_FILE"] = os.path.join(args.log_dir, f"nccl-rank{rank}.log")
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    results = open(args.results, "a", encoding="utf-8") if args.results and rank == 0 else None  # noqa: SIM115
+
+    def emit(record: dict[str, Any]) -> None:
+        if rank != 0:
+            return
+        line = json.dumps(record)
+        print(line, flush=True)
+        if results is not None:
+            results.write(line + "\n")
+            results.flush()
+
+    bench = Bench(args)
+    emit({"event": "start", "ranks": bench.ranks, "backend": args.backend, **bench.versions()})
+    bench.run(emit)
+    bench.dist.barrier()
+    emit({"event": "done"})
+    bench.dist.destroy_process_group()
+    if results is not None:
+        results.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
