@@ -1,12 +1,18 @@
 """The expected-value variables a profile (or any inventory level, or ``-e``) may set.
 
 Profiles are data; this registry is their schema. A profile key that is not listed here is rejected with
-the file and line, so a typo can never silently disable a rule.
+the file and line, so a typo can never silently disable a rule. A variable left null (``~``) in a profile
+means "no expectation" except where its meaning says otherwise (``expected_gpu_count``: any number ≥ 1).
+
+The helpers at the end turn a host's variables into the reasons the rules print, so every check says the
+same thing, in the same words, when a profile rules the hardware out.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from diagnose.vars import Vars
 
 
 @dataclass(frozen=True)
@@ -19,7 +25,9 @@ class Variable:
 PROFILE_VARIABLES: dict[str, Variable] = {
     v.name: v
     for v in (
-        Variable("expected_gpu_count", int, "GPUs per host"),
+        Variable(
+            "expected_gpu_count", int, "GPUs per host (null: any number from 1; 0: the host has no GPU)"
+        ),
         Variable("expected_gpu_model", str, "substring of the GPU name, e.g. H100"),
         Variable("expected_nvlink", bool, "every GPU pair joined by NV#"),
         Variable(
@@ -28,6 +36,16 @@ PROFILE_VARIABLES: dict[str, Variable] = {
         Variable("expected_link_rate_gbps", float, "minimum port rate in Gb/s"),
         Variable("expected_mtu", int, "active MTU on every RDMA port"),
         Variable("expected_link_layer", str, "InfiniBand, Ethernet (RoCE) or efa"),
+        Variable(
+            "expected_nic_per_gpu",
+            bool,
+            "every GPU has an RDMA NIC behind its own PCIe switch (PIX or PXB in nvidia-smi topo -m)",
+        ),
+        Variable(
+            "expected_gpudirect",
+            bool,
+            "GPUDirect RDMA must be possible (nvidia_peermem loaded or DMA-BUF); defaults to true with a fabric",
+        ),
         Variable("min_port_range", int, "minimum width of net.ipv4.ip_local_port_range"),
         Variable(
             "line_rate_gbps", float, "per-NIC line rate the inter-node busbw expectation is computed from"
@@ -35,3 +53,30 @@ PROFILE_VARIABLES: dict[str, Variable] = {
         Variable("nvlink_busbw_gbps", float, "intra-node busbw the single-node expectation is computed from"),
     )
 }
+
+
+def profile_label(host_vars: Vars) -> str:
+    """How messages name the profile: ``profile h100-8x-ndr400``, or a neutral phrase without one."""
+    name = host_vars.str("diagnose_profile")
+    return f"profile {name}" if name else "the expected values in use"
+
+
+def no_fabric_reason(host_vars: Vars) -> str | None:
+    """Why this host is not expected to have an RDMA fabric, or None if it is (or nothing is said)."""
+    count = host_vars.int("expected_hca_count")
+    if count == 0:
+        return f"{profile_label(host_vars)} expects no RDMA fabric (expected_hca_count 0)"
+    if count is None:
+        return f"{profile_label(host_vars)} sets no expected_hca_count, so no RDMA fabric is required"
+    return None
+
+
+def no_gpu_reason(host_vars: Vars) -> str | None:
+    """Why this host is not expected to have GPUs, or None if it is (null means any number from one)."""
+    if host_vars.int("expected_gpu_count") == 0:
+        return f"{profile_label(host_vars)} expects no GPU (expected_gpu_count 0)"
+    return None
+
+
+def fabric_expected(host_vars: Vars) -> bool:
+    return (host_vars.int("expected_hca_count") or 0) > 0
