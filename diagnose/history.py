@@ -41,13 +41,12 @@ from typing import Any
 import platformdirs
 
 from diagnose.errors import ConfigError
-from diagnose.model import CheckResult
+from diagnose.model import SEVERITY, STATUSES, CheckResult
 
 REGRESSION_ID = "history.regression"
 DEFAULT_BUSBW_DROP_PCT = 10.0
 DEFAULT_DB_NAME = "history.sqlite3"
 VERSION_FIELDS = ("driver", "cuda", "nccl", "torch")
-_STATUSES = ("PASS", "WARN", "FAIL", "ERROR", "SKIP")
 
 _MIGRATIONS: tuple[str, ...] = (
     # 1: the first schema. A later change appends a script here; never edit a shipped one.
@@ -209,7 +208,7 @@ def _json(value: Any) -> str | None:
 
 
 def _counts(results: Mapping[str, Any]) -> dict[str, int]:
-    counts = dict.fromkeys(_STATUSES, 0)
+    counts = dict.fromkeys(STATUSES, 0)
     for item in [*results.get("checks", []), *results.get("benchmarks", [])]:
         status = item.get("status")
         if status in counts:
@@ -451,9 +450,6 @@ class Snapshot:
     busbw: dict[BenchKey, dict[int, float]] = field(default_factory=dict)
 
 
-_RANK = {"SKIP": 0, "PASS": 1, "WARN": 2, "ERROR": 3, "FAIL": 4}
-
-
 def snapshot(results: Mapping[str, Any]) -> Snapshot:
     """Reduce a results document to what a comparison reads.
 
@@ -468,7 +464,7 @@ def snapshot(results: Mapping[str, Any]) -> Snapshot:
             continue
         key = (check["id"], check.get("host") or "")
         seen = snap.checks.get(key)
-        if seen is None or _RANK.get(check["status"], 0) > _RANK.get(seen[0], 0):
+        if seen is None or SEVERITY.get(check["status"], 0) > SEVERITY.get(seen[0], 0):
             snap.checks[key] = (check["status"], str(check.get("message") or ""))
     for bench in results.get("benchmarks", []):
         if bench.get("status") != "ERROR":
@@ -674,7 +670,7 @@ def compare(
         for key, regression in _busbw_regressions(ref_snap, ref, current, drop_pct).items():
             busbw.setdefault(key, regression)
     found += list(busbw.values())
-    return sorted(found, key=lambda r: -_RANK[r.result.status])
+    return sorted(found, key=lambda r: -SEVERITY[r.result.status])
 
 
 def regressions(
@@ -823,13 +819,13 @@ def _check_trend(conn: sqlite3.Connection, check_id: str, host: str | None, limi
                 shown = "" if observed is None else _clip(json.loads(observed), 30)
                 table.append([started, run_id, status, shown, _clip(message or "", 70)])
             continue
-        tally = {s: sum(1 for r in results if r[1] == s) for s in _STATUSES}
+        tally = {s: sum(1 for r in results if r[1] == s) for s in STATUSES}
         odd = [f"{h or 'cluster'} {s}" for h, s, _, _ in results if s not in ("PASS", "SKIP")]
         shown = ", ".join(odd[:5]) + (f", +{len(odd) - 5} more" if len(odd) > 5 else "")
-        table.append([started, run_id, *(str(tally[s]) for s in _STATUSES), shown])
+        table.append([started, run_id, *(str(tally[s]) for s in STATUSES), shown])
     if host is not None:
         return f"{check_id} on {host}\n" + _table(["started", "run", "status", "observed", "message"], table)
-    return f"{check_id}\n" + _table(["started", "run", *_STATUSES, "not passing"], table)
+    return f"{check_id}\n" + _table(["started", "run", *STATUSES, "not passing"], table)
 
 
 def _band_median(sizes: Mapping[int, float], band: Band) -> float | None:
