@@ -1,0 +1,235 @@
+"""The operational checklist (DESIGN.md, sections 1–5) filled in from a run's check results.
+
+The checklist is what the cluster owner signs against, so it lists every item whether or not the run
+looked at it: an item with no result is NOT COVERED, an item whose results all say SKIP is SKIPPED, and
+neither is ever shown as passed. Checks the map below does not know (a site's own, ``history.regression``)
+are listed under the section their ``checklist`` field names, so nothing a run judged is left out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from diagnose.model import SEVERITY, worst
+from diagnose.report.hostlist import summarize
+
+NOT_COVERED = "NOT COVERED"
+CLUSTER = "cluster-wide"
+# A dip below this share of the best busbw seen at smaller sizes is not the shape of a healthy sweep.
+CURVE_DIP_RATIO = 0.7
+# Below this size busbw is latency-bound and jumps around on any fabric; dips there mean nothing.
+CURVE_MIN_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class ItemSpec:
+    """One line of the paper checklist and the check ids that answer it (``bench.*`` is a prefix)."""
+
+    key: str
+    title: str
+    sources: tuple[str, ...]
+    curve: bool = False
+
+
+SECTIONS: tuple[tuple[str, str, tuple[ItemSpec, ...]], ...] = (
+    (
+        "1",
+        "Fabric",
+        (
+            ItemSpec("1.1", "HCAs present and ports Active", ("ib.devices", "ib.port_state")),
+            ItemSpec("1.2", "Link speed as expected", ("ib.link_rate",)),
+            ItemSpec("1.3", "GPU–NIC locality (and NVLink between GPUs)", ("gpu.topology",)),
+            ItemSpec("1.4", "MTU / GID / subnet consistent", ("ib.mtu",)),
+        ),
+    ),
+    (
+        "2",
+        "Container / Kubernetes",
+        (ItemSpec("2.1", "RDMA devices visible where the workload runs", ("ib.devices",)),),
+    ),
+    (
+        "3",
+        "NCCL baseline",
+        (
+            ItemSpec("3.1", "NET/IB between nodes, not NET/Socket", ("nccl.transport",)),
+            ItemSpec("3.2", "algbw / busbw at the hardware baseline", ("bench.*",)),
+            ItemSpec("3.3", "Normal busbw curve over message sizes", ("bench.*",), curve=True),
+        ),
+    ),
+    ("4", "Training trace", (ItemSpec("4.1", "Compute / communication overlap", ()),)),
+    ("5", "Inference trace", (ItemSpec("5.1", "KV-cache transfer latency", ()),)),
+)
+OTHER_SECTION = ("–", "Other checks")
+# Plain-language lines for catalog checks that answer no item of the paper checklist by themselves; an id
+# not listed here (a site's own check) is shown by its id.
+TITLES = {
+    "host.reachable": "Host reachable over SSH (or locally)",
+    "gpu.gpudirect": "GPUDirect RDMA available (nvidia_peermem or DMA-BUF)",
+    "net.port_range": "Ephemeral port range wide enough for NCCL sockets",
+    "nccl.version": "NCCL present, same version on every host",
+    "versions.consistency": "Same driver, CUDA and torch on every host",
+    "nccl.env": "No NCCL setting that disables a transport",
+    "history.regression": "No regression against the last good run",
+}
+
+
+@dataclass
+class ItemResult:
+    """One filled-in checklist line."""
+
+    key: str
+    title: str
+    status: str
+    sources: list[str]
+    judged_hosts: int = 0
+    cluster_wide: bool = False
+    # (status, folded host list, host count) for every status worse than PASS, worst first.
+    bad: list[tuple[str, str, int]] = field(default_factory=list)
+    note: str = ""
+
+
+@dataclass
+class SectionResult:
+    number: str
+    title: str
+    items: list[ItemResult]
+
+
+def _matches(check_id: str, sources: Iterable[str]) -> bool:
+    return any(check_id.startswith(s[:-1]) if s.endswith("*") else check_id == s for s in sources)
+
+
+def _sections_of(checklist: Any) -> list[str]:
+    found = re.findall(r"[1-5]", str(checklist or ""))
+    return list(dict.fromkeys(found)) or [OTHER_SECTION[0]]
+
+
+def judge_item(key: str, title: str, sources: list[str], rows: list[dict[str, Any]]) -> ItemResult:
+    """Fold the results behind one item into its status and the hosts it did not pass on."""
+    item = ItemResult(key, title, NOT_COVERED, sources)
+    if not rows:
+        item.note = "no check in this run answers this item"
+        return item
+    judged = [r for r in rows if r.get("status") != "SKIP"]
+    if not judged:
+        item.status = "SKIP"
+        item.note = str(rows[0].get("message") or "not applicable")
+        return item
+    item.status = worst([r["status"] for r in judged if r.get("status") in SEVERITY])
+    per_host = {r.get("host") for r in judged if r.get("host") is not None}
+    # A cluster rule names only the odd host out, so its host rows say nothing about coverage; only per-host
+    # passes show which hosts an item was really judged on.
+    if any(r.get("status") == "PASS" and r.get("host") is not None for r in judged):
+        item.judged_hosts = len(per_host)
+    item.cluster_wide = any(r.get("host") is None for r in judged) or not item.judged_hosts
+    for status in ("FAIL", "ERROR", "WARN"):
+        names = {
+            str(r.get("host")) if r.get("host") is not None else f"{r.get('id', '?')} ({CLUSTER})"
+            for r in judged
+            if r.get("status") == status
+        }
+        if names:
+            item.bad.append((status, summarize(names), len(names)))
+    skipped = len(rows) - len(judged)
+    if skipped:
+        item.note = f"{skipped} result(s) skipped as not applicable"
+    return item
+
+
+def curve_shape(rows: list[dict[str, Any]]) -> tuple[str, str]:
+    """Whether a size sweep looks like a healthy one: busbw rises with size, then levels off.
+
+    A healthy sweep never loses much bandwidth as messages grow; a drop past 1 MiB points at a protocol or
+    algorithm switch gone wrong, a congested link or a straggler, and any wrong element is a broken result.
+    """
+    points = sorted(
+        (r for r in rows if isinstance(r.get("bytes"), int) and isinstance(r.get("busbw_gbps"), int | float)),
+        key=lambda r: r["bytes"],
+    )
+    if not points:
+        return NOT_COVERED, "no size sweep in the results"
+    wrong = [r for r in points if isinstance(r.get("wrong"), int) and r["wrong"] > 0]
+    if wrong:
+        return "FAIL", f"wrong elements at {len(wrong)} size(s), first at {human_bytes(wrong[0]['bytes'])}"
+    best = 0.0
+    best_at = 0
+    for row in points:
+        busbw = float(row["busbw_gbps"])
+        if row["bytes"] >= CURVE_MIN_BYTES and best > 0 and busbw < CURVE_DIP_RATIO * best:
+            return "WARN", (
+                f"busbw drops to {busbw:.1f} GB/s at {human_bytes(row['bytes'])} after "
+                f"{best:.1f} GB/s at {human_bytes(best_at)}"
+            )
+        if busbw > best:
+            best, best_at = busbw, row["bytes"]
+    return "PASS", f"rises to {best:.1f} GB/s at {human_bytes(best_at)} and holds"
+
+
+def human_bytes(size: int) -> str:
+    """Message sizes as nccl-tests users say them: 8 B, 64 KiB, 4 GiB."""
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def _curve_item(spec: ItemSpec, benchmarks: list[dict[str, Any]]) -> ItemResult:
+    item = ItemResult(spec.key, spec.title, NOT_COVERED, ["benchmarks[].rows"])
+    verdicts = []
+    for bench in benchmarks:
+        status, message = curve_shape(bench.get("rows") or [])
+        if status != NOT_COVERED:
+            verdicts.append((status, f"{bench.get('collective', '?')}: {message}"))
+    if not verdicts:
+        item.note = "no benchmark sweep in this run"
+        return item
+    item.status = worst([s for s, _ in verdicts])
+    item.cluster_wide = True
+    for status in ("FAIL", "WARN"):
+        names = [m for s, m in verdicts if s == status]
+        if names:
+            item.bad.append((status, "; ".join(names), len(names)))
+    item.note = "" if item.bad else "; ".join(m for _, m in verdicts)
+    return item
+
+
+def build_checklist(results: dict[str, Any]) -> list[SectionResult]:
+    """Every checklist section with its items filled in from ``results`` (schema 1)."""
+    checks: list[dict[str, Any]] = results.get("checks") or []
+    benchmarks: list[dict[str, Any]] = results.get("benchmarks") or []
+    mapped = {s for _, _, items in SECTIONS for spec in items for s in spec.sources}
+    sections: list[SectionResult] = []
+    extra: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for row in checks:
+        check_id = str(row.get("id", "?"))
+        if not _matches(check_id, mapped):
+            for number in _sections_of(row.get("checklist")):
+                extra.setdefault(number, {}).setdefault(check_id, []).append(row)
+    for number, title, specs in (*SECTIONS, (*OTHER_SECTION, ())):
+        items: list[ItemResult] = []
+        own_extra = extra.get(number, {})
+        for spec in specs:
+            if spec.curve:
+                items.append(_curve_item(spec, benchmarks))
+                continue
+            rows = [r for r in checks if _matches(str(r.get("id", "?")), spec.sources)]
+            if not rows and spec.sources == ("bench.*",):
+                rows = [
+                    {**b, "id": f"bench.{b.get('collective')}", "host": None}
+                    for b in benchmarks
+                    if b.get("status")
+                ]
+            if not spec.sources and own_extra:
+                continue  # the section's own checks below answer it
+            items.append(judge_item(spec.key, spec.title, list(spec.sources), rows))
+        for index, (check_id, rows) in enumerate(sorted(own_extra.items()), start=len(items) + 1):
+            key = f"{number}.{index}" if number != OTHER_SECTION[0] else OTHER_SECTION[0]
+            items.append(judge_item(key, TITLES.get(check_id, check_id), [check_id], rows))
+        if items:
+            sections.append(SectionResult(number, title, items))
+    return sections

@@ -1,0 +1,83 @@
+"""The report as one self-contained HTML file (CSS and plots inline, no script, no network).
+
+Self-contained because the file travels: it is mailed, attached to tickets and opened years later, and the
+same string is what weasyprint paginates into the PDF. The Content-Security-Policy in the template forbids
+scripts and remote loads outright, a second wall behind autoescaping.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup, escape
+
+import diagnose
+from diagnose.report.checklist import human_bytes
+from diagnose.report.plots import busbw_svg
+from diagnose.report.view import ENV_FIELDS, LARGE_BYTES, Report
+
+_STATUS_CLASSES = {
+    "PASS": "st-pass",
+    "WARN": "st-warn",
+    "FAIL": "st-fail",
+    "ERROR": "st-error",
+    "SKIP": "st-skip",
+    "NOT COVERED": "st-notcovered",
+    "INCOMPLETE": "st-incomplete",
+    "none": "st-none",
+}
+
+
+def status_class(status: object) -> str:
+    """The CSS class of a status; anything unknown (a hostile or newer status) gets a neutral one."""
+    return _STATUS_CLASSES.get(str(status), "st-unknown")
+
+
+def breakable(text: object) -> Markup:
+    """Escaped text with break opportunities after dots and underscores, for narrow column headers."""
+    escaped = str(escape(str(text)))
+    return Markup(escaped.replace(".", ".<wbr>").replace("_", "_<wbr>"))
+
+
+@cache
+def _environment() -> Environment:
+    env = Environment(
+        loader=PackageLoader("diagnose.reports", "."),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["status_class"] = status_class
+    env.filters["breakable"] = breakable
+    env.filters["human_bytes"] = human_bytes
+    return env
+
+
+@cache
+def _css() -> str:
+    return resources.files("diagnose.reports").joinpath("report.css").read_text(encoding="utf-8")
+
+
+def render_html(report: Report) -> str:
+    """The report's HTML; plots are drawn here so that ``view`` stays free of matplotlib."""
+    for bench in report.benchmarks:
+        bench.svg = Markup(busbw_svg(bench.raw_rows, bench.expected, salt=f"bench{bench.index}"))
+    template = _environment().get_template("report.html.j2")
+    return template.render(
+        cover=report.cover,
+        checklist=report.checklist,
+        findings=report.findings,
+        cluster_checks=report.cluster_checks,
+        matrix=report.matrix,
+        benchmarks=report.benchmarks,
+        environment=report.environment,
+        evidence=report.evidence,
+        history=report.history,
+        env_fields=ENV_FIELDS,
+        large_bytes=LARGE_BYTES,
+        css=Markup(_css()),
+        generator_version=diagnose.__version__,
+    )

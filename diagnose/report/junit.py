@@ -1,0 +1,114 @@
+"""JUnit XML for CI systems: one testcase per check × host, one per benchmark.
+
+CI dashboards (GitLab, Jenkins, GitHub test reporters) show ``classname`` as the group and ``name`` as the
+test, so a check id becomes the group and the host the test: a failing ``ib.port_state`` lists the hosts
+it failed on. FAIL maps to ``<failure>``, ERROR (could not be judged) to ``<error>``, SKIP to ``<skipped>``;
+WARN passes, with its message kept in ``<system-out>`` so that it is not lost.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from typing import Any
+
+from diagnose.report.hostlist import natural_key
+from diagnose.report.view import show
+
+_ELEMENT = {"FAIL": "failure", "ERROR": "error", "SKIP": "skipped"}
+CLUSTER_CASE = "cluster-wide"
+
+
+def _detail(row: dict[str, Any]) -> str:
+    parts = [
+        f"status: {row.get('status')}",
+        f"message: {row.get('message') or ''}",
+        f"observed: {show(row.get('observed'), 2000)}",
+        f"expected: {show(row.get('expected'), 2000)}",
+    ]
+    if row.get("remediation"):
+        parts.append(f"remediation: {row['remediation']}")
+    if row.get("evidence"):
+        parts.append(f"evidence: {row['evidence']}")
+    return "\n".join(parts)
+
+
+def _case(suite: ET.Element, classname: str, name: str, status: str, message: str, detail: str) -> str:
+    case = ET.SubElement(suite, "testcase", classname=classname, name=name, time="0")
+    element = _ELEMENT.get(status)
+    if element is None and status not in ("PASS", "WARN"):
+        element = "error"  # a status this version does not know cannot count as a pass
+    if element:
+        ET.SubElement(case, element, message=message or status, type=status).text = detail
+    elif status == "WARN":
+        ET.SubElement(case, "system-out").text = f"WARN: {message}\n{detail}"
+    return element or "pass"
+
+
+def _count(suite: ET.Element, outcomes: list[str]) -> None:
+    suite.set("tests", str(len(outcomes)))
+    for attribute, element in (("failures", "failure"), ("errors", "error"), ("skipped", "skipped")):
+        suite.set(attribute, str(outcomes.count(element)))
+
+
+def _bench_detail(bench: dict[str, Any]) -> str:
+    transport = bench.get("transport") if isinstance(bench.get("transport"), dict) else {}
+    lines = [
+        f"status: {bench.get('status')}",
+        f"message: {bench.get('message') or ''}",
+        f"expected busbw: {show(bench.get('expected_busbw_gbps'))} GB/s",
+        f"transport: inter_node={show(transport.get('inter_node'))} intra_node={show(transport.get('intra_node'))}",
+        "bytes busbw_gbps algbw_gbps wrong",
+    ]
+    for row in bench.get("rows") or []:
+        if isinstance(row, dict):
+            lines.append(
+                f"{row.get('bytes')} {row.get('busbw_gbps')} {row.get('algbw_gbps')} {row.get('wrong')}"
+            )
+    return "\n".join(lines)
+
+
+def render_junit(results: dict[str, Any]) -> bytes:
+    """The JUnit XML document for a cleaned results dict (strings already legal in XML 1.0)."""
+    run = results.get("run") or {}
+    root = ET.Element("testsuites", name=f"diagnose {run.get('id') or ''}".strip())
+    by_check: dict[str, list[dict[str, Any]]] = {}
+    for row in results.get("checks") or []:
+        if isinstance(row, dict):
+            by_check.setdefault(str(row.get("id", "?")), []).append(row)
+    totals: list[str] = []
+    for check_id, rows in by_check.items():
+        suite = ET.SubElement(root, "testsuite", name=check_id, timestamp=str(run.get("started") or ""))
+        rows.sort(key=lambda r: natural_key(CLUSTER_CASE if r.get("host") is None else str(r.get("host"))))
+        outcomes = [
+            _case(
+                suite,
+                check_id,
+                CLUSTER_CASE if row.get("host") is None else str(row.get("host")),
+                str(row.get("status")),
+                str(row.get("message") or ""),
+                _detail(row),
+            )
+            for row in rows
+        ]
+        _count(suite, outcomes)
+        totals += outcomes
+    benchmarks = [b for b in results.get("benchmarks") or [] if isinstance(b, dict)]
+    if benchmarks:
+        suite = ET.SubElement(root, "testsuite", name="benchmarks", timestamp=str(run.get("started") or ""))
+        outcomes = [
+            _case(
+                suite,
+                f"bench.{b.get('collective')}",
+                f"{b.get('collective')} {b.get('nodes')} node(s) {b.get('ranks')} ranks ({b.get('tool')}/"
+                f"{b.get('backend')})",
+                str(b.get("status")),
+                str(b.get("message") or ""),
+                _bench_detail(b),
+            )
+            for b in benchmarks
+        ]
+        _count(suite, outcomes)
+        totals += outcomes
+    _count(root, totals)
+    ET.indent(root, space=" ")
+    return ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"

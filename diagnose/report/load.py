@@ -1,0 +1,124 @@
+"""Read results.json and its evidence files into plain, printable text.
+
+Everything a report shows comes from hosts and tools we do not control: a host name, an NCCL variable or an
+``ibstat`` line may carry markup, quotes, control characters or bytes that are not UTF-8. The templates
+escape markup (autoescape), but escaping cannot fix characters that are illegal in the output format
+itself: XML 1.0 (JUnit, SVG) forbids most C0 controls, and a lone surrogate cannot be encoded as UTF-8 at
+all, so the writer would crash on the one hostile host instead of reporting it. Every string is therefore
+cleaned once, here, into text that every renderer can carry: undecodable bytes and control characters
+become visible ``\\xNN`` escapes, so the reader sees that something odd was there rather than nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# C0 controls except tab/newline/CR, DEL, C1 controls, surrogates, and the two XML non-characters.
+_BAD_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+# A string this long in a results field is a dumped log, not a value; the full text stays in raw/.
+MAX_FIELD_CHARS = 20_000
+
+
+def _visible(match: re.Match[str]) -> str:
+    char = match.group(0)
+    code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8, kept by surrogateescape
+        return f"\\x{code - 0xDC00:02x}"
+    if code >= 0xD800:  # any other lone surrogate or non-character has no byte form to show
+        return "\ufffd"
+    return f"\\x{code:02x}"
+
+
+def clean_text(text: str, limit: int | None = MAX_FIELD_CHARS) -> str:
+    """Text that every output format can carry as-is, cut to ``limit`` characters with a visible note."""
+    if _BAD_CHARS.search(text):
+        text = _BAD_CHARS.sub(_visible, text)
+    if limit is not None and len(text) > limit:
+        text = f"{text[:limit]}… [cut: {len(text) - limit} more characters]"
+    return text
+
+
+def clean_tree(value: Any) -> Any:
+    """``clean_text`` applied to every string (keys included) of a decoded JSON value."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {clean_text(str(k)): clean_tree(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clean_tree(v) for v in value]
+    return value
+
+
+def decode_bytes(data: bytes) -> str:
+    """UTF-8 where it is UTF-8; other bytes survive as surrogates that ``clean_text`` shows as ``\\xNN``."""
+    return data.decode("utf-8", errors="surrogateescape")
+
+
+def read_results(path: Path) -> dict[str, Any]:
+    """results.json as a dict, not yet cleaned (``clean_tree`` does that once, in the renderer).
+
+    Decoding with surrogateescape means a file some other writer produced with raw non-UTF-8 bytes in it
+    still loads, and the odd bytes show up in the report where they were.
+    """
+    data = json.loads(decode_bytes(path.read_bytes()))
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: results.json must hold a JSON object, found {type(data).__name__}")
+    return data
+
+
+@dataclass(frozen=True)
+class Excerpt:
+    """The shown part of one evidence file; ``note`` says why it is short or absent."""
+
+    path: str
+    text: str | None
+    note: str | None
+
+
+def evidence_target(base_dir: Path, rel: str) -> Path | None:
+    """The file an evidence path names, or None when the path would leave the results folder.
+
+    Evidence paths come from results.json, which a report may be re-rendered from long after the run and
+    on another machine; a path like ``../../etc/shadow`` or an absolute one must never be read into a
+    document that will be passed around.
+    """
+    if not rel or rel.startswith(("/", "\\")) or ":" in rel.split("/", 1)[0]:
+        return None
+    base = base_dir.resolve()
+    target = (base / rel).resolve()
+    return target if target.is_relative_to(base) else None
+
+
+def _cut_line(line: str, limit: int) -> str:
+    return line if len(line) <= limit else f"{line[:limit]} … [line cut: {len(line) - limit} more characters]"
+
+
+def read_excerpt(
+    base_dir: Path, rel: str, max_lines: int = 120, max_chars: int = 12_000, max_line: int = 400
+) -> Excerpt:
+    """The head of an evidence file, cut with a note; a missing file is reported, not raised.
+
+    Lines are cut too: a single megabyte-long line would otherwise wrap over dozens of PDF pages.
+    """
+    target = evidence_target(base_dir, rel)
+    if target is None:
+        return Excerpt(rel, None, "not read: the path leaves the results folder")
+    try:
+        with target.open("rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            data = handle.read(max_chars * 4)
+    except FileNotFoundError:
+        return Excerpt(rel, None, "evidence file not found next to results.json")
+    except OSError as exc:
+        return Excerpt(rel, None, f"evidence file could not be read: {exc.strerror or exc}")
+    full = clean_text(decode_bytes(data), limit=None).replace("\r\n", "\n").rstrip("\n")
+    text = "\n".join(_cut_line(line, max_line) for line in full.splitlines()[:max_lines])[:max_chars]
+    if text == full and len(data) == size:
+        return Excerpt(rel, text, None)
+    note = f"cut: the first {len(text)} characters of a {size}-byte file are shown; the full output is {rel}"
+    return Excerpt(rel, text, note)

@@ -1,0 +1,87 @@
+"""busbw-vs-message-size plots as inline SVG.
+
+matplotlib's object API (``Figure``, no pyplot) keeps no global state, so rendering is safe to call from
+any thread and leaves no figures behind. Text is written as SVG ``<text>`` (escaped by matplotlib's XML
+writer) rather than glyph paths: the SVG stays small, and the PDF keeps the axis labels as searchable text.
+Only numbers and fixed labels reach the plot; names from the results (hosts, collectives) stay in the HTML
+around it, where autoescaping handles them.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from typing import Any
+
+import matplotlib
+from matplotlib.figure import Figure
+from matplotlib.ticker import FixedLocator, NullLocator
+
+from diagnose.report.checklist import human_bytes
+
+_METADATA = re.compile(r"\s*<metadata>.*?</metadata>", re.DOTALL)
+_ID = re.compile(r'(\bid="|xlink:href="#|url\(#)([^"\)]+)')
+_STYLE = {
+    "svg.fonttype": "none",
+    "font.family": "DejaVu Sans",
+    "font.size": 7.5,
+    "axes.linewidth": 0.6,
+    "text.parse_math": False,
+}
+
+
+def busbw_svg(rows: list[dict[str, Any]], expected: float | None, salt: str) -> str:
+    """The ``<svg>`` element of one sweep; ``salt`` prefixes its element ids, unique among plots on a page."""
+    points = [
+        (r["bytes"], float(r["busbw_gbps"]), bool(isinstance(r.get("wrong"), int) and r["wrong"] > 0))
+        for r in rows
+        if isinstance(r.get("bytes"), int) and r["bytes"] > 0 and isinstance(r.get("busbw_gbps"), int | float)
+    ]
+    with matplotlib.rc_context({**_STYLE, "svg.hashsalt": salt}):
+        fig = Figure(figsize=(4.3, 2.6))
+        ax = fig.add_subplot()
+        ax.set_xscale("log", base=2)
+        top = max([p[1] for p in points] + [expected or 0.0, 1.0]) * 1.18
+        if expected is not None:
+            ax.axhspan(
+                expected, top, color="#2e7d32", alpha=0.10, lw=0, label=f"expected ≥ {expected:.1f} GB/s"
+            )
+            ax.axhline(expected, color="#2e7d32", lw=0.8, ls="--")
+        if points:
+            sizes = [p[0] for p in points]
+            ax.plot(sizes, [p[1] for p in points], color="#1f4e79", lw=1.3, marker="o", ms=2.6, label="busbw")
+            bad = [p for p in points if p[2]]
+            if bad:
+                ax.plot(
+                    [p[0] for p in bad], [p[1] for p in bad], "x", color="#c62828", ms=6, label="wrong > 0"
+                )
+            ticks = _ticks(min(sizes), max(sizes))
+            ax.xaxis.set_major_locator(FixedLocator(ticks))
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.set_xticks(ticks, [human_bytes(t) for t in ticks])
+            ax.set_xlim(min(sizes) / 1.3, max(sizes) * 1.3)
+        else:
+            ax.text(0.5, 0.5, "no rows", ha="center", va="center", transform=ax.transAxes)
+        ax.set_ylim(0, top)
+        ax.set_xlabel("message size (log scale)")
+        ax.set_ylabel("busbw (GB/s)")
+        ax.grid(True, which="major", lw=0.3, color="#bbbbbb")
+        ax.tick_params(axis="x", labelrotation=35, labelsize=6.5)
+        ax.legend(loc="upper left", fontsize=6.5, frameon=False)
+        fig.tight_layout(pad=0.4)
+        buffer = io.StringIO()
+        fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
+    svg = buffer.getvalue()
+    svg = _METADATA.sub("", svg[svg.index("<svg") :])
+    # matplotlib numbers its groups figure_1, line2d_1, ... in every figure; prefixed, the ids (and the
+    # references to them) stay unique when several plots share one HTML document.
+    svg = _ID.sub(lambda m: f"{m.group(1)}{salt}-{m.group(2)}", svg)
+    return svg
+
+
+def _ticks(low: int, high: int) -> list[int]:
+    """Powers of two spread so that at most about eight labels fit under the plot."""
+    first = low.bit_length() - 1
+    last = high.bit_length() - 1
+    step = max(1, (last - first + 7) // 8)
+    return [1 << e for e in range(first, last + 1, step)]

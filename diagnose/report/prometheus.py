@@ -1,0 +1,137 @@
+"""A node_exporter textfile-collector file: check statuses and benchmark busbw as gauges.
+
+Nightly runs drop this file into the collector's folder, so that the same alerting that watches the
+cluster's nodes also sees "ib.port_state went to FAIL on gpu042" or "all_reduce busbw fell". A status is a
+number on the scale of :data:`diagnose.model.SEVERITY` rather than a label, so that a series keeps its
+identity when the status changes and ``max by (check)`` finds the worst host.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Any
+
+from diagnose.model import SEVERITY
+from diagnose.report.hostlist import natural_key
+
+_SCALE = ", ".join(f"{v} {k}" for k, v in sorted(SEVERITY.items(), key=lambda kv: kv[1]))
+
+
+def escape_label(value: object) -> str:
+    """A label value in the exposition format: backslash, double quote and newline escaped."""
+    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _labels(labels: dict[str, object]) -> str:
+    return "{" + ",".join(f'{k}="{escape_label(v)}"' for k, v in labels.items()) + "}"
+
+
+def _number(value: float) -> str:
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(float(value))
+
+
+class _Family:
+    """One metric with its HELP/TYPE header; a repeated label set keeps its first value only.
+
+    node_exporter rejects the whole file when a series appears twice, so one odd duplicate in the results
+    must not cost every other metric.
+    """
+
+    def __init__(self, name: str, help_text: str) -> None:
+        self.name = name
+        self.help = help_text
+        self.samples: dict[str, str] = {}
+
+    def add(self, labels: dict[str, object], value: float) -> None:
+        self.samples.setdefault(_labels(labels), _number(value))
+
+    def lines(self) -> list[str]:
+        if not self.samples:
+            return []
+        head = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} gauge"]
+        return head + [f"{self.name}{labels} {value}" for labels, value in self.samples.items()]
+
+
+def _timestamp(stamp: Any) -> float | None:
+    try:
+        return datetime.fromisoformat(stamp).timestamp()
+    except (TypeError, ValueError):
+        return None
+
+
+def render_prometheus(results: dict[str, Any]) -> bytes:
+    """The textfile content for a cleaned results dict."""
+    run = results.get("run") or {}
+    status = _Family(
+        "diagnose_check_status",
+        f"Result of a check per host ({_SCALE}); host is empty for cluster-wide checks.",
+    )
+    worst_per_series: dict[tuple[str, str, str], int] = {}
+    rows = [r for r in results.get("checks") or [] if isinstance(r, dict) and r.get("status") in SEVERITY]
+    rows.sort(
+        key=lambda r: (str(r.get("id")), natural_key("" if r.get("host") is None else str(r.get("host"))))
+    )
+    for row in rows:
+        key = (
+            str(row.get("id", "?")),
+            "" if row.get("host") is None else str(row.get("host")),
+            str(row.get("checklist") or ""),
+        )
+        worst_per_series[key] = max(worst_per_series.get(key, 0), SEVERITY[row["status"]])
+    for (check_id, host, checklist), value in worst_per_series.items():
+        status.add({"check": check_id, "host": host, "checklist": checklist}, value)
+
+    counts = _Family("diagnose_checks", "Number of check results of a status in the run.")
+    for name in SEVERITY:
+        counts.add({"status": name}, sum(1 for r in rows if r["status"] == name))
+    verdict = _Family("diagnose_verdict", f"Verdict of the run ({_SCALE}).")
+    if results.get("verdict") in SEVERITY:
+        verdict.add({}, SEVERITY[results["verdict"]])
+    hosts = results.get("hosts") or []
+    host_count = _Family("diagnose_hosts", "Hosts in the run, by whether they could be reached.")
+    host_count.add({"reachable": "true"}, sum(1 for h in hosts if isinstance(h, dict) and h.get("reachable")))
+    host_count.add(
+        {"reachable": "false"}, sum(1 for h in hosts if isinstance(h, dict) and not h.get("reachable"))
+    )
+    finished = _Family("diagnose_run_timestamp_seconds", "When the run finished (or started), Unix time.")
+    moment = _timestamp(run.get("finished")) or _timestamp(run.get("started"))
+    if moment is not None:
+        finished.add({}, moment)
+
+    busbw = _Family("diagnose_benchmark_busbw_gbps", "Measured busbw at one message size, GB/s.")
+    peak = _Family("diagnose_benchmark_peak_busbw_gbps", "Best busbw over the size sweep, GB/s.")
+    expected = _Family("diagnose_benchmark_expected_busbw_gbps", "busbw expected at large sizes, GB/s.")
+    bench_status = _Family("diagnose_benchmark_status", f"Benchmark result ({_SCALE}).")
+    for bench in results.get("benchmarks") or []:
+        if not isinstance(bench, dict):
+            continue
+        labels: dict[str, object] = {
+            "check": f"bench.{bench.get('collective')}",
+            "collective": bench.get("collective"),
+            "tool": bench.get("tool"),
+            "backend": bench.get("backend"),
+            "nodes": bench.get("nodes"),
+            "ranks": bench.get("ranks"),
+        }
+        values = []
+        for row in bench.get("rows") or []:
+            value = row.get("busbw_gbps") if isinstance(row, dict) else None
+            if isinstance(value, int | float) and isinstance(row.get("bytes"), int):
+                busbw.add({**labels, "bytes": row["bytes"]}, value)
+                values.append(float(value))
+        if values:
+            peak.add(labels, max(values))
+        if isinstance(bench.get("expected_busbw_gbps"), int | float):
+            expected.add(labels, bench["expected_busbw_gbps"])
+        if bench.get("status") in SEVERITY:
+            bench_status.add(labels, SEVERITY[bench["status"]])
+
+    lines: list[str] = []
+    for family in (status, counts, verdict, host_count, finished, busbw, peak, expected, bench_status):
+        lines += family.lines()
+    return ("\n".join(lines) + "\n").encode("utf-8")

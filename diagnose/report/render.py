@@ -1,0 +1,73 @@
+"""The one entry point: results.json in, the requested report files out.
+
+``diagnose run`` calls it after writing results.json, and ``diagnose report`` calls it on an old one; both
+only read results.json and the evidence beside it, so a report can be re-rendered anywhere, any time,
+without touching a host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from diagnose.report.atomic import write_atomic
+from diagnose.report.junit import render_junit
+from diagnose.report.load import clean_tree, read_results
+from diagnose.report.prometheus import render_prometheus
+
+FORMATS = frozenset({"html", "pdf", "json", "junit", "prom"})
+OUTPUT_NAMES = {"html": "report.html", "pdf": "report.pdf", "junit": "junit.xml", "prom": "diagnose.prom"}
+
+
+def render(results_path: Path, formats: set[str], out_dir: Path | None = None) -> list[Path]:
+    """Write the ``formats`` asked for next to results.json (or into ``out_dir``); return the paths.
+
+    ``json`` is results.json itself, already written by the run, so it is only listed. Evidence paths in
+    the results are read relative to the folder holding results.json, wherever the output goes.
+    """
+    _check_formats(formats)
+    results = read_results(results_path)
+    written = render_from_dict(results, formats, out_dir or results_path.parent, results_path.parent)
+    return [results_path, *written] if "json" in formats else written
+
+
+def render_from_dict(
+    results: dict[str, Any], formats: set[str], out_dir: Path, evidence_dir: Path | None = None
+) -> list[Path]:
+    """Like :func:`render` for results already in memory; ``json`` is ignored here (nothing to list)."""
+    _check_formats(formats)
+    results = clean_tree(results)
+    evidence_dir = evidence_dir or out_dir
+    writers: dict[str, Callable[[], bytes]] = {
+        "junit": lambda: render_junit(results),
+        "prom": lambda: render_prometheus(results),
+    }
+    written = []
+    if formats & {"html", "pdf"}:
+        html = _html(results, evidence_dir)
+        if "html" in formats:
+            written.append(write_atomic(out_dir / OUTPUT_NAMES["html"], html.encode("utf-8")))
+        if "pdf" in formats:
+            from diagnose.report.pdf import render_pdf  # weasyprint is slow to import; only when asked
+
+            written.append(write_atomic(out_dir / OUTPUT_NAMES["pdf"], render_pdf(html, evidence_dir)))
+    for name in ("junit", "prom"):
+        if name in formats:
+            written.append(write_atomic(out_dir / OUTPUT_NAMES[name], writers[name]()))
+    return written
+
+
+def _html(results: dict[str, Any], evidence_dir: Path) -> str:
+    from diagnose.report.html import render_html
+    from diagnose.report.view import build_report
+
+    return render_html(build_report(results, evidence_dir))
+
+
+def _check_formats(formats: set[str]) -> None:
+    unknown = set(formats) - FORMATS
+    if unknown:
+        raise ValueError(
+            f"unknown report format(s): {', '.join(sorted(unknown))}; known: {', '.join(sorted(FORMATS))}"
+        )
