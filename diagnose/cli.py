@@ -49,7 +49,6 @@ def _terminate(signum: int, frame: Any) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from diagnose import engine
-    from diagnose.custom import run_custom_checks
     from diagnose.inventory import parse_extra_vars, resolve_hosts
     from diagnose.playbook import custom_check_paths, load_playbook
 
@@ -69,17 +68,62 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"diagnose: {exc}", file=sys.stderr)
         return EXIT_CONFIG
 
+    from diagnose import history, unattended
+
+    db = Path(args.history) if args.history else history.default_db_path()
+    use_history = playbook.nightly is not None or args.history is not None
+    try:
+        lock = unattended.acquire_lock(db) if use_history else None
+    except unattended.LockBusy as exc:
+        print(f"diagnose: {exc}", file=sys.stderr)
+        return exc.exit_code
+    try:
+        return _run_locked(
+            args,
+            playbook,
+            inventory,
+            hosts,
+            host_checks,
+            cluster_checks,
+            custom_modules,
+            formats,
+            db if use_history else None,
+        )
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _run_locked(
+    args: argparse.Namespace,
+    playbook: Any,
+    inventory: Path,
+    hosts: list[Any],
+    host_checks: list[Any],
+    cluster_checks: list[Any],
+    custom_modules: list[Path],
+    formats: set[str],
+    db: Path | None,
+) -> int:
+    """The run proper, once configuration is valid and (for history runs) the lock is ours."""
+    from diagnose import engine, history, unattended
+    from diagnose.custom import run_custom_checks
+
+    nightly = playbook.nightly
+    deadline = unattended.Deadline(nightly.time_budget_s if nightly else None)
     started = datetime.now(timezone.utc)
-    out_dir = (
-        Path(args.out)
-        if args.out
-        else engine.default_out_dir(Path(args.inventory) if args.inventory else None, started)
-    )
+    if args.runs_dir:
+        out_dir = unattended.dated_run_dir(args.runs_dir)
+    elif args.out:
+        out_dir = Path(args.out)
+    else:
+        out_dir = engine.default_out_dir(Path(args.inventory) if args.inventory else None, started)
     out_dir.mkdir(parents=True, exist_ok=True)
     profiles = sorted({str(h.vars.get("diagnose_profile")) for h in hosts if h.vars.get("diagnose_profile")})
     header = engine.run_header(inventory, playbook, ",".join(profiles) or None, ["diagnose", *args.argv])
     store = engine.ResultsStore(out_dir / "results.json", header)
     states: dict[str, engine.HostState] = {}
+    regressions: list[Any] = []
     signal.signal(signal.SIGTERM, _terminate)
     show_progress = sys.stderr.isatty() and not args.quiet
     try:
@@ -92,13 +136,21 @@ def cmd_run(args: argparse.Namespace) -> int:
             args.accept_unknown_host_keys,
             args.known_hosts,
             show_progress,
+            deadline=deadline.expired if nightly else None,
         )
         engine.run_cluster_stage(cluster_checks, states, store)
         if custom_modules:
             reachable = [s.host for s in states.values() if s.connection is not None]
             store.add_checks(run_custom_checks(custom_modules, reachable, out_dir))
-        if playbook.benchmarks and playbook.benchmarks.enabled and not args.skip_benchmarks:
-            engine.run_benchmarks(playbook.benchmarks, states, out_dir, store)
+        plan = playbook.benchmarks
+        if plan and plan.enabled and not args.skip_benchmarks and not deadline.expired():
+            engine.run_benchmark_stage(plan, states, out_dir, store, deadline)
+        if db is not None:
+            regressions = history.regressions(
+                db, store.document(), nightly.busbw_drop_pct if nightly else 10.0
+            )
+            store.add_checks([r.result for r in regressions])
+            store.extra["history"] = {"trend": history.trend_for_report(db, store.document())}
         document = store.finish(finished=_now())
     except KeyboardInterrupt:
         store.finish(finished=_now(), interrupted=True)
@@ -116,10 +168,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         engine.close_all(states)
 
+    if db is not None:
+        history.record_run(db, document, out_dir)
     written = _render(out_dir / "results.json", formats)
     if written is None:
         return EXIT_INTERNAL
-    _print_summary(document, out_dir, written)
+    if nightly is not None:
+        html = next((p for p in written if p.suffix == ".html"), out_dir / "results.json")
+        print(unattended.summary_line(document, regressions, html))
+        if args.runs_dir and db is not None:
+            kept = unattended.retain(
+                db, document, args.runs_dir, out_dir, nightly.keep_runs, nightly.keep_days
+            )
+            for failure in kept.failures:
+                print(f"diagnose: retention: {failure}", file=sys.stderr)
+    else:
+        _print_summary(document, out_dir, written)
     return EXIT_PASS if document["verdict"] == "PASS" else EXIT_FAIL
 
 
@@ -188,6 +252,40 @@ def cmd_checks(args: argparse.Namespace) -> int:
     return EXIT_PASS
 
 
+def _history_db(args: argparse.Namespace) -> Path:
+    from diagnose import history
+
+    return Path(args.history) if args.history else history.default_db_path()
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    from diagnose import history
+
+    db = _history_db(args)
+    try:
+        if args.check or args.collective:
+            text = history.history_trend(db, args.check, args.collective, args.host, args.limit)
+        else:
+            text = history.history_list(db, args.limit)
+    except ConfigError as exc:
+        print(f"diagnose: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    print(text)
+    return EXIT_PASS
+
+
+def cmd_baseline(args: argparse.Namespace) -> int:
+    from diagnose import history
+
+    try:
+        run_id = history.set_baseline(_history_db(args), args.run_id)
+    except ConfigError as exc:
+        print(f"diagnose: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    print(f"baseline: {run_id}")
+    return EXIT_PASS
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="diagnose", description="Accept and watch GPU training clusters.")
     parser.add_argument("--version", action="version", version=f"diagnose {__version__}")
@@ -209,6 +307,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--known-hosts", help="extra known_hosts file to verify host keys against")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+    run.add_argument(
+        "--history", help="history database (default: the user data dir; nightly playbooks use it)"
+    )
+    run.add_argument("--runs-dir", help="write the run into a new dated folder under this one (for cron)")
     run.set_defaults(func=cmd_run)
 
     report = sub.add_parser("report", help="re-render reports from a results.json without touching any host")
@@ -218,6 +320,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     checks = sub.add_parser("checks", help="list the check catalog")
     checks.set_defaults(func=cmd_checks)
+
+    hist = sub.add_parser("history", help="list past runs, or the trend of a check or a benchmark")
+    hist.add_argument("--history", help="history database (default: the user data dir)")
+    hist.add_argument("--limit", type=int, default=20, help="runs shown (default 20)")
+    hist.add_argument("--check", help="trend of this check id")
+    hist.add_argument("--host", help="with --check: only this host")
+    hist.add_argument("--collective", help="busbw trend of this collective")
+    hist.set_defaults(func=cmd_history)
+
+    base = sub.add_parser("baseline", help="pin a run as the baseline that regressions are measured against")
+    base.add_argument("run_id")
+    base.add_argument("--history", help="history database (default: the user data dir)")
+    base.set_defaults(func=cmd_baseline)
     return parser
 
 
