@@ -48,7 +48,7 @@ def _number(text: str) -> float | int | None:
 
 
 def parse_ibstat(text: str) -> dict[str, Any]:
-    """Facts: ``cas`` (each with its ``ports``), a flat ``ports`` list, and ``errors`` (ibpanic lines)."""
+    """Facts: ``cas`` (CA attributes), ``ports`` (every port, naming its ``device``), ``errors`` (ibpanic lines)."""
     cas: list[dict[str, Any]] = []
     errors: list[str] = []
     ca: dict[str, Any] | None = None
@@ -83,7 +83,7 @@ def parse_ibstat(text: str) -> dict[str, Any]:
         raise ParseError(f"no CA block in ibstat output: {text.strip()[:120]!r}")
     ports = []
     for entry in cas:
-        for item in entry["ports"]:
+        for item in entry.pop("ports"):
             item["fabric"] = fabric_kind(entry["name"], item.get("link_layer"))
             ports.append(item)
     return {"cas": cas, "ports": ports, "errors": errors}

@@ -36,7 +36,7 @@ def _enum_text(value: str) -> str:
 
 
 def parse_ibv_devinfo(text: str) -> dict[str, Any]:
-    """Facts: ``devices`` (each with its ``ports``) and a flat ``ports`` list with ``active_mtu`` as int."""
+    """Facts: ``devices`` (attributes and ``fabric``) and ``ports`` (each naming its ``device``; MTUs as int)."""
     devices: list[dict[str, Any]] = []
     device: dict[str, Any] | None = None
     port: dict[str, Any] | None = None
@@ -69,7 +69,8 @@ def parse_ibv_devinfo(text: str) -> dict[str, Any]:
         raise ParseError(f"no hca_id block in ibv_devinfo output: {text.strip()[:120]!r}")
     ports = []
     for entry in devices:
-        for item in entry["ports"]:
+        entry["fabric"] = fabric_kind(entry["name"], None, entry.get("vendor_id"), entry.get("transport"))
+        for item in entry.pop("ports"):
             item["state"] = _PORT_STATES.get(item.get("state", ""), item.get("state"))
             for key in ("max_mtu", "active_mtu"):
                 if str(item.get(key, "")).isdigit():
@@ -77,12 +78,8 @@ def parse_ibv_devinfo(text: str) -> dict[str, Any]:
             item["fabric"] = fabric_kind(
                 entry["name"], item.get("link_layer"), entry.get("vendor_id"), entry.get("transport")
             )
+            entry["fabric"] = item["fabric"]
             ports.append(item)
-        entry["fabric"] = (
-            entry["ports"][0]["fabric"]
-            if entry["ports"]
-            else fabric_kind(entry["name"], None, entry.get("vendor_id"), entry.get("transport"))
-        )
     return {"devices": devices, "ports": ports}
 
 
