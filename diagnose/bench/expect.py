@@ -1,0 +1,142 @@
+"""What bus bandwidth a healthy cluster of this profile and size should reach, and the verdict on a result.
+
+Across nodes the ceiling is the fabric: ``line_rate_gbps`` per NIC × ``expected_hca_count`` NICs per host,
+in GB/s (÷ 8). The share of it that collectives reach falls with the node count, because rings and trees
+get longer and more traffic crosses spine links; the seed figures are those measured on 400 Gb/s-class
+fabrics — 85 % at 2 nodes, 68 % at 8, 39 % at 125 — and the curve between (and beyond) them is linear in
+log(nodes). Inside one node the figure is the profile's ``nvlink_busbw_gbps``.
+
+all_to_all and sendrecv do not spread over every NIC the way rings do: each rank's traffic leaves the
+node through its own share of the fabric, so their ceiling is the per-rank share (for all_to_all scaled by
+the fraction of peers that are off-node, the (n-1)/n busbw factor against the (n-local)/n that crosses).
+
+A result is judged against a normal range of ± ``bench_tolerance`` (default 15 %) around the expected
+value; below it is a FAIL, above it is fine, and the message always states the range so that "is 156 GB/s
+at 125 nodes normal?" has an answer on the page.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+from diagnose.vars import Vars
+
+SEED_EFFICIENCY: tuple[tuple[int, float], ...] = ((2, 0.85), (8, 0.68), (125, 0.39))
+DEFAULT_TOLERANCE = 0.15
+# Below this size latency, not bandwidth, dominates; bandwidth is judged from here up.
+LARGE_BYTES = 64 << 20
+_PER_RANK_SHARE = ("all_to_all", "sendrecv")
+
+
+def fabric_efficiency(nodes: int) -> float:
+    """Share of the fabric's line rate that large collectives reach on ``nodes`` nodes (log-linear)."""
+    points = [(math.log(n), e) for n, e in SEED_EFFICIENCY]
+    x = math.log(max(nodes, 2))
+    if x <= points[0][0]:
+        return points[0][1]
+    for (x0, y0), (x1, y1) in itertools.pairwise(points):
+        if x <= x1:
+            return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+    (x0, y0), (x1, y1) = points[-2], points[-1]
+    return max(0.05, y1 + (y1 - y0) * (x - x1) / (x1 - x0))
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """An expected busbw with its normal range and the sentence that explains where it comes from."""
+
+    expected_gbps: float | None
+    low_gbps: float | None
+    high_gbps: float | None
+    basis: str
+
+    @property
+    def judged(self) -> bool:
+        return self.expected_gbps is not None
+
+
+def human_bytes(nbytes: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if nbytes >= 1 << shift and nbytes % (1 << shift) == 0:
+            return f"{nbytes >> shift} {unit}"
+    return f"{nbytes} B"
+
+
+def expected_busbw(collective: str, nodes: int, ranks_per_node: int, host_vars: Vars) -> Expectation:
+    """The expectation for one collective on ``nodes`` nodes of ``ranks_per_node`` ranks each."""
+    tolerance = host_vars.float("bench_tolerance", DEFAULT_TOLERANCE) or DEFAULT_TOLERANCE
+    override = host_vars.float(f"expected_busbw_{collective}_gbps", None)
+    if override is not None:
+        return _range(override, tolerance, f"set by expected_busbw_{collective}_gbps")
+    if nodes <= 1:
+        nvlink = host_vars.float("nvlink_busbw_gbps", None)
+        if nvlink is None:
+            return Expectation(None, None, None, "the profile sets no nvlink_busbw_gbps for one node")
+        return _range(nvlink, tolerance, f"one node: the profile's nvlink_busbw_gbps = {nvlink:g} GB/s")
+    line_rate = host_vars.float("line_rate_gbps", None)
+    nics = host_vars.int("expected_hca_count", None)
+    if not line_rate or not nics:
+        return Expectation(
+            None, None, None, "the profile sets no RDMA fabric (line_rate_gbps × expected_hca_count)"
+        )
+    fabric = line_rate * nics / 8.0
+    efficiency = fabric_efficiency(nodes)
+    basis = f"{efficiency:.0%} of {nics} × {line_rate:g} Gb/s = {fabric:g} GB/s at {nodes} nodes"
+    if collective not in _PER_RANK_SHARE:
+        return _range(fabric * efficiency, tolerance, basis)
+    share = fabric / max(1, ranks_per_node)
+    value = share * efficiency
+    if collective == "all_to_all":
+        ranks = nodes * ranks_per_node
+        value *= (ranks - 1) / max(1, ranks - ranks_per_node)
+    return _range(value, tolerance, f"{basis}, one rank's share ({share:g} GB/s)")
+
+
+def _range(expected: float, tolerance: float, basis: str) -> Expectation:
+    return Expectation(
+        round(expected, 1), round(expected * (1 - tolerance), 1), round(expected * (1 + tolerance), 1), basis
+    )
+
+
+def judge_busbw(
+    collective: str,
+    measured_gbps: float | None,
+    at_bytes: int | None,
+    nodes: int,
+    expectation: Expectation,
+    backend: str,
+) -> tuple[str, str]:
+    """(status, message) for the large-message busbw of one collective."""
+    where = f"{nodes} node{'s' if nodes != 1 else ''}"
+    if measured_gbps is None or at_bytes is None:
+        return "WARN", (
+            f"{collective}: no row at {human_bytes(LARGE_BYTES)} or more, bandwidth not judged "
+            "(raise the sweep's max_bytes)"
+        )
+    head = f"{collective} busbw {measured_gbps:.1f} GB/s at {human_bytes(at_bytes)} on {where}"
+    if backend == "gloo":
+        return "PASS", (
+            f"{head} with gloo on CPU hosts: this shows the ranks can talk, it is not representative "
+            "of a GPU fabric and its bandwidth is not judged"
+        )
+    if not expectation.judged:
+        return "WARN", f"{head}; not judged: {expectation.basis}"
+    assert expectation.low_gbps is not None and expectation.high_gbps is not None
+    normal = f"normal range {expectation.low_gbps:.0f}–{expectation.high_gbps:.0f} GB/s"
+    explain = f"expected ≈ {expectation.expected_gbps:.0f} GB/s, {expectation.basis}"
+    if measured_gbps < expectation.low_gbps:
+        return "FAIL", f"{head}: below the {normal} ({explain})"
+    if measured_gbps > expectation.high_gbps:
+        return "PASS", f"{head}: above the {normal} ({explain})"
+    return "PASS", f"{head}: within the {normal} ({explain})"
+
+
+def large_message_busbw(rows: list[dict]) -> tuple[float | None, int | None]:
+    """The best busbw over the rows of LARGE_BYTES or more (the plateau nccl-tests users read)."""
+    big = [r for r in rows if r.get("bytes", 0) >= LARGE_BYTES and r.get("busbw_gbps") is not None]
+    if not big:
+        return None, None
+    best = max(big, key=lambda r: r["busbw_gbps"])
+    return float(best["busbw_gbps"]), int(best["bytes"])

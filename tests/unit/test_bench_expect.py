@@ -1,0 +1,75 @@
+"""The busbw expectation curve and the verdicts built on it."""
+
+from __future__ import annotations
+
+import pytest
+
+from diagnose.bench.expect import expected_busbw, fabric_efficiency, judge_busbw, large_message_busbw
+from diagnose.vars import Vars
+
+NDR400_8 = Vars({"line_rate_gbps": 400, "expected_hca_count": 8, "nvlink_busbw_gbps": 360})
+
+
+@pytest.mark.parametrize(("nodes", "share"), [(2, 0.85), (8, 0.68), (125, 0.39)])
+def test_seed_points_are_reproduced(nodes: int, share: float) -> None:
+    assert fabric_efficiency(nodes) == pytest.approx(share)
+
+
+def test_curve_is_linear_in_log_nodes_between_seeds() -> None:
+    assert fabric_efficiency(4) == pytest.approx((0.85 + 0.68) / 2)  # log 4 is halfway from log 2 to log 8
+    assert fabric_efficiency(16) < 0.68
+    assert fabric_efficiency(16) > fabric_efficiency(64) > 0.39
+
+
+def test_is_156_gbps_at_125_nodes_normal() -> None:
+    """The question from the issue: on 8 × 400 Gb/s per host, 125 nodes, yes — it is the expected value."""
+    expectation = expected_busbw("all_reduce", 125, 8, NDR400_8)
+    assert expectation.expected_gbps == pytest.approx(156.0)
+    status, message = judge_busbw("all_reduce", 156.0, 1 << 30, 125, expectation, "nccl")
+    assert status == "PASS"
+    assert "within the normal range 133–179 GB/s" in message
+    assert "125 nodes" in message
+
+
+def test_below_the_normal_range_fails_and_says_the_range() -> None:
+    expectation = expected_busbw("all_reduce", 2, 8, NDR400_8)
+    assert expectation.expected_gbps == pytest.approx(340.0)
+    status, message = judge_busbw("all_reduce", 250.0, 4 << 30, 2, expectation, "nccl")
+    assert status == "FAIL"
+    assert "below the normal range 289–391 GB/s" in message
+
+
+def test_one_node_uses_the_nvlink_figure() -> None:
+    expectation = expected_busbw("all_gather", 1, 8, NDR400_8)
+    assert expectation.expected_gbps == 360
+    assert "nvlink_busbw_gbps" in expectation.basis
+
+
+def test_all_to_all_is_bounded_by_one_ranks_share_of_the_fabric() -> None:
+    expectation = expected_busbw("all_to_all", 2, 8, NDR400_8)
+    # 50 GB/s per rank × 85 % × (16-1)/(16-8)
+    assert expectation.expected_gbps == pytest.approx(50 * 0.85 * 15 / 8, abs=0.1)
+
+
+def test_gloo_is_never_failed_on_bandwidth() -> None:
+    expectation = expected_busbw("all_reduce", 2, 1, NDR400_8)
+    status, message = judge_busbw("all_reduce", 0.2, 1 << 26, 2, expectation, "gloo")
+    assert status == "PASS"
+    assert "not representative" in message
+
+
+def test_no_fabric_in_the_profile_is_not_judged() -> None:
+    expectation = expected_busbw("all_reduce", 2, 8, Vars({"expected_hca_count": 0}))
+    status, message = judge_busbw("all_reduce", 20.0, 1 << 30, 2, expectation, "nccl")
+    assert status == "WARN"
+    assert "not judged" in message
+
+
+def test_large_message_busbw_ignores_small_rows() -> None:
+    rows = [
+        {"bytes": 1 << 20, "busbw_gbps": 999.0},
+        {"bytes": 64 << 20, "busbw_gbps": 300.0},
+        {"bytes": 256 << 20, "busbw_gbps": 338.5},
+    ]
+    assert large_message_busbw(rows) == (338.5, 256 << 20)
+    assert large_message_busbw(rows[:1]) == (None, None)
