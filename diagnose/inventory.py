@@ -117,7 +117,6 @@ class Group:
     vars: dict[str, Any] = field(default_factory=dict)
     hosts: list[str] = field(default_factory=list)
     children: list[str] = field(default_factory=list)
-    line: int | None = None
 
 
 class Inventory:
@@ -127,7 +126,6 @@ class Inventory:
         self.path = path
         self.groups: dict[str, Group] = {ALL: Group(ALL), UNGROUPED: Group(UNGROUPED)}
         self._host_vars: dict[str, dict[str, Any]] = {}
-        self._host_lines: dict[str, int | None] = {}
         self._var_lines: dict[tuple[str, str, str], int | None] = {}
         self._edge_lines: dict[tuple[str, str], int | None] = {}
         self._parents: dict[str, list[str]] = {}
@@ -136,18 +134,13 @@ class Inventory:
 
     # -- building (used by the parsers) ----------------------------------------------------------------
 
-    def add_group(self, name: str, line: int | None = None) -> Group:
-        group = self.groups.get(name)
-        if group is None:
-            group = self.groups[name] = Group(name, line=line)
-        elif group.line is None:
-            group.line = line
-        return group
+    def add_group(self, name: str) -> Group:
+        if name not in self.groups:
+            self.groups[name] = Group(name)
+        return self.groups[name]
 
-    def add_host(self, name: str, group: str, line: int | None) -> None:
-        if name not in self._host_vars:
-            self._host_vars[name] = {}
-            self._host_lines[name] = line
+    def add_host(self, name: str, group: str) -> None:
+        self._host_vars.setdefault(name, {})
         members = self.add_group(group).hosts
         if name not in members:
             members.append(name)
@@ -280,9 +273,6 @@ class Inventory:
                 return self._var_lines.get(("group", group, key))
         return None
 
-    def host_line(self, host: str) -> int | None:
-        return self._host_lines.get(host)
-
     def select(self, pattern: str | None) -> list[str]:
         """Host names matched by an Ansible ``--limit`` pattern, in inventory order.
 
@@ -335,8 +325,19 @@ class Inventory:
 
 
 def _split_terms(pattern: str) -> list[str]:
-    # Without commas, ':' separates terms, except inside brackets (Ansible's rule, kept for old habits).
-    raw = pattern.split(",") if "," in pattern else re.findall(r"(?:[^\s:\[\]]|\[[^\]]*\])+", pattern)
+    """Split on ``,``; without commas on ``:`` outside brackets (Ansible's older separator)."""
+    if "," in pattern:
+        raw = pattern.split(",")
+    else:
+        raw, depth, term = [], 0, ""
+        for char in pattern:
+            depth += {"[": 1, "]": -1}.get(char, 0)
+            if char == ":" and depth <= 0:
+                raw.append(term)
+                term = ""
+            else:
+                term += char
+        raw.append(term)
     return [t.strip() for t in raw if t.strip() and t.strip() not in ("&", "!")]
 
 
@@ -353,12 +354,12 @@ def _parse_yaml_inventory(data: YamlMap, inventory: Inventory) -> None:
             data.key_lines["plugin"],
         )
     for name, body in data.items():
-        _yaml_group(str(name), body, inventory, data.value_lines[name], data.key_lines[name])
+        _yaml_group(str(name), body, inventory, data.value_lines[name])
 
 
-def _yaml_group(name: str, body: Any, inventory: Inventory, line: int, key_line: int) -> None:
+def _yaml_group(name: str, body: Any, inventory: Inventory, line: int) -> None:
     path = inventory.path
-    inventory.add_group(name, key_line)
+    inventory.add_group(name)
     if body is None:
         return
     if not isinstance(body, YamlMap):
@@ -391,9 +392,7 @@ def _yaml_group(name: str, body: Any, inventory: Inventory, line: int, key_line:
         else:
             for child, child_body in value.items():
                 inventory.add_child(name, str(child), value.key_lines[child])
-                _yaml_group(
-                    str(child), child_body, inventory, value.value_lines[child], value.key_lines[child]
-                )
+                _yaml_group(str(child), child_body, inventory, value.value_lines[child])
 
 
 def _yaml_hosts(group: str, key: Any, hosts: YamlMap, inventory: Inventory) -> None:
@@ -406,7 +405,7 @@ def _yaml_hosts(group: str, key: Any, hosts: YamlMap, inventory: Inventory) -> N
             hosts.value_lines[key],
         )
     for host in names:
-        inventory.add_host(host, group, line)
+        inventory.add_host(host, group)
         if port is not None:
             inventory.set_host_var(host, "ansible_port", port, line)
         for var, value in (host_vars or {}).items():
@@ -481,7 +480,7 @@ def _parse_ini_inventory(lines: list[str], inventory: Inventory) -> None:
                     path,
                     number,
                 )
-            inventory.add_group(group, number)
+            inventory.add_group(group)
             if state == "vars":
                 references.append((group, f"section [{group}:vars] is for", number))
             else:
@@ -526,7 +525,7 @@ def _ini_host_line(line: str, group: str, number: int, inventory: Inventory) -> 
             )
         assignments.append((key, ini_value(value)))
     for host in names:
-        inventory.add_host(host, group, number)
+        inventory.add_host(host, group)
         if port is not None:
             inventory.set_host_var(host, "ansible_port", port, number)
         for key, value in assignments:

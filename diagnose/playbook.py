@@ -198,7 +198,15 @@ def parse_yaml(text: str, path: str | Path | None) -> Any:
         raise ConfigError(err.message, path, err.line) from None
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
-        detail = " ".join(", ".join(p for p in (err.context, err.problem) if p).split())
+        context = err.context
+        if (
+            context
+            and err.context_mark
+            and err.problem_mark
+            and err.context_mark.line != err.problem_mark.line
+        ):
+            context += f" started at line {err.context_mark.line + 1}"
+        detail = " ".join(", ".join(p for p in (context, err.problem) if p).split())
         raise ConfigError(f"invalid YAML: {detail}", path, mark.line + 1 if mark else None) from None
     except yaml.YAMLError as err:
         raise ConfigError(f"invalid YAML: {' '.join(str(err).split())}", path) from None
@@ -246,10 +254,11 @@ class _Section:
 
     def __init__(self, data: YamlMap, path: Path, where: str, allowed: Sequence[str]) -> None:
         self.data, self.path, self.where = data, path, where
+        inside = f" in {where.rstrip('.')}" if where else ""
         for key in data:
             if key not in allowed:
                 raise ConfigError(
-                    f"unknown key {key!r} in {where} (allowed: {', '.join(allowed)})",
+                    f"unknown key {key!r}{inside} (allowed: {', '.join(allowed)})",
                     path,
                     data.key_lines[key],
                 )
@@ -363,7 +372,9 @@ def parse_size(value: Any) -> int:
         digits = text[: len(text) - len(unit)].strip()
         if digits.isdigit() and int(digits) >= 1:
             return int(digits) * _SIZE_UNITS[unit]
-    raise ValueError(f"a size must be a positive integer or a number with K, M or G (binary), got {value!r}")
+    raise ValueError(
+        f"a size must be a positive integer or a number with K, M, G or T (binary: 1M = 1048576), got {value!r}"
+    )
 
 
 # --------------------------------------------------------------------------------------------------- playbook
@@ -478,13 +489,14 @@ def _benchmark_plan(data: YamlMap | None, path: Path) -> BenchmarkPlan | None:
     if workload not in WORKLOADS:
         raise section.error("workload", f"must be one of {', '.join(WORKLOADS)}, got {workload!r}")
     collectives = section.strings("collectives", WORKLOADS[workload])
-    for name in collectives:
+    item_lines = data["collectives"].item_lines if data.get("collectives") else []
+    for index, name in enumerate(collectives):
+        line = item_lines[index] if item_lines else section.line("collectives")
         if name not in COLLECTIVES:
-            raise section.error(
-                "collectives", f"unknown collective {name!r} (allowed: {', '.join(COLLECTIVES)})"
-            )
-    if len(set(collectives)) != len(collectives):
-        raise section.error("collectives", "lists a collective twice")
+            message = f"unknown collective {name!r} (allowed: {', '.join(COLLECTIVES)})"
+            raise ConfigError(f"benchmarks.collectives: {message}", path, line)
+        if name in collectives[:index]:
+            raise ConfigError(f"benchmarks.collectives: lists {name} twice", path, line)
     if not collectives:
         raise section.error("collectives", "is empty; leave it out to use the workload's collectives")
     sizes = {}

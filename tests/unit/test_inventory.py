@@ -1,0 +1,365 @@
+"""Ansible inventories as operators write them: both formats, ranges, precedence, --limit, -e, errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from diagnose.errors import ConfigError
+from diagnose.inventory import expand_host_pattern, ini_value, load_inventory, parse_extra_vars
+from diagnose.vars import Vars
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "inventories"
+REPO = Path(__file__).parent.parent.parent
+NESTED_HOSTS = ["bastion", "login1", "node01", "node02", "node03", "node04", "node05", "node06"]
+
+
+@pytest.fixture(params=["nested.yaml", "nested.ini"])
+def nested(request: pytest.FixtureRequest):
+    return load_inventory(FIXTURES / request.param)
+
+
+# ------------------------------------------------------------------------------------------ parsing, precedence
+
+
+def test_nested_hosts_in_inventory_order(nested) -> None:
+    assert nested.hosts == NESTED_HOSTS
+
+
+def test_groups_include_ancestors_and_all(nested) -> None:
+    assert nested.groups_of("node06") == ["all", "aa_burnin", "gpu", "rack2", "rack2_spares"]
+    assert nested.groups_of("node01") == ["all", "gpu", "rack1"]
+
+
+def test_only_hosts_without_a_group_are_ungrouped(nested) -> None:
+    assert nested.groups_of("login1") == ["all", "ungrouped"]
+    assert nested.groups["ungrouped"].hosts == ["login1"]
+
+
+def test_all_vars_reach_every_host(nested) -> None:
+    assert {nested.host_vars(h)["site"] for h in nested.hosts} == {"ams"}
+    assert nested.host_vars("login1")["level"] == "all"
+
+
+def test_child_group_beats_parent_and_host_beats_groups(nested) -> None:
+    assert nested.host_vars("node01")["level"] == "rack1"
+    assert nested.host_vars("node04")["level"] == "rack2"
+    assert nested.host_vars("node06")["level"] == "spares"  # three levels down
+    assert nested.host_vars("node02")["level"] == "host"
+
+
+def test_parent_vars_inherited_by_every_descendant(nested) -> None:
+    assert [nested.host_vars(h).get("diagnose_profile") for h in NESTED_HOSTS] == [None, None] + [
+        "h100-8x-ndr400"
+    ] * 6
+    assert nested.host_vars("node03")["rack_only"] == "r1"
+    assert "rack_only" not in nested.host_vars("node04")
+
+
+def test_same_depth_groups_resolve_by_name_not_file_order(nested) -> None:
+    # aa_burnin is written after zz_maint, yet zz_maint wins: Ansible sorts by (depth, name).
+    assert nested.host_vars("bastion")["level"] == "maint"
+    # A deeper group beats a shallower one whatever the names.
+    assert nested.host_vars("node03")["level"] == "rack1"
+
+
+def test_port_after_host_name_sets_ansible_port(nested) -> None:
+    assert nested.host_vars("node04")["ansible_port"] == 2222
+    assert "ansible_port" not in nested.host_vars("node03")
+
+
+def test_yaml_and_ini_forms_read_the_same() -> None:
+    yaml_form = load_inventory(FIXTURES / "nested.yaml")
+    ini_form = load_inventory(FIXTURES / "nested.ini")
+    assert yaml_form.hosts == ini_form.hosts
+    for host in yaml_form.hosts:
+        assert yaml_form.groups_of(host) == ini_form.groups_of(host)
+        assert yaml_form.host_vars(host) == ini_form.host_vars(host)
+
+
+def test_example_cluster_yaml_and_ini_are_the_same_cluster() -> None:
+    yaml_form = load_inventory(REPO / "inventory" / "example-cluster.yaml")
+    ini_form = load_inventory(REPO / "inventory" / "example-cluster.ini")
+    assert yaml_form.hosts == [f"node{n:02d}" for n in range(1, 17)]
+    assert ini_form.hosts == yaml_form.hosts
+    for host in yaml_form.hosts:
+        assert ini_form.groups_of(host) == yaml_form.groups_of(host)
+        assert ini_form.host_vars(host) == yaml_form.host_vars(host)
+    assert yaml_form.select("rack2") == [f"node{n:02d}" for n in range(9, 17)]
+    assert yaml_form.host_vars("node16") == {
+        "ansible_user": "ubuntu",
+        "ansible_ssh_private_key_file": "~/.ssh/cluster_ed25519",
+        "diagnose_profile": "h100-8x-ndr400",
+        "expected_hca_count": 7,
+    }
+    assert "expected_hca_count" not in yaml_form.host_vars("node15")
+
+
+def test_local_inventory_is_this_machine_without_ssh() -> None:
+    local = load_inventory(REPO / "inventory" / "local.yaml")
+    assert local.hosts == ["localhost"]
+    assert local.host_vars("localhost") == {
+        "ansible_connection": "local",
+        "diagnose_profile": "single-node-nvlink",
+    }
+
+
+def test_ini_values_follow_ansible_literal_rules() -> None:
+    inventory = load_inventory(FIXTURES / "hosts")
+    node1, node2 = inventory.host_vars("node1"), inventory.host_vars("node2")
+    assert node1 == {"ansible_port": 2222, "ansible_user": "ops"}
+    assert Vars(node1).int("ansible_port") == 2222
+    assert node2["note"] == "two words"
+    assert node2["gpus"] == 8
+    assert node2["flag"] is True  # a Python literal
+    assert node2["text"] == "true"  # not a Python literal: stays text, Vars.bool reads it
+    assert Vars(node2).bool("text") is True
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("2222", 2222),
+        ("1.5", 1.5),
+        ("'quoted value'", "quoted value"),
+        ("[1, 2]", [1, 2]),
+        ("(1, 2)", [1, 2]),
+        ("None", None),
+        ("False", False),
+        ("h100-8x-ndr400", "h100-8x-ndr400"),
+        ("~/.ssh/key", "~/.ssh/key"),
+        ("10.0.0.1", "10.0.0.1"),
+        ("1j", "1j"),
+    ],
+)
+def test_ini_value(text: str, value: object) -> None:
+    assert ini_value(text) == value
+
+
+def test_hosts_before_any_section_join_their_groups_and_leave_ungrouped() -> None:
+    inventory = load_inventory(FIXTURES / "hosts")
+    assert inventory.hosts == ["node1", "node2"]
+    assert inventory.groups_of("node1") == ["all", "gpu"]
+    assert inventory.groups["ungrouped"].hosts == []
+
+
+@pytest.mark.parametrize("name", ["hosts", "legacy.cfg", "yaml-without-extension"])
+def test_format_is_detected(name: str) -> None:
+    inventory = load_inventory(FIXTURES / name)
+    expected = ["solo"] if name.startswith("yaml") else ["node1", "node2"]
+    assert inventory.hosts == expected
+
+
+# ------------------------------------------------------------------------------------------------- host ranges
+
+
+@pytest.mark.parametrize(
+    ("pattern", "hosts"),
+    [
+        ("node[01:03]", ["node01", "node02", "node03"]),
+        ("node[8:11]", ["node8", "node9", "node10", "node11"]),
+        ("node[098:101]", ["node098", "node099", "node100", "node101"]),
+        ("node[1:10:3]", ["node1", "node4", "node7", "node10"]),
+        ("node[01:09:4].dc1", ["node01.dc1", "node05.dc1", "node09.dc1"]),
+        ("rack[a:d]", ["racka", "rackb", "rackc", "rackd"]),
+        ("rack[a:f:2]", ["racka", "rackc", "racke"]),
+        ("r[1:2]n[a:b]", ["r1na", "r1nb", "r2na", "r2nb"]),
+        ("plain.example.com", ["plain.example.com"]),
+    ],
+)
+def test_host_ranges(pattern: str, hosts: list[str]) -> None:
+    assert expand_host_pattern(pattern) == hosts
+
+
+@pytest.mark.parametrize(
+    ("pattern", "reason"),
+    [
+        ("node[5:1]", "must count upwards"),
+        ("node[01:100]", "pads begin to 2 digits"),
+        ("node[1:5:0]", "step"),
+        ("node[1:x]", "two numbers or two single letters"),
+        ("node[1]", "[begin:end]"),
+        ("node[1:2", "unbalanced bracket"),
+        ("rack[f:a]", "must count upwards"),
+    ],
+)
+def test_bad_host_ranges(pattern: str, reason: str) -> None:
+    with pytest.raises(ValueError, match=reason.replace("[", r"\[")):
+        expand_host_pattern(pattern)
+
+
+def test_ranges_expand_in_both_formats(nested) -> None:
+    assert nested.select("rack1") == ["node01", "node02", "node03"]
+
+
+# ----------------------------------------------------------------------------------------------------- --limit
+
+
+@pytest.mark.parametrize(
+    ("pattern", "hosts"),
+    [
+        (None, NESTED_HOSTS),
+        ("all", NESTED_HOSTS),
+        ("*", NESTED_HOSTS),
+        ("rack2", ["node04", "node05", "node06"]),  # a group includes its children's hosts
+        ("node05", ["node05"]),
+        ("node0*", ["node01", "node02", "node03", "node04", "node05", "node06"]),
+        ("rack*", ["node01", "node02", "node03", "node04", "node05", "node06"]),  # globs match groups too
+        ("node05,bastion", ["bastion", "node05"]),  # inventory order, not pattern order
+        ("rack1:rack2_spares", ["node01", "node02", "node03", "node06"]),
+        ("gpu:!rack2", ["node01", "node02", "node03"]),
+        ("gpu,!node02,!node06", ["node01", "node03", "node04", "node05"]),
+        ("gpu:&aa_burnin", ["node06"]),
+        ("&zz_maint", ["bastion", "node03"]),
+        ("!gpu", ["bastion", "login1"]),
+        ("~node0[12]", ["node01", "node02"]),
+        ("ungrouped", ["login1"]),
+    ],
+)
+def test_limit_patterns(nested, pattern: str | None, hosts: list[str]) -> None:
+    assert nested.select(pattern) == hosts
+
+
+@pytest.mark.parametrize(
+    ("pattern", "message"),
+    [
+        ("nodes99", "'nodes99' matched no hosts"),
+        ("gpu,nodes99", "'nodes99' matched no hosts"),  # a typo in a union is not silently dropped
+        ("gpu:!nodes99", "'nodes99' matched no hosts"),
+        ("rack1:&rack2", "matched no hosts"),
+        ("gpu:!gpu", "matched no hosts"),
+        ("~[", "bad regular expression"),
+    ],
+)
+def test_limit_errors(nested, pattern: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[")) as caught:
+        nested.select(pattern)
+    assert caught.value.path is None
+    assert str(caught.value).startswith("--limit ")
+
+
+# ---------------------------------------------------------------------------------------------------- -e vars
+
+
+def test_extra_vars_key_value_pairs_with_quotes() -> None:
+    assert parse_extra_vars(["a=1 b='two words'", "c=x=y"]) == {"a": "1", "b": "two words", "c": "x=y"}
+
+
+def test_extra_vars_later_wins() -> None:
+    assert parse_extra_vars(["a=1", "a=2 b=3"]) == {"a": "2", "b": "3"}
+
+
+def test_extra_vars_json_and_yaml_mappings() -> None:
+    assert parse_extra_vars(['{"expected_gpu_count": 4, "flag": true}']) == {
+        "expected_gpu_count": 4,
+        "flag": True,
+    }
+    assert parse_extra_vars(["{expected_mtu: 4096, ifaces: [ib0, ib1]}"]) == {
+        "expected_mtu": 4096,
+        "ifaces": ["ib0", "ib1"],
+    }
+
+
+def test_extra_vars_from_file(tmp_path: Path) -> None:
+    file = tmp_path / "overrides.yaml"
+    file.write_text("expected_link_rate_gbps: 200\ndiagnose_profile: a100-8x-hdr200\n")
+    assert parse_extra_vars([f"@{file}", "expected_mtu=2048"]) == {
+        "expected_link_rate_gbps": 200,
+        "diagnose_profile": "a100-8x-hdr200",
+        "expected_mtu": "2048",
+    }
+
+
+@pytest.mark.parametrize(
+    ("arg", "message"),
+    [
+        ("expected_mtu", "expected key=value, got 'expected_mtu'"),
+        ("a=1 b", "expected key=value, got 'b'"),
+        ("=5", "'' is not a valid variable name"),
+        ("1x=5", "'1x' is not a valid variable name"),
+        ("a='open", "no closing quotation"),
+        ("{a: [1}", "invalid YAML"),
+        ("", "sets nothing"),
+        ("@/nonexistent/vars.yaml", "file not found"),
+    ],
+)
+def test_extra_vars_errors_name_the_argument(arg: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as caught:
+        parse_extra_vars(["ok=1", arg])
+    text = str(caught.value)
+    assert "\n" not in text
+    assert repr(arg) in text or "/nonexistent/vars.yaml" in text
+
+
+def test_extra_vars_file_must_be_a_mapping(tmp_path: Path) -> None:
+    file = tmp_path / "list.yaml"
+    file.write_text("- a\n- b\n")
+    with pytest.raises(ConfigError, match="must hold a mapping"):
+        parse_extra_vars([f"@{file}"])
+
+
+# ------------------------------------------------------------------------------------------------------ errors
+
+
+@pytest.mark.parametrize(
+    ("name", "line", "message"),
+    [
+        ("bad-yaml-syntax.yaml", 9, "invalid YAML: while parsing a flow sequence started at line 8"),
+        ("bad-host-var.ini", 3, "expected key=value host variable after 'node2', got 'ansible_user'"),
+        ("bad-quote.ini", 3, "no closing quotation"),
+        ("bad-section.ini", 4, "section [gpu:hostvars] has unknown type 'hostvars'"),
+        ("bad-range.yaml", 6, "host range 'node[5:1]' must count upwards"),
+        ("bad-range.ini", 5, "host range 'cpu[01:100]' pads begin to 2 digits"),
+        ("cycle.yaml", 9, "group 'outer' is its own ancestor"),
+        ("cycle.ini", 8, "group 'outer' is its own ancestor"),
+        ("bad-group-key.yaml", 4, "group 'gpu' has unknown key 'host'"),
+        ("undefined-child.ini", 6, "[cluster:children] lists undefined group 'gpus'"),
+        ("duplicate-key.yaml", 5, "duplicate key 'ansible_port' (first at line 4)"),
+        ("not-a-mapping.yaml", 1, "a YAML inventory must be a mapping of groups"),
+        ("empty.yaml", None, "inventory has no hosts"),
+        ("empty.ini", None, "inventory has no hosts"),
+    ],
+)
+def test_errors_name_file_and_line(name: str, line: int | None, message: str) -> None:
+    path = FIXTURES / name
+    with pytest.raises(ConfigError) as caught:
+        load_inventory(path)
+    error = caught.value
+    assert error.line == line
+    assert message in error.message
+    where = f"{path}:{line}" if line else str(path)
+    assert str(error) == f"{where}: {error.message}"
+    assert "\n" not in str(error)
+
+
+def test_unreadable_inventory(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="inventory file not found") as caught:
+        load_inventory(tmp_path / "missing.yaml")
+    assert caught.value.path == str(tmp_path / "missing.yaml")
+    with pytest.raises(ConfigError, match="is a folder"):
+        load_inventory(tmp_path)
+
+
+def test_group_cannot_contain_all(tmp_path: Path) -> None:
+    path = tmp_path / "inv.ini"
+    path.write_text("[gpu]\nnode1\n\n[gpu:children]\nall\n")
+    with pytest.raises(ConfigError, match="cannot contain 'all'") as caught:
+        load_inventory(path)
+    assert caught.value.line == 5
+
+
+def test_vars_section_for_undeclared_group(tmp_path: Path) -> None:
+    path = tmp_path / "inv.ini"
+    path.write_text("[gpu]\nnode1\n\n[gpus:vars]\nx=1\n")
+    with pytest.raises(ConfigError, match=r"section \[gpus:vars\] is for undefined group 'gpus'") as caught:
+        load_inventory(path)
+    assert caught.value.line == 4
+
+
+def test_var_line_points_at_the_winning_definition() -> None:
+    inventory = load_inventory(FIXTURES / "nested.yaml")
+    assert inventory.var_line("node02", "level") == 23  # host var
+    assert inventory.var_line("node01", "level") == 18  # rack1's vars
+    assert inventory.var_line("login1", "site") == 5  # all's vars
+    assert inventory.var_line("login1", "nothing") is None
