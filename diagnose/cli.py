@@ -49,8 +49,9 @@ def _terminate(signum: int, frame: Any) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from diagnose import engine
+    from diagnose.catalog import load_catalog
     from diagnose.inventory import parse_extra_vars, resolve_hosts
-    from diagnose.playbook import custom_check_paths, load_playbook
+    from diagnose.playbook import check_unknown_patterns, custom_check_paths, load_playbook
 
     try:
         formats = _formats(args.format)
@@ -60,9 +61,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         hosts = resolve_hosts(inventory, playbook, args.limit, extra_vars)
         host_checks, cluster_checks = engine.selected_catalog(playbook.checks)
         custom_modules = custom_check_paths(playbook)
-        for host in hosts:  # type errors in expected values surface now, not mid-run
-            for name in ("expected_gpu_count", "expected_hca_count", "min_port_range"):
-                host.vars.int(name)
+        check_unknown_patterns(playbook, [e.id for e in load_catalog()])
+        for host in hosts:  # a bad timeout surfaces now, not mid-run (profile values are checked on load)
             host.vars.float("command_timeout_s")
     except ConfigError as exc:
         print(f"diagnose: {exc}", file=sys.stderr)
