@@ -84,7 +84,8 @@ class ItemResult:
     title: str
     status: str
     sources: list[str]
-    judged_hosts: int = 0
+    judged_hosts: int = 0  # hosts with a per-host PASS: where coverage is known
+    result_hosts: int = 0  # hosts any result names (a cluster rule names only the odd ones out)
     cluster_wide: bool = False
     # (status, folded host list, host count) for every status worse than PASS, worst first.
     bad: list[tuple[str, str, int]] = field(default_factory=list)
@@ -124,7 +125,8 @@ def judge_item(key: str, title: str, sources: list[str], rows: list[dict[str, An
     # passes show which hosts an item was really judged on.
     if any(r.get("status") == "PASS" and r.get("host") is not None for r in judged):
         item.judged_hosts = len(per_host)
-    item.cluster_wide = any(r.get("host") is None for r in judged) or not item.judged_hosts
+    item.result_hosts = len(per_host)
+    item.cluster_wide = any(r.get("host") is None for r in judged)
     for status in ("FAIL", "ERROR", "WARN"):
         names = {
             str(r.get("host")) if r.get("host") is not None else f"{r.get('id', '?')} ({CLUSTER})"

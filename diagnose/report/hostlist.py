@@ -63,15 +63,19 @@ def fold(names: Iterable[str]) -> list[str]:
     return [text for _key, text in sorted(folded)]
 
 
-def summarize(names: Iterable[str], limit: int = 400) -> str:
-    """``fold`` joined for a table cell, stopped near ``limit`` characters with a count of what is left."""
+def summarize(names: Iterable[str], limit: int = 400, part_limit: int = 120) -> str:
+    """``fold`` joined for a table cell, stopped near ``limit`` characters with a count of what is left.
+
+    A single name or range longer than ``part_limit`` is cut: a hostile 3000-character host name must not
+    fill a page of every table it appears in.
+    """
     parts = fold(names)
     shown: list[str] = []
     used = 0
     for part in parts:
         if shown and used + len(part) > limit:
             break
-        shown.append(part if len(part) <= limit else f"{part[:limit]}…")
+        shown.append(part if len(part) <= part_limit else f"{part[:part_limit]}…")
         used += len(part) + 2
     text = ", ".join(shown)
     if len(shown) < len(parts):

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from diagnose.model import STATUSES
+
 # C0 controls except tab/newline/CR, DEL, C1 controls, surrogates, and the two XML non-characters.
 _BAD_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
 # A string this long in a results field is a dumped log, not a value; the full text stays in raw/.
@@ -52,6 +54,27 @@ def clean_tree(value: Any) -> Any:
     if isinstance(value, list):
         return [clean_tree(v) for v in value]
     return value
+
+
+def normalize(results: dict[str, Any]) -> dict[str, Any]:
+    """The shape every renderer relies on: lists of objects where the schema has them, known statuses.
+
+    results.json may come from an interrupted run, an older or newer version, or a hand edit. Entries that
+    are not objects are dropped, and a status this version does not know becomes ERROR (never PASS), with
+    the original named in the message, so the report is still written and still honest.
+    """
+    out = dict(results)
+    for key in ("hosts", "checks", "benchmarks"):
+        value = out.get(key)
+        out[key] = [dict(v) for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+    for row in (*out["checks"], *out["benchmarks"]):
+        status = row.get("status")
+        if status not in STATUSES:
+            row["status"] = "ERROR"
+            row["message"] = f"[status {status!r} not understood by this report] {row.get('message') or ''}"
+    if not isinstance(out.get("run"), dict):
+        out["run"] = {}
+    return out
 
 
 def decode_bytes(data: bytes) -> str:

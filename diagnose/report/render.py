@@ -13,7 +13,7 @@ from typing import Any
 
 from diagnose.report.atomic import write_atomic
 from diagnose.report.junit import render_junit
-from diagnose.report.load import clean_tree, read_results
+from diagnose.report.load import clean_tree, normalize, read_results
 from diagnose.report.prometheus import render_prometheus
 
 FORMATS = frozenset({"html", "pdf", "json", "junit", "prom"})
@@ -37,7 +37,7 @@ def render_from_dict(
 ) -> list[Path]:
     """Like :func:`render` for results already in memory; ``json`` is ignored here (nothing to list)."""
     _check_formats(formats)
-    results = clean_tree(results)
+    results = normalize(clean_tree(results))
     evidence_dir = evidence_dir or out_dir
     writers: dict[str, Callable[[], bytes]] = {
         "junit": lambda: render_junit(results),

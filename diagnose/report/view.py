@@ -36,6 +36,8 @@ ENV_FIELDS = (
 EXCERPTS_PER_FINDING = 3
 MAX_EXCERPTS = 150
 UNSET = "(unset)"
+# A message is a sentence or two; anything longer is a dumped log that belongs in the evidence.
+MESSAGE_CHARS = 2000
 # From this size up a sweep is bandwidth-bound, where the expected busbw applies (nccl-tests practice).
 LARGE_BYTES = 64 << 20
 
@@ -201,7 +203,11 @@ def build_findings(checks: list[dict[str, Any]], evidence: EvidenceIndex) -> lis
         if status not in ("FAIL", "ERROR", "WARN"):
             continue
         key = (str(status), str(row.get("id", "?")), str(row.get("remediation") or ""))
-        line_key = (str(row.get("message") or ""), show(row.get("observed")), show(row.get("expected")))
+        line_key = (
+            show(row.get("message") or "", MESSAGE_CHARS),
+            show(row.get("observed")),
+            show(row.get("expected")),
+        )
         groups.setdefault(key, {}).setdefault(line_key, []).append(row)
     ordered = sorted(
         groups.items(), key=lambda kv: (-SEVERITY[kv[0][0]], -sum(len(v) for v in kv[1].values()), kv[0][1])
@@ -450,7 +456,7 @@ def build_benchmarks(results: dict[str, Any]) -> list[Benchmark]:
                 index=index,
                 collective=str(bench.get("collective") or "?"),
                 status=str(bench.get("status") or "ERROR"),
-                message=str(bench.get("message") or ""),
+                message=show(bench.get("message") or "", MESSAGE_CHARS),
                 tool=str(bench.get("tool") or "—"),
                 backend=str(bench.get("backend") or "—"),
                 nodes=show(bench.get("nodes")),
@@ -522,7 +528,7 @@ def build_report(results: dict[str, Any], base_dir: Path) -> Report:
             ClusterRow(
                 str(c.get("id", "?")),
                 str(c.get("status")),
-                str(c.get("message") or ""),
+                show(c.get("message") or "", MESSAGE_CHARS),
                 show(c.get("observed")),
                 show(c.get("expected")),
             )
