@@ -1,0 +1,151 @@
+"""gpu.topology — the GPUs, their NVLink mesh and their distance to the NICs are what the profile says.
+
+``nvidia-smi`` gives the GPU count, model, driver and CUDA version; ``nvidia-smi topo -m`` gives, for each
+GPU pair, NV# (a bonded set of # NVLinks) or a PCIe path, and for each GPU–NIC pair how far apart they sit
+on PCIe. GPUDirect RDMA is only fast (and by NCCL's default only used) when the NIC sits behind the same
+PCIe switch as the GPU (PIX, or PXB through several switches); PHB, NODE and SYS send every byte through
+the CPU's root complex or across sockets.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+
+from diagnose.check import Check, Command, Facts
+from diagnose.model import CommandOutput, Outcome
+from diagnose.parsers.nvidia_smi import PCIE_RANK, nvlink_links, parse_smi_summary, parse_topo
+from diagnose.variables import no_gpu_reason
+from diagnose.vars import Vars
+
+GOOD_NIC_RELATIONS = ("PIX", "PXB")
+
+
+def parse(outputs: Mapping[str, CommandOutput], host_vars: Vars) -> Facts:
+    facts = parse_smi_summary(outputs["nvidia_smi"].stdout)
+    topo = parse_topo(outputs["topo"].stdout)
+    gpus = topo["gpus"]
+    pairs = [(a, b, topo["links"][a][b]) for i, a in enumerate(gpus) for b in gpus[i + 1 :]]
+    nearest = {}
+    for gpu in gpus:
+        relations = [(topo["links"][gpu].get(n["column"]), n["device"]) for n in topo["nics"]]
+        ranked = sorted((PCIE_RANK.get(rel, 99), rel, dev) for rel, dev in relations if rel)
+        if ranked:
+            nearest[gpu] = {"relation": ranked[0][1], "nic": ranked[0][2]}
+    numa: dict[str, list[str]] = defaultdict(list)
+    for gpu in gpus:
+        numa[str(topo["affinity"].get(gpu, {}).get("numa"))].append(gpu)
+    facts.update(
+        topo_gpus=gpus,
+        nics=[n["device"] for n in topo["nics"]],
+        gpu_pairs=[{"a": a, "b": b, "relation": rel, "nvlinks": nvlink_links(rel)} for a, b, rel in pairs],
+        nearest_nic=nearest,
+        affinity=topo["affinity"],
+        numa_groups=dict(numa),
+    )
+    return facts
+
+
+def _summary(facts: Facts) -> str:
+    pairs = facts["gpu_pairs"]
+    links = sorted({p["nvlinks"] for p in pairs if p["nvlinks"] is not None})
+    if not pairs:
+        mesh = "one GPU"
+    elif all(p["nvlinks"] is not None for p in pairs):
+        mesh = "NVLink on every pair (" + "/".join(f"NV{n}" for n in links) + ")"
+    else:
+        nv = sum(p["nvlinks"] is not None for p in pairs)
+        mesh = f"NVLink on {nv} of {len(pairs)} pairs"
+    nearest = facts["nearest_nic"]
+    if not facts["nics"]:
+        nic = "no NIC in the matrix"
+    else:
+        good = sum(v["relation"] in GOOD_NIC_RELATIONS for v in nearest.values())
+        nic = f"{good} of {len(facts['topo_gpus'])} GPUs with a NIC at PIX/PXB"
+    numa = ", ".join(f"NUMA {node}: {', '.join(gpus)}" for node, gpus in facts["numa_groups"].items())
+    model = facts["gpu_model"] or "GPU"
+    return f"{facts['gpu_count']}x {model}; {mesh}; {nic}; {numa}"
+
+
+def judge(facts: Facts, host_vars: Vars) -> Outcome:
+    host = host_vars.host or "this host"
+    observed = _summary(facts)
+    count = host_vars.int("expected_gpu_count")
+    model = host_vars.str("expected_gpu_model")
+    want_nvlink = host_vars.bool("expected_nvlink", False)
+    want_nic = host_vars.bool("expected_nic_per_gpu", False)
+    parts = [f"{count}x" if count is not None else ">= 1", model or "GPU"]
+    if want_nvlink:
+        parts.append("NVLink between every pair")
+    if want_nic:
+        parts.append("a NIC at PIX/PXB for every GPU")
+    wanted = ", ".join([" ".join(parts[:2]), *parts[2:]])
+    reason = no_gpu_reason(host_vars)
+    if reason:
+        return Outcome(
+            "SKIP", f"{facts['gpu_count']} GPUs on {host} not judged: {reason}", observed, "no GPU"
+        )
+    failures: list[str] = []
+    warnings: list[str] = []
+    if facts["gpu_count"] == 0:
+        failures.append("nvidia-smi lists no GPU")
+    elif count is not None and facts["gpu_count"] != count:
+        failures.append(f"{facts['gpu_count']} GPUs, expected {count}")
+    if facts["topo_gpus"] and len(facts["topo_gpus"]) != facts["gpu_count"]:
+        warnings.append(f"topo -m shows {len(facts['topo_gpus'])} GPUs but nvidia-smi {facts['gpu_count']}")
+    if model:
+        odd = sorted({g["name"] for g in facts["gpus"] if model.lower() not in g["name"].lower()})
+        if odd:
+            failures.append(f"GPU model {', '.join(odd)} is not {model}")
+    if want_nvlink:
+        pcie = [f"{p['a']}-{p['b']} {p['relation']}" for p in facts["gpu_pairs"] if p["nvlinks"] is None]
+        if pcie:
+            shown = ", ".join(pcie[:6]) + (f" and {len(pcie) - 6} more" if len(pcie) > 6 else "")
+            failures.append(f"{len(pcie)} GPU pairs without NVLink ({shown})")
+    if want_nic and facts["gpu_count"]:
+        if not facts["nics"]:
+            warnings.append("nvidia-smi topo -m shows no NIC, so no GPU has a local NIC")
+        else:
+            far = [
+                f"{gpu} nearest NIC {v['nic']} is {v['relation']}"
+                for gpu, v in facts["nearest_nic"].items()
+                if v["relation"] not in GOOD_NIC_RELATIONS
+            ]
+            if far:
+                warnings.append("; ".join(far))
+    if failures:
+        return Outcome(
+            "FAIL",
+            f"{host}: " + "; ".join(failures + warnings),
+            observed,
+            wanted,
+            remediation="A missing GPU is usually a fallen-off-the-bus device (dmesg: Xid 79) or a failed "
+            "HGX board; missing NVLink on an HGX/DGX system points at the NVSwitch fabric: check that "
+            "nvidia-fabricmanager runs and `nvidia-smi nvlink --status` shows every link up.",
+        )
+    if warnings:
+        return Outcome(
+            "WARN",
+            f"{host}: " + "; ".join(warnings),
+            observed,
+            wanted,
+            remediation="GPUDirect RDMA is fast only with the NIC behind the GPU's own PCIe switch: check the "
+            "NIC slots against the vendor's GPU/NIC pairing, and that the NICs are not hidden from the "
+            "driver (ACS, VM passthrough).",
+        )
+    return Outcome("PASS", f"{host}: {observed}", observed, wanted)
+
+
+CHECK = Check(
+    id="gpu.topology",
+    checklist="1",
+    summary="nvidia-smi topo -m: GPU count and model, NVLink between GPU pairs, GPU–NIC locality",
+    commands=(
+        Command("topo", "nvidia-smi topo -m", tool="nvidia-smi", timeout=30),
+        Command("nvidia_smi", "nvidia-smi", tool="nvidia-smi", timeout=30),
+    ),
+    parse=parse,
+    judge=judge,
+    remediation="Make the GPUs, NVLink mesh and NIC placement match the hardware profile.",
+    no_hardware=no_gpu_reason,
+)
