@@ -1,0 +1,477 @@
+"""Start the benchmark program with torchrun on every host, follow it, stop it, bring its evidence home.
+
+Everything goes through each host's existing :class:`~diagnose.connection.Connection`; nothing but a
+POSIX shell, ``setsid`` and the host's own Python with torch is needed there.
+
+Life of one launch:
+
+1. copy ``program.py`` with ``put_text`` into ``/tmp/diagnose-<run_id>/<tag>/n<node>/`` (one folder per
+   node, so test hosts sharing a filesystem never collide);
+2. start ``{python} -m torch.distributed.run --nnodes N --node-rank i ...`` detached, in a session of its
+   own, with a per-launch token in its environment — torchrun puts its workers in sessions of their own
+   too, so the token (which every descendant inherits) is what finds them all again;
+3. poll every host about once a second: its exit status, and on node 0 the new lines of rank 0's results
+   file, so rows measured before a hang or a crash are kept;
+4. decide: all done; a host's torchrun failed (its stderr tail is the message); a host stopped answering
+   (named); the next row did not arrive within its time budget (hung: named by collective and size);
+5. stop what is left on every host still reachable — SIGTERM to the session (torchrun tears its workers
+   down), then SIGKILL to every process carrying the token — and count what survived;
+6. fetch each rank's NCCL log into ``<out>/raw/<host>/nccl-rank<N>.log`` and remove the remote folder.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import shlex
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from diagnose.bench import program as bench_program
+from diagnose.connection import Connection
+from diagnose.hosts import Host
+from diagnose.model import CommandOutput
+
+POLL_INTERVAL_S = 1.0
+POLL_TIMEOUT_S = 20.0
+# After one host's torchrun fails, how long the others get to notice and exit on their own.
+FAILURE_GRACE_S = 10.0
+TERM_GRACE_S = 3
+_FILE_MARK = "@@diagnose-file "
+_TOKEN_VAR = "DIAGNOSE_BENCH_TOKEN"
+
+
+@dataclass
+class LaunchSpec:
+    """One torchrun job over some hosts. ``row_budget_s`` gives the seconds the next row may take."""
+
+    run_id: str
+    tag: str
+    hosts: Sequence[Host]
+    connections: Mapping[str, Connection]
+    nproc: int
+    backend: str
+    program_args: list[str]
+    expected_rows: list[tuple[str, int]]
+    row_budget_s: Callable[[str, int], float]
+    out_dir: Path
+    startup_timeout_s: float = 180.0
+    deadline: float | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class LaunchOutcome:
+    """What one launch produced; ``status`` is done, failed, hung, host_lost or deadline."""
+
+    status: str
+    message: str
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    start: dict[str, Any] | None = None
+    failed_hosts: list[str] = field(default_factory=list)
+    in_progress: tuple[str, int] | None = None
+    logs: dict[int, Path] = field(default_factory=dict)
+    rank_hosts: dict[int, str] = field(default_factory=dict)
+    leftovers: dict[str, int] = field(default_factory=dict)
+    evidence: dict[str, str] = field(default_factory=dict)
+
+
+def _python(host: Host) -> str:
+    return host.vars.str("bench_python") or host.python
+
+
+def remote_dir(run_id: str, tag: str, node: int) -> str:
+    return f"/tmp/diagnose-{run_id}/{tag}/n{node}"
+
+
+def start_script(
+    folder: str,
+    token: str,
+    python: str,
+    torchrun_args: list[str],
+    program_args: list[str],
+    env: Mapping[str, str],
+) -> str:
+    """Shell that starts torchrun detached in its own session and returns at once."""
+    exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
+    command = " ".join(
+        [
+            shlex.quote(python),
+            "-m",
+            "torch.distributed.run",
+            *map(shlex.quote, torchrun_args),
+            '"$0/program.py"',
+            *map(shlex.quote, program_args),
+        ]
+    )
+    inner = (
+        'echo $$ > "$0/pgid"; '
+        f'{command} > "$0/out.txt" 2> "$0/err.txt"; '
+        'echo $? > "$0/rc.tmp"; mv "$0/rc.tmp" "$0/rc"'
+    )
+    return (
+        f"d={shlex.quote(folder)}\n"
+        'mkdir -p "$d/logs" || exit 1\n'
+        "command -v setsid >/dev/null 2>&1 || { echo 'setsid (util-linux) is not installed' >&2; exit 127; }\n"
+        f"export {_TOKEN_VAR}={shlex.quote(token)}\n"
+        f"{exports}"
+        f'setsid sh -c {shlex.quote(inner)} "$d" </dev/null >/dev/null 2>&1 &\n'
+        "exit 0\n"
+    )
+
+
+def poll_script(folder: str, offset: int | None) -> str:
+    """Exit status (empty while running) and, when ``offset`` is given, new bytes of the results file."""
+    tail = f'tail -c +{offset + 1} "$d/results.jsonl" 2>/dev/null' if offset is not None else ":"
+    return f'd={shlex.quote(folder)}\nprintf \'rc=%s\\n\' "$(cat "$d/rc" 2>/dev/null)"\n{tail}\n'
+
+
+def kill_script(folder: str, token: str) -> str:
+    """Stop the launch's session, then every process still carrying the token; print how many survive."""
+    find = (
+        "for p in /proc/[0-9]*; do "
+        f"if tr '\\0' '\\n' < \"$p/environ\" 2>/dev/null | grep -qx {shlex.quote(f'{_TOKEN_VAR}={token}')}; "
+        'then echo "${p#/proc/}"; fi; done'
+    )
+    return (
+        f"d={shlex.quote(folder)}\n"
+        'if [ -s "$d/pgid" ]; then kill -TERM -- "-$(cat "$d/pgid")" 2>/dev/null; fi\n'
+        f"found() {{ {find}; }}\n"
+        f'i=0; while [ $i -lt {TERM_GRACE_S * 10} ] && [ -n "$(found)" ]; do sleep 0.1; i=$((i+1)); done\n'
+        'for p in $(found); do kill -KILL "$p" 2>/dev/null; done\n'
+        "sleep 0.2\n"
+        'echo "left=$(found | wc -l)"\n'
+    )
+
+
+def collect_script(folder: str) -> str:
+    """Every rank's NCCL log, then torchrun's stdout and stderr, each behind a marker line."""
+    return (
+        f"d={shlex.quote(folder)}\n"
+        f'for f in "$d"/logs/nccl-rank*.log "$d/out.txt" "$d/err.txt"; do\n'
+        f'  [ -f "$f" ] || continue\n'
+        f"  printf '%s%s\\n' {shlex.quote(_FILE_MARK)} \"${{f##*/}}\"\n"
+        '  cat "$f"\n'
+        "done\n"
+    )
+
+
+def split_files(text: str) -> dict[str, str]:
+    files: dict[str, str] = {}
+    name: str | None = None
+    lines: list[str] = []
+    for line in text.splitlines(keepends=True):
+        if line.startswith(_FILE_MARK):
+            if name is not None:
+                files[name] = "".join(lines)
+            name, lines = line[len(_FILE_MARK) :].strip(), []
+        else:
+            lines.append(line)
+    if name is not None:
+        files[name] = "".join(lines)
+    return files
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)[:120] or "_"
+
+
+class Launch:
+    """One launch in progress; see the module docstring for its life."""
+
+    def __init__(self, spec: LaunchSpec) -> None:
+        self.spec = spec
+        self.token = f"{spec.run_id}-{spec.tag}-{secrets.token_hex(6)}"
+        self.hosts = list(spec.hosts)
+        self.folders = {h.name: remote_dir(spec.run_id, spec.tag, i) for i, h in enumerate(self.hosts)}
+        self.pool = ThreadPoolExecutor(max_workers=max(1, min(64, len(self.hosts))))
+        self.lost: dict[str, str] = {}
+        self.outcome = LaunchOutcome(status="running", message="")
+        self.outcome.rank_hosts = {
+            node * spec.nproc + local: host.name
+            for node, host in enumerate(self.hosts)
+            for local in range(spec.nproc)
+        }
+        self._offset = 0
+        self._partial = ""
+        self._done = False
+
+    # -- I/O on every host at once ----------------------------------------------------------------------
+    def _each(
+        self, action: Callable[[Host], CommandOutput], hosts: Sequence[Host]
+    ) -> dict[str, CommandOutput]:
+        futures = {h.name: self.pool.submit(action, h) for h in hosts}
+        results: dict[str, CommandOutput] = {}
+        for name, future in futures.items():
+            try:
+                results[name] = future.result()
+            except Exception as exc:  # a broken connection must not stop the others
+                results[name] = CommandOutput(error=f"{type(exc).__name__}: {exc}")
+        return results
+
+    def _run(self, host: Host, script: str, timeout: float = POLL_TIMEOUT_S) -> CommandOutput:
+        return self.spec.connections[host.name].run(script, timeout=timeout)
+
+    def _reachable(self) -> list[Host]:
+        return [h for h in self.hosts if h.name not in self.lost]
+
+    def _mark_lost(self, results: Mapping[str, CommandOutput]) -> None:
+        for name, result in results.items():
+            if result.error or result.timed_out:
+                self.lost.setdefault(name, result.error or f"no answer within {POLL_TIMEOUT_S:.0f} s")
+
+    # -- phases -----------------------------------------------------------------------------------------
+    def _master(self) -> tuple[str, int]:
+        first = self.hosts[0]
+        port = first.vars.int("bench_master_port", None)
+        if port is None:
+            probe = self._run(
+                first,
+                f"{shlex.quote(_python(first))} -c "
+                + shlex.quote(
+                    "import socket; s = socket.socket(); s.bind(('', 0)); print(s.getsockname()[1])"
+                ),
+            )
+            if not probe.ok or not probe.stdout.strip().isdigit():
+                raise LaunchError(
+                    f"could not run {_python(first)} on {first.name} to pick a rendezvous port: "
+                    f"{(probe.error or probe.stderr or probe.stdout).strip()[:300]}",
+                    [first.name],
+                )
+            port = int(probe.stdout.strip())
+        if len(self.hosts) == 1:
+            return "127.0.0.1", port
+        return first.vars.str("bench_master_addr") or first.address, port
+
+    def start(self) -> None:
+        spec = self.spec
+        addr, port = self._master()
+        text = Path(bench_program.__file__).read_text(encoding="utf-8")
+
+        def begin(host: Host) -> CommandOutput:
+            node = self.hosts.index(host)
+            folder = self.folders[host.name]
+            spec.connections[host.name].put_text(f"{folder}/program.py", text)
+            torchrun = [
+                f"--nnodes={len(self.hosts)}",
+                f"--node-rank={node}",
+                f"--nproc-per-node={spec.nproc}",
+                f"--master-addr={addr}",
+                f"--master-port={port}",
+                "--max-restarts=0",
+                "--monitor-interval=1",
+            ]
+            args = [*spec.program_args, "--results", f"{folder}/results.jsonl", "--log-dir", f"{folder}/logs"]
+            script = start_script(folder, self.token, _python(host), torchrun, args, spec.env)
+            return self._run(host, script)
+
+        results = self._each(begin, self.hosts)
+        broken = {n: r for n, r in results.items() if not r.ok}
+        if broken:
+            self.lost.update({n: r.error for n, r in broken.items() if r.error})
+            detail = "; ".join(
+                f"{n}: {(r.error or r.stderr or f'exit {r.exit_code}').strip()[:200]}"
+                for n, r in broken.items()
+            )
+            raise LaunchError(f"could not start the benchmark: {detail}", sorted(broken))
+
+    def follow(self) -> None:
+        """Poll until the run ends, fails, hangs, loses a host or reaches the deadline."""
+        spec, outcome = self.spec, self.outcome
+        started = time.monotonic()
+        last_progress = started
+        failed_at: float | None = None
+        expected = list(spec.expected_rows)
+        while True:
+            results = self._each(
+                lambda h: self._run(
+                    h, poll_script(self.folders[h.name], self._offset if h is self.hosts[0] else None)
+                ),
+                self._reachable(),
+            )
+            self._mark_lost(results)
+            now = time.monotonic()
+            first = results.get(self.hosts[0].name)
+            if first is not None and first.ok:
+                for record in self._new_records(first.stdout):
+                    last_progress = now
+                    self._record(record, expected)
+            codes = {n: self._exit_code(r.stdout) for n, r in results.items() if r.ok}
+            if self.lost:
+                names = ", ".join(sorted(self.lost))
+                reasons = "; ".join(f"{n}: {self.lost[n]}" for n in sorted(self.lost))
+                self._finish("host_lost", f"host {names} stopped answering during the benchmark ({reasons})")
+                outcome.failed_hosts = sorted(self.lost)
+                return
+            failed = {n: c for n, c in codes.items() if c not in (None, 0)}
+            if codes and all(c == 0 for c in codes.values()) and len(codes) == len(self.hosts):
+                if self._done:
+                    self._finish("done", "")
+                else:
+                    self._finish("failed", "torchrun exited 0 on every host but the program never finished")
+                return
+            if failed:
+                failed_at = failed_at or now
+                if all(c is not None for c in codes.values()) or now - failed_at > FAILURE_GRACE_S:
+                    outcome.failed_hosts = sorted(failed)
+                    self._finish("failed", "")
+                    return
+            elif outcome.start is None and now - started > spec.startup_timeout_s:
+                self._finish(
+                    "hung",
+                    f"torchrun did not get the ranks together within {spec.startup_timeout_s:.0f} s "
+                    "(rendezvous or communicator set-up hung)",
+                )
+                return
+            elif outcome.start is not None and expected:
+                collective, nbytes = expected[0]
+                budget = spec.row_budget_s(collective, nbytes)
+                if now - last_progress > budget:
+                    outcome.in_progress = (collective, nbytes)
+                    self._finish(
+                        "hung",
+                        f"{collective} of {nbytes} bytes did not finish within {budget:.0f} s "
+                        "(the collective hung)",
+                    )
+                    return
+            if spec.deadline is not None and now > spec.deadline:
+                outcome.in_progress = expected[0] if expected else None
+                self._finish("deadline", "the run's time budget ran out during the benchmark")
+                return
+            time.sleep(POLL_INTERVAL_S)
+
+    def _record(self, record: dict[str, Any], expected: list[tuple[str, int]]) -> None:
+        event = record.get("event")
+        if event == "start":
+            self.outcome.start = record
+        elif event == "row":
+            self.outcome.rows.append(record)
+            key = (record["collective"], record["bytes"])
+            while expected and expected[0] != key:
+                expected.pop(0)
+            if expected:
+                expected.pop(0)
+        elif event == "begin":
+            key = (record["collective"], record["bytes"])
+            while expected and expected[0] != key:
+                expected.pop(0)
+        elif event == "done":
+            self._done = True
+
+    def _new_records(self, stdout: str) -> list[dict[str, Any]]:
+        _, _, data = stdout.partition("\n")
+        self._offset += len(data.encode("utf-8"))
+        text = self._partial + data
+        lines = text.split("\n")
+        self._partial = lines.pop()
+        records = []
+        for line in lines:
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        return records
+
+    @staticmethod
+    def _exit_code(stdout: str) -> int | None:
+        first = stdout.split("\n", 1)[0]
+        value = first.partition("rc=")[2].strip()
+        return int(value) if value.lstrip("-").isdigit() else None
+
+    def _finish(self, status: str, message: str) -> None:
+        self.outcome.status = status
+        self.outcome.message = message
+
+    def stop(self) -> None:
+        """Stop every process of the launch on every host still reachable; count the survivors."""
+        results = self._each(
+            lambda h: self._run(h, kill_script(self.folders[h.name], self.token), timeout=TERM_GRACE_S + 30),
+            self._reachable(),
+        )
+        for name, result in results.items():
+            left = result.stdout.rpartition("left=")[2].strip()
+            if result.ok and left.isdigit():
+                self.outcome.leftovers[name] = int(left)
+            else:
+                self.lost.setdefault(name, result.error or "could not stop the benchmark there")
+
+    def collect(self) -> None:
+        """Bring logs and program output home, then remove the remote folders."""
+        spec, outcome = self.spec, self.outcome
+        results = self._each(
+            lambda h: self._run(h, collect_script(self.folders[h.name]), timeout=120), self._reachable()
+        )
+        suffix = "" if spec.tag == "main" else f".{_safe(spec.tag)}"
+        for name, result in results.items():
+            if not result.ok:
+                continue
+            folder = spec.out_dir / "raw" / _safe(name)
+            folder.mkdir(parents=True, exist_ok=True)
+            for filename, content in split_files(result.stdout).items():
+                if filename.startswith("nccl-rank") and filename.endswith(".log"):
+                    rank = int(filename[len("nccl-rank") : -len(".log")])
+                    path = folder / f"nccl-rank{rank}{suffix}.log"
+                    outcome.logs[rank] = path
+                else:
+                    path = folder / f"bench{suffix}.{filename}"
+                    outcome.evidence[f"{name}:{filename}"] = str(path.relative_to(spec.out_dir))
+                path.write_text(content, encoding="utf-8", errors="replace")
+        run_root = f"/tmp/diagnose-{spec.run_id}"
+        self._each(
+            lambda h: self._run(
+                h,
+                f"rm -rf {shlex.quote(self.folders[h.name])}; "
+                f"rmdir {shlex.quote(run_root + '/' + spec.tag)} {shlex.quote(run_root)} 2>/dev/null; true",
+            ),
+            self._reachable(),
+        )
+
+    def failure_detail(self) -> str:
+        """The last lines of stderr of the hosts whose torchrun failed, for the message."""
+        parts = []
+        for name in self.outcome.failed_hosts:
+            err = self.outcome.evidence.get(f"{name}:err.txt")
+            if err is None:
+                continue
+            text = (self.spec.out_dir / err).read_text(errors="replace")
+            lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith(("W", "*"))]
+            parts.append(f"{name}: " + " | ".join(lines[-3:])[-400:])
+        return "; ".join(parts)
+
+
+class LaunchError(Exception):
+    """The launch could not even start; ``hosts`` are the ones to blame."""
+
+    def __init__(self, message: str, hosts: list[str]) -> None:
+        super().__init__(message)
+        self.hosts = hosts
+
+
+def launch(spec: LaunchSpec) -> LaunchOutcome:
+    """Run one launch to its end and always clean up after it (see the module docstring)."""
+    job = Launch(spec)
+    try:
+        try:
+            job.start()
+        except LaunchError as exc:
+            job.outcome.status, job.outcome.message = "failed", str(exc)
+            job.outcome.failed_hosts = exc.hosts
+        else:
+            job.follow()
+    finally:
+        job.stop()
+        job.collect()
+        job.pool.shutdown(wait=False)
+    outcome = job.outcome
+    if outcome.status == "failed" and not outcome.message:
+        detail = job.failure_detail()
+        names = ", ".join(outcome.failed_hosts)
+        outcome.message = f"the benchmark failed on {names}" + (f": {detail}" if detail else "")
+    lost_late = sorted(set(job.lost) - set(outcome.failed_hosts))
+    if lost_late and outcome.status != "host_lost":
+        outcome.message += f" (and could not clean up on {', '.join(lost_late)})"
+    return outcome
