@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from diagnose.bench.expect import human_bytes
 from diagnose.model import SEVERITY, worst
 from diagnose.report.hostlist import summarize
 
@@ -168,16 +169,6 @@ def curve_shape(rows: list[dict[str, Any]]) -> tuple[str, str]:
         if busbw > best:
             best, best_at = busbw, row["bytes"]
     return "PASS", f"rises to {best:.1f} GB/s at {human_bytes(best_at)} and holds"
-
-
-def human_bytes(size: int) -> str:
-    """Message sizes as nccl-tests users say them: 8 B, 64 KiB, 4 GiB."""
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
 
 
 def _curve_item(spec: ItemSpec, benchmarks: list[dict[str, Any]]) -> ItemResult:

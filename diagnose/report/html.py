@@ -14,9 +14,9 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup, escape
 
 import diagnose
-from diagnose.report.checklist import human_bytes
+from diagnose.bench.expect import LARGE_BYTES, human_bytes
 from diagnose.report.plots import busbw_svg
-from diagnose.report.view import ENV_FIELDS, LARGE_BYTES, Report
+from diagnose.report.view import ENV_FIELDS, Report
 
 _STATUS_CLASSES = {
     "PASS": "st-pass",
@@ -64,7 +64,9 @@ def _css() -> str:
 def render_html(report: Report) -> str:
     """The report's HTML; plots are drawn here so that ``view`` stays free of matplotlib."""
     for bench in report.benchmarks:
-        bench.svg = Markup(busbw_svg(bench.raw_rows, bench.expected, salt=f"bench{bench.index}"))
+        bench.svg = Markup(
+            busbw_svg(bench.raw_rows, bench.expected, bench.normal, salt=f"bench{bench.index}")
+        )
     template = _environment().get_template("report.html.j2")
     return template.render(
         cover=report.cover,

@@ -30,7 +30,9 @@ _STYLE = {
 }
 
 
-def busbw_svg(rows: list[dict[str, Any]], expected: float | None, salt: str) -> str:
+def busbw_svg(
+    rows: list[dict[str, Any]], expected: float | None, normal: tuple[float, float] | None, salt: str
+) -> str:
     """The ``<svg>`` element of one sweep; ``salt`` prefixes its element ids, unique among plots on a page."""
     points = [
         (r["bytes"], float(r["busbw_gbps"]), bool(isinstance(r.get("wrong"), int) and r["wrong"] > 0))

@@ -17,8 +17,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from diagnose.bench.expect import DEFAULT_TOLERANCE, LARGE_BYTES, human_bytes
 from diagnose.model import SEVERITY, STATUSES, worst
-from diagnose.report.checklist import SECTIONS, SectionResult, build_checklist, curve_shape, human_bytes
+from diagnose.report.checklist import SECTIONS, SectionResult, build_checklist, curve_shape
 from diagnose.report.hostlist import natural_key, summarize
 from diagnose.report.load import Excerpt, read_excerpt
 
@@ -38,8 +39,6 @@ MAX_EXCERPTS = 150
 UNSET = "(unset)"
 # A message is a sentence or two; anything longer is a dumped log that belongs in the evidence.
 MESSAGE_CHARS = 2000
-# From this size up a sweep is bandwidth-bound, where the expected busbw applies (nccl-tests practice).
-LARGE_BYTES = 64 << 20
 
 
 def show(value: Any, limit: int = 400) -> str:
@@ -392,6 +391,7 @@ class Benchmark:
     ranks: str
     hosts: str
     expected: float | None
+    normal: tuple[float, float] | None  # the range the benchmark rule calls normal
     peak: str
     inter_node: str
     intra_node: str
@@ -429,14 +429,29 @@ def _straggler(bench: dict[str, Any], checks: list[dict[str, Any]]) -> list[str]
     return found
 
 
-def _below(row: dict[str, Any], expected: Any) -> bool:
+def _normal_range(bench: dict[str, Any]) -> tuple[float, float] | None:
+    """The normal busbw range: as recorded, or the benchmark rule's default tolerance around the expected."""
+    recorded = bench.get("expected_range_gbps")
+    if (
+        isinstance(recorded, list)
+        and len(recorded) == 2
+        and all(isinstance(v, int | float) and not isinstance(v, bool) for v in recorded)
+    ):
+        return float(recorded[0]), float(recorded[1])
+    expected = bench.get("expected_busbw_gbps")
+    if isinstance(expected, int | float) and not isinstance(expected, bool):
+        return expected * (1 - DEFAULT_TOLERANCE), expected * (1 + DEFAULT_TOLERANCE)
+    return None
+
+
+def _below(row: dict[str, Any], normal: tuple[float, float] | None) -> bool:
     busbw = row.get("busbw_gbps")
     return (
-        isinstance(expected, int | float)
+        normal is not None
         and isinstance(busbw, int | float)
         and isinstance(row.get("bytes"), int)
         and row["bytes"] >= LARGE_BYTES
-        and busbw < expected
+        and busbw < normal[0]
     )
 
 
@@ -451,6 +466,7 @@ def build_benchmarks(results: dict[str, Any]) -> list[Benchmark]:
         intra = transport.get("intra_node")
         gdr = transport.get("gdrdma")
         expected = bench.get("expected_busbw_gbps")
+        normal = _normal_range(bench)
         out.append(
             Benchmark(
                 index=index,
@@ -463,6 +479,7 @@ def build_benchmarks(results: dict[str, Any]) -> list[Benchmark]:
                 ranks=show(bench.get("ranks")),
                 hosts=summarize(str(h) for h in bench.get("hosts") or []) or "—",
                 expected=float(expected) if isinstance(expected, int | float) else None,
+                normal=normal,
                 peak=_num(max(busbws), 1) if busbws else "—",
                 inter_node=str(transport.get("inter_node") or "none (single node or not seen in the log)"),
                 intra_node=", ".join(str(x) for x in intra) if isinstance(intra, list) and intra else "—",
@@ -480,7 +497,7 @@ def build_benchmarks(results: dict[str, Any]) -> list[Benchmark]:
                         busbw=_num(r.get("busbw_gbps")),
                         wrong=show(r.get("wrong")),
                         wrong_bad=isinstance(r.get("wrong"), int) and r["wrong"] > 0,
-                        below=_below(r, expected),
+                        below=_below(r, normal),
                     )
                     for r in raw_rows
                 ],

@@ -1,0 +1,106 @@
+"""The operational checklist filled in from results (diagnose.report.checklist) and host-range folding."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from diagnose.report.checklist import NOT_COVERED, build_checklist, curve_shape
+from diagnose.report.hostlist import fold, summarize
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "results"
+
+
+def _items(name: str) -> dict[str, Any]:
+    results = json.loads((FIXTURES / name).read_text())
+    return {
+        item.key + " " + item.title: item for section in build_checklist(results) for item in section.items
+    }
+
+
+def _item(items: dict[str, Any], key: str) -> Any:
+    (match,) = [item for label, item in items.items() if label.split(" ")[0] == key]
+    return match
+
+
+def test_cluster_run_items_carry_status_and_failing_hosts() -> None:
+    items = _items("cluster_failures.json")
+    hcas = _item(items, "1.1")
+    assert hcas.status == "FAIL"
+    assert hcas.bad == [("FAIL", "gpu03", 1)]
+    assert hcas.judged_hosts == 7
+    assert _item(items, "1.2").bad == [("FAIL", "gpu05", 1)]
+    assert _item(items, "1.4").status == "PASS" and _item(items, "1.4").cluster_wide
+    assert _item(items, "3.2").bad == [("FAIL", "bench.all_reduce (cluster-wide)", 1)]
+    assert _item(items, "3.3").status == "PASS"
+
+
+def test_items_without_results_are_not_covered_never_passed() -> None:
+    items = _items("cluster_failures.json")
+    assert _item(items, "4.1").status == NOT_COVERED
+    assert _item(items, "5.1").status == NOT_COVERED
+
+
+def test_all_skipped_items_are_skipped_not_passed() -> None:
+    items = _items("h200_local.json")
+    for key in ("1.1", "1.2", "1.4"):
+        assert _item(items, key).status == "SKIP", key
+    assert "no HCA expected" in _item(items, "1.2").note
+    assert _item(items, "1.3").status == "PASS"
+
+
+def test_checks_outside_the_map_appear_under_their_checklist_field() -> None:
+    items = _items("cluster_failures.json")
+    titles = {label: item for label, item in items.items()}
+    gpudirect = [i for i in titles.values() if i.sources == ["gpu.gpudirect"]]
+    assert gpudirect and gpudirect[0].key.startswith("1.") and gpudirect[0].status == "WARN"
+    reachable = [i for i in titles.values() if i.sources == ["host.reachable"]]
+    assert reachable and reachable[0].key == "–" and reachable[0].bad == [("FAIL", "gpu07", 1)]
+
+
+def test_hostile_results_sections_and_unknown_checklist() -> None:
+    results = json.loads((FIXTURES / "hostile.json").read_text())
+    sections = {s.number: s for s in build_checklist(results)}
+    assert any(i.sources == ["history.regression"] and i.status == "WARN" for i in sections["3"].items)
+    assert any(i.sources == ['site.custom"<x>'] for i in sections["–"].items)
+
+
+def _sweep(values: list[float], wrong: int = 0) -> list[dict[str, Any]]:
+    return [
+        {"bytes": 1 << (16 + i), "busbw_gbps": v, "wrong": wrong if i == 3 else 0}
+        for i, v in enumerate(values)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("values", "wrong", "status"),
+    [
+        ([1, 5, 20, 80, 150, 200, 210, 212], 0, "PASS"),
+        ([1, 5, 20, 80, 150, 200, 90, 212], 0, "WARN"),  # a dip past 1 MiB
+        ([1, 5, 1, 80, 150, 200, 210, 212], 0, "PASS"),  # dips below 1 MiB are latency noise
+        ([1, 5, 20, 80, 150, 200, 210, 212], 4, "FAIL"),
+    ],
+)
+def test_curve_shape(values: list[float], wrong: int, status: str) -> None:
+    assert curve_shape(_sweep(values, wrong))[0] == status
+
+
+def test_curve_shape_without_rows_is_not_covered() -> None:
+    assert curve_shape([])[0] == NOT_COVERED
+
+
+def test_fold_keeps_padding_and_natural_order() -> None:
+    names = ["node10", "node2", "node1", "node3", "gpu001", "gpu002", "gpu010", "gpu100", "login", "a<b>"]
+    assert fold(names) == ["a<b>", "gpu[001-002,010,100]", "login", "node[1-3,10]"]
+
+
+def test_summarize_512_hosts_fits_a_cell() -> None:
+    names = [f"gpu-r{1 + i // 32:02d}n{1 + i % 32:02d}" for i in range(512)]
+    text = summarize(names)
+    assert text.startswith("gpu-r01n[01-32], gpu-r02n[01-32]")
+    assert len(text) < 450
+    assert summarize(["x" * 3000]).endswith("…")
+    assert "more entries" in summarize([f"h{i}x" for i in range(200)], limit=100)

@@ -1,0 +1,90 @@
+"""Cleaning of hostile strings and reading of evidence excerpts (diagnose.report.load)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from diagnose.report.load import clean_text, clean_tree, normalize, read_excerpt, read_results
+
+
+def test_bytes_that_were_not_utf8_show_as_hex_escapes() -> None:
+    raw = b"port \xff\xfe down"
+    assert clean_text(raw.decode("utf-8", errors="surrogateescape")) == "port \\xff\\xfe down"
+
+
+def test_control_characters_become_visible_and_newlines_stay() -> None:
+    assert clean_text("a\x1b[31mred\x00\tb\nc\r\n") == "a\\x1b[31mred\\x00\tb\nc\r\n"
+
+
+def test_other_lone_surrogates_and_xml_nonchars_are_replaced() -> None:
+    assert clean_text("x\ud800y\uffffz") == "x\ufffdy\ufffdz"
+
+
+def test_long_fields_are_cut_with_a_note() -> None:
+    out = clean_text("x" * 50, limit=10)
+    assert out.startswith("x" * 10)
+    assert "[cut: 40 more characters]" in out
+
+
+def test_clean_tree_cleans_keys_and_nested_values() -> None:
+    tree = {"k\x00": [{"v": "\udcff"}, 3, None]}
+    assert clean_tree(tree) == {"k\\x00": [{"v": "\\xff"}, 3, None]}
+
+
+def test_read_results_accepts_raw_non_utf8_bytes(tmp_path: Path) -> None:
+    path = tmp_path / "results.json"
+    path.write_bytes(b'{"schema": 1, "hosts": [{"name": "n\xe9"}]}')
+    assert clean_tree(read_results(path))["hosts"][0]["name"] == "n\\xe9"
+
+
+def test_normalize_turns_unknown_statuses_into_error_never_pass() -> None:
+    out = normalize({"checks": [{"id": "x", "status": "MAYBE", "message": "m"}, "junk"], "hosts": None})
+    assert out["checks"] == [
+        {"id": "x", "status": "ERROR", "message": "[status 'MAYBE' not understood by this report] m"}
+    ]
+    assert out["hosts"] == [] and out["benchmarks"] == [] and out["run"] == {}
+
+
+def test_excerpt_of_a_missing_file_is_a_note(tmp_path: Path) -> None:
+    excerpt = read_excerpt(tmp_path, "raw/node1/ibstat.txt")
+    assert excerpt.text is None
+    assert "not found" in (excerpt.note or "")
+
+
+def test_excerpt_never_reads_outside_the_results_folder(tmp_path: Path) -> None:
+    (tmp_path / "secret.txt").write_text("TOP SECRET")
+    base = tmp_path / "run"
+    base.mkdir()
+    for rel in ("../secret.txt", str(tmp_path / "secret.txt"), "raw/../../secret.txt", "file:secret.txt"):
+        excerpt = read_excerpt(base, rel)
+        assert excerpt.text is None, rel
+        assert "leaves the results folder" in (excerpt.note or "")
+
+
+def test_long_evidence_is_cut_by_lines_and_line_length_with_a_note(tmp_path: Path) -> None:
+    raw = tmp_path / "raw" / "h"
+    raw.mkdir(parents=True)
+    (raw / "out.txt").write_bytes(b"A" * 5000 + b"\n" + b"line\xff\n" * 500)
+    excerpt = read_excerpt(tmp_path, "raw/h/out.txt", max_lines=20, max_line=100)
+    assert excerpt.text is not None
+    lines = excerpt.text.splitlines()
+    assert len(lines) == 20
+    assert lines[0].startswith("A" * 100) and "[line cut: 4900 more characters]" in lines[0]
+    assert lines[1] == "line\\xff"
+    assert excerpt.note is not None and "raw/h/out.txt" in excerpt.note
+
+
+def test_short_evidence_is_quoted_whole_without_note(tmp_path: Path) -> None:
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "raw" / "x.txt").write_text("State: Active\r\nRate: 400\n")
+    excerpt = read_excerpt(tmp_path, "raw/x.txt")
+    assert excerpt.text == "State: Active\nRate: 400"
+    assert excerpt.note is None
+
+
+def test_fixtures_are_schema_1() -> None:
+    for path in (Path(__file__).parents[1] / "fixtures" / "results").glob("*.json"):
+        data = json.loads(path.read_text())
+        assert data["schema"] == 1, path
+        assert {"run", "hosts", "checks", "benchmarks", "verdict"} <= set(data), path

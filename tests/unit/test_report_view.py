@@ -1,0 +1,107 @@
+"""What the report shows, before any rendering (diagnose.report.view)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from diagnose.report.load import clean_tree, normalize
+from diagnose.report.view import build_cover, build_environment, build_matrix, build_report
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "results"
+
+
+def _load(name: str) -> dict[str, Any]:
+    return normalize(clean_tree(json.loads((FIXTURES / name).read_text())))
+
+
+def test_cover_counts_nodes_gpus_and_statuses() -> None:
+    cover = build_cover(_load("cluster_failures.json"))
+    assert (cover.nodes, cover.reachable, cover.gpus) == (8, 7, 56)
+    assert cover.verdict == "FAIL"
+    assert cover.counts["FAIL"] == 7 and cover.counts["WARN"] == 2
+    assert cover.operator == "mlopez@ctl01"
+    assert cover.started == "2025-03-14 02:15:00 UTC"
+    assert cover.duration == "8 min 41 s"
+    assert cover.unreachable == "gpu07"
+
+
+def test_operator_falls_back_to_the_login_user(monkeypatch: Any) -> None:
+    results = _load("h200_local.json")
+    monkeypatch.setenv("USER", "alice")
+    assert build_cover(results).operator == "alice"
+
+
+def test_missing_verdict_is_derived_and_said_so() -> None:
+    results = _load("cluster_failures.json")
+    del results["verdict"]
+    cover = build_cover(results)
+    assert cover.verdict == "FAIL" and "did not record a verdict" in cover.verdict_note
+
+
+def test_findings_come_worst_first_with_evidence_excerpts() -> None:
+    report = build_report(_load("cluster_failures.json"), FIXTURES)
+    statuses = [f.status for f in report.findings]
+    assert statuses == sorted(statuses, key=["FAIL", "ERROR", "WARN"].index)
+    port = next(f for f in report.findings if f.check_id == "ib.port_state")
+    (line,) = port.lines
+    assert line.hosts == "gpu03" and "mlx5_2" in line.message
+    assert "Reseat" in port.remediation
+    host, path, anchor = line.evidence[0]
+    assert (host, path) == ("gpu03", "raw/gpu03/ibstat.txt") and anchor
+    quoted = {a: ex for a, ex, _users in report.evidence.excerpts}
+    assert "State: Down" in (quoted[anchor].text or "")
+
+
+def _grid(n_hosts: int, bad: dict[str, str]) -> dict[str, Any]:
+    hosts = [f"n{i:03d}" for i in range(1, n_hosts + 1)]
+    checks = [
+        {
+            "id": cid,
+            "host": h,
+            "checklist": "1",
+            "status": bad.get(h, "PASS") if cid == "ib.port_state" else "PASS",
+        }
+        for h in hosts
+        for cid in ("host.reachable", "ib.port_state", "ib.link_rate")
+    ]
+    return normalize({"hosts": [{"name": h, "reachable": True} for h in hosts], "checks": checks})
+
+
+def test_matrix_folds_identical_hosts_and_puts_trouble_first() -> None:
+    matrix = build_matrix(_grid(512, {"n007": "FAIL", "n300": "FAIL", "n100": "WARN"}))
+    assert matrix.columns == ["host.reachable", "ib.port_state", "ib.link_rate"]
+    assert [(r.hosts, r.host_count, r.worst) for r in matrix.rows] == [
+        ("n[007,300]", 2, "FAIL"),
+        ("n100", 1, "WARN"),
+        ("n[001-006,008-099,101-299,301-512]", 509, "PASS"),
+    ]
+    assert matrix.rows[0].cells == ["PASS", "FAIL", "PASS"]
+
+
+def test_unreachable_host_has_empty_cells() -> None:
+    matrix = build_matrix(_load("cluster_failures.json"))
+    row = next(r for r in matrix.rows if r.hosts == "gpu07")
+    assert row.cells[0] == "FAIL" and set(row.cells[1:]) == {""}
+
+
+def test_environment_flags_values_that_differ_from_the_majority() -> None:
+    env = build_environment(_load("cluster_failures.json"))
+    assert env.mismatched == ["NCCL", "torch"]
+    odd = next(r for r in env.rows if r.hosts == "gpu04")
+    flagged = [value for value, differs in odd.values if differs]
+    assert flagged == ["2.21.5", "2.4.1+cu124"]
+    assert env.missing == "gpu07"
+    p2p = next(v for v in env.nccl_vars if v.name == "NCCL_P2P_DISABLE")
+    assert not p2p.uniform and ("1", "gpu06", 1) in p2p.values
+    assert next(v for v in env.nccl_vars if v.name == "NCCL_SOCKET_IFNAME").uniform
+
+
+def test_benchmark_view_has_transport_straggler_and_curve() -> None:
+    report = build_report(_load("cluster_failures.json"), FIXTURES)
+    bench = report.benchmarks[0]
+    assert bench.inter_node == "NET/IB" and bench.gdrdma == "yes"
+    assert bench.straggler and bench.straggler[0].startswith("slow host(s): gpu05")
+    assert len(bench.rows) == 24 and bench.rows[0].size == "1 KiB"
+    assert any(r.below for r in bench.rows) and not any(r.below for r in report.benchmarks[1].rows)
