@@ -1,0 +1,219 @@
+"""Site checks written as testinfra modules, run against the same inventory hosts as the built-in checks.
+
+A playbook's ``custom_checks`` names plain testinfra modules (``def test_x(host): ...``); they run unchanged
+in one pytest subprocess with the testinfra plugin, and each test × host becomes a result
+``custom.<module>::<test>`` with the assertion message. Connection details come from the inventory as for
+the built-in checks: every SSH host gets a ``Host`` block in a generated ssh_config (address, port, user,
+key, known_hosts, host key strictness) under an alias that maps the result back to the inventory name;
+``ansible_connection: local`` hosts run through testinfra's local backend. ``~/.ssh/config`` is still read,
+after the inventory's values, as Ansible does.
+
+Outcomes are read from pytest's JUnit XML rather than its console output, which is meant for people.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from pathlib import Path
+
+from diagnose.hosts import Host
+from diagnose.model import CheckResult
+
+CHECKLIST = "custom"
+DEFAULT_TIMEOUT_S = 600.0
+_MESSAGE_LIMIT = 2000
+_PARAM = re.compile(r"^(?P<name>[^\[]+)\[(?P<param>.+)\]$")
+
+
+def _alias(index: int, host: Host) -> str:
+    """An ssh_config Host alias no site config is likely to match, unique per inventory host."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", host.name)
+    return f"diagnose-{index}-{safe}"
+
+
+def _ssh_block(alias: str, host: Host, accept_unknown: bool, known_hosts: str | None) -> list[str]:
+    v = host.vars
+    lines = [f"Host {alias}", f"  HostName {host.address}", "  BatchMode yes"]
+    port = v.int("ansible_port", None) or v.int("ansible_ssh_port", None)
+    if port:
+        lines.append(f"  Port {port}")
+    user = v.str("ansible_user") or v.str("ansible_ssh_user")
+    if user:
+        lines.append(f"  User {user}")
+    key = v.str("ansible_ssh_private_key_file") or v.str("ansible_private_key_file")
+    if key:
+        lines += [f'  IdentityFile "{os.path.expanduser(key)}"', "  IdentitiesOnly yes"]
+    known = known_hosts or v.str("diagnose_known_hosts_file")
+    if known:
+        lines.append(f'  UserKnownHostsFile "{os.path.expanduser(known)}" ~/.ssh/known_hosts')
+    # Same policy as the built-in checks: a new host only when told, a changed key never.
+    checking = v.bool("ansible_host_key_checking", None)
+    lines.append(
+        "  StrictHostKeyChecking " + ("accept-new" if accept_unknown or checking is False else "yes")
+    )
+    return lines
+
+
+def write_ssh_config(
+    hosts: Sequence[Host], path: Path, accept_unknown: bool = False, known_hosts: str | None = None
+) -> dict[str, str]:
+    """Write the ssh_config for the SSH hosts; return pytest id -> inventory host name for all hosts."""
+    lines: list[str] = []
+    ids: dict[str, str] = {}
+    for index, host in enumerate(hosts):
+        if host.connection == "local":
+            ids["local"] = host.name
+            continue
+        alias = _alias(index, host)
+        lines += [*_ssh_block(alias, host, accept_unknown, known_hosts), ""]
+        ids[f"ssh://{alias}"] = host.name
+    user_config = Path("~/.ssh/config").expanduser()
+    if user_config.is_file():
+        lines += ["Match all", f'  Include "{user_config}"', ""]
+    path.write_text("\n".join(lines))
+    return ids
+
+
+def _hostspecs(ids: dict[str, str]) -> list[str]:
+    return ["local://" if pytest_id == "local" else pytest_id for pytest_id in ids]
+
+
+def _test_name(case: ET.Element, module: str) -> tuple[str, str | None]:
+    """(``Class::test`` or ``test``, the pytest host id) of one JUnit testcase."""
+    name = case.get("name", "")
+    match = _PARAM.match(name)
+    param = match.group("param") if match else None
+    base = match.group("name") if match else name
+    classname = case.get("classname", "")
+    last = classname.rsplit(".", 1)[-1]
+    if last and last != module:
+        base = f"{last}::{base}"
+    return base, param
+
+
+def _outcome(case: ET.Element) -> tuple[str, str]:
+    for tag, status in (("failure", "FAIL"), ("error", "ERROR"), ("skipped", "SKIP")):
+        node = case.find(tag)
+        if node is not None:
+            text = node.get("message") or (node.text or "").strip() or tag
+            return status, text[:_MESSAGE_LIMIT]
+    return "PASS", "passed"
+
+
+def parse_junit(
+    xml_text: str, ids: dict[str, str], modules: Sequence[Path], evidence: str | None
+) -> list[CheckResult]:
+    """One CheckResult per test × host from pytest's JUnit XML (``junit_family=xunit1``, with ``file``).
+
+    A testcase with no host parameter (a module that failed to import, say) stands for every host.
+    """
+    root = ET.fromstring(xml_text)
+    stems = {Path(m).stem for m in modules}
+    results: list[CheckResult] = []
+    for case in root.iter("testcase"):
+        file_attr = case.get("file") or ""
+        module = Path(file_attr).stem if file_attr else case.get("classname", "").rsplit(".", 1)[-1]
+        if module not in stems:
+            module = next((s for s in stems if s in case.get("classname", "")), module)
+        test, param = _test_name(case, module)
+        status, message = _outcome(case)
+        hosts = [ids[param]] if param in ids else list(ids.values())
+        if param is None and status != "PASS":
+            message = f"{module} could not run: {message}"
+        for host in hosts:
+            results.append(
+                CheckResult(
+                    id=f"custom.{module}::{test}" if test else f"custom.{module}",
+                    host=host,
+                    checklist=CHECKLIST,
+                    status=status,
+                    observed=None,
+                    expected="the site's testinfra assertion holds",
+                    message=message,
+                    remediation=None,
+                    evidence=evidence,
+                )
+            )
+    return results
+
+
+def run_custom_checks(
+    module_paths: Sequence[Path],
+    hosts: Sequence[Host],
+    out_dir: Path,
+    accept_unknown_host_keys: bool = False,
+    known_hosts: str | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> list[CheckResult]:
+    """Run the testinfra modules against the hosts in one pytest subprocess; results per test × host.
+
+    Writes ``custom/ssh_config``, ``custom/junit.xml`` and ``custom/pytest.txt`` (pytest's own output)
+    under ``out_dir`` as evidence. A run that cannot finish gives an ERROR per module × host saying why.
+    """
+    modules = [Path(p).resolve() for p in module_paths]
+    if not modules or not hosts:
+        return []
+    work = Path(out_dir) / "custom"
+    work.mkdir(parents=True, exist_ok=True)
+    ssh_config = work / "ssh_config"
+    ids = write_ssh_config(hosts, ssh_config, accept_unknown_host_keys, known_hosts)
+    junit = work / "junit.xml"
+    ini = work / "pytest.ini"
+    ini.write_text("[pytest]\njunit_family = xunit1\n")
+    base = Path(os.path.commonpath([str(m.parent) for m in modules]))
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        *map(str, modules),
+        "-c",
+        str(ini),
+        "--rootdir",
+        str(base),
+        "--confcutdir",
+        str(base),
+        "-p",
+        "no:cacheprovider",
+        f"--hosts={','.join(_hostspecs(ids))}",
+        f"--ssh-config={ssh_config}",
+        f"--junitxml={junit}",
+        "-q",
+        "-rN",
+    ]
+    evidence = f"custom/{junit.name}"
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=timeout_s, cwd=base, stdin=subprocess.DEVNULL
+        )
+        (work / "pytest.txt").write_text(done.stdout + done.stderr)
+    except subprocess.TimeoutExpired as exc:
+        (work / "pytest.txt").write_text(str(exc.stdout or "") + str(exc.stderr or ""))
+        return _errors(modules, hosts, f"the custom checks did not finish within {timeout_s:.0f} s", evidence)
+    if not junit.is_file():
+        tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
+        return _errors(
+            modules, hosts, f"pytest wrote no results (exit {done.returncode}): {' | '.join(tail)}", None
+        )
+    return parse_junit(junit.read_text(), ids, modules, evidence)
+
+
+def _errors(
+    modules: Sequence[Path], hosts: Sequence[Host], message: str, evidence: str | None
+) -> list[CheckResult]:
+    return [
+        CheckResult(
+            id=f"custom.{module.stem}",
+            host=host.name,
+            checklist=CHECKLIST,
+            status="ERROR",
+            message=message,
+            evidence=evidence,
+        )
+        for module in modules
+        for host in hosts
+    ]
