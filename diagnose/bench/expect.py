@@ -110,17 +110,19 @@ def judge_busbw(
 ) -> tuple[str, str]:
     """(status, message) for the large-message busbw of one collective."""
     where = f"{nodes} node{'s' if nodes != 1 else ''}"
+    if backend == "gloo":
+        measured = "" if measured_gbps is None else f" busbw {measured_gbps:.2f} GB/s"
+        size = "" if at_bytes is None else f" at {human_bytes(at_bytes)}"
+        return "PASS", (
+            f"{collective}{measured}{size} on {where} with gloo on CPU hosts: this shows the ranks can talk; "
+            "it is not representative of a GPU fabric and its bandwidth is not judged"
+        )
     if measured_gbps is None or at_bytes is None:
         return "WARN", (
             f"{collective}: no row at {human_bytes(LARGE_BYTES)} or more, bandwidth not judged "
             "(raise the sweep's max_bytes)"
         )
     head = f"{collective} busbw {measured_gbps:.1f} GB/s at {human_bytes(at_bytes)} on {where}"
-    if backend == "gloo":
-        return "PASS", (
-            f"{head} with gloo on CPU hosts: this shows the ranks can talk, it is not representative "
-            "of a GPU fabric and its bandwidth is not judged"
-        )
     if not expectation.judged:
         return "WARN", f"{head}; not judged: {expectation.basis}"
     assert expectation.low_gbps is not None and expectation.high_gbps is not None

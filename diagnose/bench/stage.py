@@ -1,0 +1,465 @@
+"""The benchmark stage: collectives across the reachable, healthy hosts, judged against the profile.
+
+The engine calls :func:`run_benchmark_stage` once, after the host checks, with a :class:`BenchContext`.
+The stage picks the backend and ranks per host from the host facts (NCCL, one rank per GPU; gloo on
+hosts without GPUs — it proves the plumbing, never the fabric), launches the playbook's sweep through
+:mod:`diagnose.bench.launcher`, and reports:
+
+* one ``nccl.transport`` check: which transport NCCL really used between and inside the nodes, read from
+  the connection lines of every rank's INFO log (NET/Socket between nodes where the profile expects RDMA
+  is a FAIL: a TCP fallback);
+* per collective, one ``benchmarks`` entry of results.json and a ``bench.<collective>`` check with the
+  same verdict: wrong elements fail it, large-message busbw below the normal range for this node count
+  fails it, and a run that hung, crashed or lost a host is an ERROR that keeps the rows measured before;
+* when a multi-node result falls short, host pairs isolate the slow host(s) (``bench.straggler``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from diagnose.bench import program
+from diagnose.bench.expect import Expectation, expected_busbw, human_bytes, judge_busbw, large_message_busbw
+from diagnose.bench.launcher import LaunchOutcome, LaunchSpec, launch
+from diagnose.bench.straggler import StragglerSearch
+from diagnose.check import Facts
+from diagnose.connection import Connection
+from diagnose.hosts import Host
+from diagnose.model import CheckResult
+from diagnose.parsers.nccl_log import parse_nccl_log, summarize_transport
+
+CHECKLIST = "3"
+# A row may take this long on top of moving its bytes at the floor bandwidth before it counts as hung.
+ROW_BASE_S = 30.0
+# Floor bandwidths (GB/s) for the hang budget: gloo on CPUs, and NCCL when the profile names no figure
+# (with a figure, a tenth of the expected busbw: slower than that is broken even if it would finish).
+GLOO_FLOOR_GBPS = 0.02
+NCCL_FLOOR_GBPS = 1.0
+DEFAULT_STARTUP_S = 300.0
+
+TCP_FALLBACK_CAUSES = (
+    "likely causes: NCCL_IB_DISABLE=1 or NCCL_NET=Socket in the environment or nccl.conf; no "
+    "/dev/infiniband inside the container (devices not passed through); rdma-core/libibverbs missing; "
+    "every IB port Down; on AWS, the aws-ofi-nccl plugin (libnccl-net.so) not found or FI_PROVIDER wrong; "
+    "NCCL_IB_HCA naming no existing device"
+)
+
+
+@dataclass
+class BenchContext:
+    """Everything the stage needs from the engine.
+
+    ``hosts`` are the reachable, healthy hosts in inventory order (the first is the rendezvous host);
+    ``connections`` their open connections by host name; ``facts`` the host stage's facts
+    ``{host: {check_id: facts}}`` (``gpu.topology`` gives ``gpu_count``); ``plan`` the playbook's
+    benchmark plan (any object with enabled, workload, collectives, min_bytes, max_bytes, step_factor,
+    warmup_iters, iters, tool, straggler_isolation, timeout_s); ``deadline`` a ``time.monotonic()``
+    limit for the whole stage, or None.
+    """
+
+    hosts: list[Host]
+    connections: dict[str, Connection]
+    facts: dict[str, dict[str, Facts]]
+    plan: Any
+    out_dir: Path
+    run_id: str
+    emit_check: Callable[[CheckResult], None]
+    emit_benchmark: Callable[[dict[str, Any]], None]
+    deadline: float | None = None
+
+
+@dataclass
+class Setup:
+    """Backend, ranks per host and the hosts a launch uses, with why any host was left out."""
+
+    backend: str
+    nproc: int
+    hosts: list[Host]
+    notes: list[str]
+
+
+def choose_setup(hosts: list[Host], facts: Mapping[str, Mapping[str, Facts]]) -> Setup:
+    """NCCL with one rank per GPU where the checks found GPUs (``bench_gpus_per_host`` overrides), else gloo."""
+    notes: list[str] = []
+    gpus: dict[str, int] = {}
+    for host in hosts:
+        override = host.vars.int("bench_gpus_per_host", None)
+        found = (facts.get(host.name, {}).get("gpu.topology") or {}).get("gpu_count") or 0
+        gpus[host.name] = override if override is not None else int(found)
+    forced = hosts[0].vars.str("bench_backend") if hosts else None
+    with_gpus = [h for h in hosts if gpus[h.name] > 0]
+    if forced != "gloo" and with_gpus:
+        left_out = [h.name for h in hosts if gpus[h.name] == 0]
+        if left_out:
+            notes.append(f"left out (no GPU found): {', '.join(left_out)}")
+        counts = {gpus[h.name] for h in with_gpus}
+        nproc = min(counts)
+        if len(counts) > 1:
+            notes.append(f"GPU counts differ between hosts ({sorted(counts)}); {nproc} ranks per host")
+        return Setup("nccl", nproc, with_gpus, notes)
+    procs = hosts[0].vars.int("bench_procs_per_host", 1) if hosts else 1
+    return Setup("gloo", max(1, procs or 1), list(hosts), notes)
+
+
+def _env(host: Host, backend: str) -> dict[str, str]:
+    """NCCL's INFO log for the transport check, plus the playbook's or inventory's ``bench_env``.
+
+    Nothing is ever unset: NCCL_NVLS_ENABLE=0 and its kin in the host's login environment reach the
+    ranks as they are.
+    """
+    env: dict[str, str] = {}
+    if backend == "nccl":
+        env.update({"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET,GRAPH"})
+    extra = host.vars.get("bench_env")
+    if isinstance(extra, Mapping):
+        env.update({str(k): str(v) for k, v in extra.items()})
+    elif extra:
+        for item in str(extra).split(","):
+            key, sep, value = item.partition("=")
+            if sep and key.strip():
+                env[key.strip()] = value.strip()
+    return env
+
+
+class Stage:
+    def __init__(self, ctx: BenchContext) -> None:
+        self.ctx = ctx
+        self.plan = ctx.plan
+        self.first = ctx.hosts[0] if ctx.hosts else None
+        self.dtype = (self.first.vars.str("bench_dtype", "float32") if self.first else None) or "float32"
+
+    # -- sizing -------------------------------------------------------------------------------------------
+    def expected_rows(self, collectives: list[str], sizes: list[int], ranks: int) -> list[tuple[str, int]]:
+        elem = program.DTYPE_BYTES[self.dtype]
+        rows = []
+        for collective in collectives:
+            for size in sizes:
+                nbytes = program.counts(collective, size, elem, ranks)[2]
+                if nbytes:
+                    rows.append((collective, nbytes))
+        return rows
+
+    def row_budget(self, backend: str, nodes: int, nproc: int) -> Callable[[str, int], float]:
+        plan = self.plan
+        if plan.timeout_s:
+            return lambda collective, nbytes: float(plan.timeout_s)
+        launches = plan.warmup_iters + plan.iters + 3
+        assert self.first is not None
+        host_vars = self.first.vars
+
+        def budget(collective: str, nbytes: int) -> float:
+            if backend == "gloo":
+                floor = GLOO_FLOOR_GBPS
+            else:
+                expectation = expected_busbw(collective, nodes, nproc, host_vars)
+                floor = 0.1 * expectation.expected_gbps if expectation.judged else NCCL_FLOOR_GBPS
+                floor = max(floor or NCCL_FLOOR_GBPS, 0.1)
+            traffic = nbytes * max(1.0, program.bus_factor(collective, nodes * nproc))
+            return ROW_BASE_S + launches * traffic / (floor * 1e9)
+
+        return budget
+
+    def program_args(self, backend: str, collectives: list[str], min_bytes: int, max_bytes: int) -> list[str]:
+        plan = self.plan
+        return [
+            "--backend",
+            backend,
+            "--collectives",
+            ",".join(collectives),
+            "--min-bytes",
+            str(min_bytes),
+            "--max-bytes",
+            str(max_bytes),
+            "--step-factor",
+            str(plan.step_factor),
+            "--warmup",
+            str(plan.warmup_iters),
+            "--iters",
+            str(plan.iters),
+            "--dtype",
+            self.dtype,
+        ]
+
+    def launch(
+        self,
+        setup: Setup,
+        hosts: list[Host],
+        tag: str,
+        collectives: list[str],
+        min_bytes: int,
+        max_bytes: int,
+    ) -> LaunchOutcome:
+        assert self.first is not None
+        ranks = len(hosts) * setup.nproc
+        sizes = program.sweep(min_bytes, max_bytes, float(self.plan.step_factor))
+        startup = self.first.vars.float("bench_startup_timeout_s", DEFAULT_STARTUP_S) or DEFAULT_STARTUP_S
+        spec = LaunchSpec(
+            run_id=self.ctx.run_id,
+            tag=tag,
+            hosts=hosts,
+            connections=self.ctx.connections,
+            nproc=setup.nproc,
+            backend=setup.backend,
+            program_args=self.program_args(setup.backend, collectives, min_bytes, max_bytes),
+            expected_rows=self.expected_rows(collectives, sizes, ranks),
+            row_budget_s=self.row_budget(setup.backend, len(hosts), setup.nproc),
+            out_dir=self.ctx.out_dir,
+            startup_timeout_s=startup,
+            deadline=self.ctx.deadline,
+            env=_env(self.first, setup.backend),
+        )
+        return launch(spec)
+
+    # -- verdicts -----------------------------------------------------------------------------------------
+    def transport(self, outcome: LaunchOutcome) -> dict[str, Any] | None:
+        logs = [parse_nccl_log(path.read_text(errors="replace")) for _, path in sorted(outcome.logs.items())]
+        if not logs:
+            return None
+        return summarize_transport(logs, outcome.rank_hosts)
+
+    def judge_transport(
+        self, setup: Setup, summary: dict[str, Any] | None, outcome: LaunchOutcome
+    ) -> CheckResult:
+        nodes = len(setup.hosts)
+        evidence = None
+        if outcome.logs:
+            evidence = str(outcome.logs[min(outcome.logs)].relative_to(self.ctx.out_dir))
+        result = CheckResult("nccl.transport", None, CHECKLIST, "PASS", evidence=evidence)
+        if setup.backend == "gloo":
+            result.status = "SKIP"
+            result.message = "gloo backend on hosts without GPUs: no NCCL, no transport to read"
+            return result
+        if summary is None or summary["edges"] == 0:
+            result.status = "ERROR"
+            result.message = (
+                "no NCCL connection lines in the ranks' INFO logs (the run stopped before NCCL connected, or "
+                "NCCL_DEBUG_FILE could not be written)"
+            )
+            return result
+        shown = {k: summary[k] for k in ("inter_node", "intra_node", "gdrdma")}
+        result.observed = {**shown, "inter_node_all": summary["inter_node_all"], "nccl": summary["version"]}
+        rdma = [h for h in setup.hosts if (h.vars.int("expected_hca_count", 0) or 0) > 0]
+        result.expected = "NET/IB or NET/OFI between nodes" if rdma and nodes > 1 else None
+        inside = ", ".join(summary["intra_node"]) or "nothing reported"
+        if nodes == 1:
+            result.message = f"one node: no inter-node traffic; inside the node NCCL used {inside}"
+            if summary["net_within_host"]:
+                result.status = "WARN"
+                result.message += (
+                    " — ranks on the same host talk over a network transport: P2P and SHM are off "
+                    "(NCCL_P2P_DISABLE / NCCL_SHM_DISABLE?)"
+                )
+            return result
+        sockets = summary["inter_node_all"].get("NET/Socket")
+        if sockets and rdma:
+            result.status = "FAIL"
+            result.message = (
+                f"TCP fallback: NCCL sent inter-node traffic over NET/Socket (seen on {', '.join(sockets)}) "
+                f"where the profile expects RDMA; {TCP_FALLBACK_CAUSES}"
+            )
+            result.remediation = (
+                "Fix the RDMA path on the named hosts, then re-run; check `ibstat`, /dev/infiniband, "
+                "`env | grep NCCL_` and the NCCL INFO log's NET/IB or NET/OFI lines."
+            )
+            return result
+        between = summary["inter_node"] or "no transport seen"
+        result.message = f"between nodes NCCL used {between}; inside nodes {inside}"
+        if summary["gdrdma"] is False and rdma:
+            result.status = "WARN"
+            result.message += "; GPUDirect RDMA was not used (no /GDRDMA on the NET connections)"
+        elif summary["gdrdma"]:
+            result.message += " with GPUDirect RDMA"
+        return result
+
+    def entry(
+        self,
+        collective: str,
+        setup: Setup,
+        hosts: list[Host],
+        outcome: LaunchOutcome,
+        transport: dict[str, Any] | None,
+    ) -> tuple[dict[str, Any], Expectation]:
+        assert self.first is not None
+        nodes = len(hosts)
+        rows = [
+            {k: r[k] for k in ("bytes", "time_us", "algbw_gbps", "busbw_gbps", "wrong")}
+            for r in outcome.rows
+            if r["collective"] == collective
+        ]
+        expectation = expected_busbw(collective, nodes, setup.nproc, self.first.vars)
+        measured, at_bytes = large_message_busbw(rows)
+        if measured is None and rows and setup.backend == "gloo":
+            measured, at_bytes = rows[-1]["busbw_gbps"], rows[-1]["bytes"]
+        sizes = program.sweep(self.plan.min_bytes, self.plan.max_bytes, float(self.plan.step_factor))
+        wanted = len(self.expected_rows([collective], sizes, nodes * setup.nproc))
+        finished = outcome.status == "done" or len(rows) >= wanted
+        status, message = judge_busbw(collective, measured, at_bytes, nodes, expectation, setup.backend)
+        wrong = sum(r["wrong"] or 0 for r in rows)
+        if wrong:
+            bad = [human_bytes(r["bytes"]) for r in rows if r["wrong"]]
+            status, message = "FAIL", f"{collective}: {wrong} wrong elements (at {', '.join(bad)}); {message}"
+        if not finished:
+            status = "ERROR"
+            message = f"{collective}: {self._stopped_reason(collective, outcome)}" + (
+                f"; {len(rows)} row(s) measured before are kept" if rows else ""
+            )
+        if setup.notes:
+            message += f" [{'; '.join(setup.notes)}]"
+        record = {
+            "collective": collective,
+            "tool": "torch",
+            "backend": setup.backend,
+            "hosts": [h.name for h in hosts],
+            "nodes": nodes,
+            "ranks": nodes * setup.nproc,
+            "transport": {k: (transport or {}).get(k) for k in ("inter_node", "intra_node", "gdrdma")},
+            "rows": rows,
+            "expected_busbw_gbps": expectation.expected_gbps if setup.backend == "nccl" else None,
+            "normal_range_gbps": [expectation.low_gbps, expectation.high_gbps]
+            if expectation.judged and setup.backend == "nccl"
+            else None,
+            "dtype": self.dtype,
+            "status": status,
+            "message": message,
+        }
+        return record, expectation
+
+    @staticmethod
+    def _stopped_reason(collective: str, outcome: LaunchOutcome) -> str:
+        if outcome.in_progress and outcome.in_progress[0] == collective:
+            return outcome.message
+        if outcome.status in ("hung", "host_lost", "failed", "deadline"):
+            return f"not measured to the end: {outcome.message}"
+        return outcome.message or "not measured"
+
+    # -- stage ----------------------------------------------------------------------------------------------
+    def run(self) -> None:
+        ctx, plan = self.ctx, self.plan
+        collectives = [c for c in plan.collectives if c in program.COLLECTIVES]
+        if not ctx.hosts:
+            for collective in collectives:
+                ctx.emit_check(
+                    CheckResult(
+                        f"bench.{collective}",
+                        None,
+                        CHECKLIST,
+                        "ERROR",
+                        message=f"{collective} not run: no reachable host passed its checks",
+                    )
+                )
+            return
+        setup = choose_setup(ctx.hosts, ctx.facts)
+        if plan.tool == "nccl-tests":
+            setup.notes.append("tool nccl-tests is not run by this version; measured with torch instead")
+        outcome = self.launch(setup, setup.hosts, "main", collectives, plan.min_bytes, plan.max_bytes)
+        transport = self.transport(outcome) if setup.backend == "nccl" else None
+        ctx.emit_check(self.judge_transport(setup, transport, outcome))
+        short: list[tuple[str, Expectation]] = []
+        for collective in collectives:
+            record, expectation = self.entry(collective, setup, setup.hosts, outcome, transport)
+            if outcome.failed_hosts and record["status"] == "ERROR":
+                record["failed_hosts"] = outcome.failed_hosts
+            ctx.emit_benchmark(record)
+            ctx.emit_check(self.as_check(record, expectation, outcome))
+            below = record["status"] == "FAIL" and "below the normal range" in record["message"]
+            if below and len(setup.hosts) > 2 and setup.backend == "nccl":
+                short.append((collective, expectation))
+        if short and plan.straggler_isolation:
+            self.isolate(setup, short[0][0])
+        leftovers = {h: n for h, n in outcome.leftovers.items() if n}
+        if leftovers:
+            listing = ", ".join(f"{h}: {n}" for h, n in leftovers.items())
+            ctx.emit_check(
+                CheckResult(
+                    "bench.cleanup",
+                    None,
+                    CHECKLIST,
+                    "ERROR",
+                    observed=leftovers,
+                    message=f"benchmark processes survived SIGKILL ({listing})",
+                )
+            )
+
+    def as_check(
+        self, record: dict[str, Any], expectation: Expectation, outcome: LaunchOutcome
+    ) -> CheckResult:
+        rows = record["rows"]
+        measured, _ = large_message_busbw(rows)
+        evidence = next(iter(outcome.evidence.values()), None)
+        return CheckResult(
+            f"bench.{record['collective']}",
+            None,
+            CHECKLIST,
+            record["status"],
+            observed=measured,
+            expected=record["expected_busbw_gbps"],
+            message=record["message"],
+            evidence=evidence,
+        )
+
+    def isolate(self, setup: Setup, collective: str) -> None:
+        """Pair runs of ``collective`` at the largest size until the slow host(s) are named."""
+        ctx, plan = self.ctx, self.plan
+        assert self.first is not None
+        two = expected_busbw(collective, 2, setup.nproc, self.first.vars)
+        if two.low_gbps is None:
+            return
+        by_name = {h.name: h for h in setup.hosts}
+        search = StragglerSearch([h.name for h in setup.hosts], two.low_gbps)
+        while pairs := search.next_round():
+            if ctx.deadline is not None and time.monotonic() > ctx.deadline:
+                break
+            for a, b in pairs:  # sequential: concurrent pairs would share the rendezvous host's ports
+                outcome = self.launch(
+                    setup,
+                    [by_name[a], by_name[b]],
+                    f"pair-{a}-{b}",
+                    [collective],
+                    plan.max_bytes,
+                    plan.max_bytes,
+                )
+                value, _ = large_message_busbw(outcome.rows) if outcome.status == "done" else (None, None)
+                if value is None and outcome.status == "done" and outcome.rows:
+                    value = max(r["busbw_gbps"] for r in outcome.rows)
+                search.record((a, b), value)
+        slow = search.slow_hosts()
+        for name in slow:
+            ctx.emit_check(
+                CheckResult(
+                    "bench.straggler",
+                    name,
+                    CHECKLIST,
+                    "FAIL",
+                    observed=search.summary(),
+                    expected=f"≥ {two.low_gbps:.0f} GB/s for {collective} between two nodes",
+                    message=f"{name} is slow: its pair runs of {collective} fall below the two-node normal range "
+                    f"while its partners are fast with other hosts; {search.summary()}",
+                    remediation="Check this host's NICs (ibstat rates, error counters), cables and switch ports.",
+                )
+            )
+        if not slow:
+            if search.cluster_wide():
+                note = "every pair is slow as well: the shortfall is cluster-wide (fabric settings), not one host"
+            else:
+                note = "no single host is slow in pairs: the shortfall shows only with all nodes (spine, routing)"
+            ctx.emit_check(
+                CheckResult(
+                    "bench.straggler",
+                    None,
+                    CHECKLIST,
+                    "WARN",
+                    observed=search.summary(),
+                    message=f"{note}; {search.summary()}",
+                )
+            )
+
+
+def run_benchmark_stage(ctx: BenchContext) -> None:
+    """Run the playbook's benchmarks on ``ctx.hosts`` and emit checks and benchmark entries as they come."""
+    if not getattr(ctx.plan, "enabled", True):
+        return
+    Stage(ctx).run()
