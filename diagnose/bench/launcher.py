@@ -29,12 +29,14 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from diagnose.bench import program as bench_program
-from diagnose.connection import Connection
 from diagnose.hosts import Host
 from diagnose.model import CommandOutput
+
+if TYPE_CHECKING:
+    from diagnose.connection import Connection
 
 POLL_INTERVAL_S = 1.0
 POLL_TIMEOUT_S = 20.0

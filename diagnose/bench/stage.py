@@ -20,17 +20,19 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from diagnose.bench import program
 from diagnose.bench.expect import Expectation, expected_busbw, human_bytes, judge_busbw, large_message_busbw
 from diagnose.bench.launcher import LaunchOutcome, LaunchSpec, launch
 from diagnose.bench.straggler import StragglerSearch
 from diagnose.check import Facts
-from diagnose.connection import Connection
 from diagnose.hosts import Host
 from diagnose.model import CheckResult
 from diagnose.parsers.nccl_log import parse_nccl_log, summarize_transport
+
+if TYPE_CHECKING:
+    from diagnose.connection import Connection
 
 CHECKLIST = "3"
 # A row may take this long on top of moving its bytes at the floor bandwidth before it counts as hung.

@@ -1,0 +1,123 @@
+"""How close diagnose's collective benchmark comes to nccl-tests on the same GPUs.
+
+Runs the program diagnose ships to hosts (diagnose/bench/program.py) with torchrun on this machine's
+GPUs, exactly as the benchmark stage starts it, and prints one table: size, our busbw, the nccl-tests
+reference, the ratio and whether it meets the target (≥ 0.97 × from 64 MiB up, ≥ 0.8 × below).
+
+The references were measured with nccl-tests 2.19.6 on a lent 4× H200 (NVLS off, NCCL 2.28.9):
+all_reduce busbw 53.3 GB/s at 1 MiB, 338.5 at 256 MiB, 362.9 at 4 GiB; all_gather 456, reduce_scatter
+459, alltoall 469 GB/s at 4 GiB. Run it there with NCCL_NVLS_ENABLE=0:
+
+    NCCL_NVLS_ENABLE=0 python bench/fidelity.py --out /tmp/fidelity
+
+``--out`` keeps the rows (JSON lines), each rank's NCCL INFO log and the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+PROGRAM = Path(__file__).resolve().parent.parent / "diagnose" / "bench" / "program.py"
+MIB, GIB = 1 << 20, 1 << 30
+REFERENCE = {
+    ("all_reduce", 1 * MIB): 53.3,
+    ("all_reduce", 256 * MIB): 338.5,
+    ("all_reduce", 4 * GIB): 362.9,
+    ("all_gather", 4 * GIB): 456.0,
+    ("reduce_scatter", 4 * GIB): 459.0,
+    ("all_to_all", 4 * GIB): 469.0,
+}
+# (collectives, min bytes, max bytes, step factor) of each torchrun launch.
+SWEEPS = (
+    ("all_reduce", 1 * MIB, 4 * GIB, 2),
+    ("all_gather,reduce_scatter,all_to_all", 256 * MIB, 4 * GIB, 4),
+)
+
+
+def target(nbytes: int) -> float:
+    return 0.97 if nbytes >= 64 * MIB else 0.8
+
+
+def size_text(nbytes: int) -> str:
+    return f"{nbytes // GIB} GiB" if nbytes >= GIB else f"{nbytes // MIB} MiB"
+
+
+def run_sweep(
+    args: argparse.Namespace, collectives: str, low: int, high: int, factor: int, out: Path
+) -> list[dict]:
+    results = out / "rows.jsonl"
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc-per-node={args.gpus}",
+        "--standalone",
+        str(PROGRAM),
+        "--backend=nccl",
+        f"--collectives={collectives}",
+        f"--min-bytes={low}",
+        f"--max-bytes={high}",
+        f"--step-factor={factor}",
+        f"--warmup={args.warmup}",
+        f"--iters={args.iters}",
+        f"--results={results}",
+        f"--log-dir={out / 'logs' / collectives.split(',')[0]}",
+    ]
+    env = {
+        **os.environ,
+        "NCCL_DEBUG": os.environ.get("NCCL_DEBUG", "INFO"),
+        "NCCL_DEBUG_SUBSYS": "INIT,NET,GRAPH",
+    }
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    (out / f"torchrun-{collectives.split(',')[0]}.err.txt").write_text(done.stderr)
+    if done.returncode != 0:
+        sys.stderr.write(done.stderr[-4000:])
+        raise SystemExit(f"torchrun failed with exit code {done.returncode}")
+    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    return [r for r in rows if r.get("event") == "row" and r["collective"] in collectives.split(",")]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gpus", type=int, default=4)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--out", type=Path, default=Path("fidelity-out"))
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows: list[dict] = []
+    for collectives, low, high, factor in SWEEPS:
+        rows += run_sweep(args, collectives, low, high, factor, args.out)
+    lines = [
+        f"{'collective':<15} {'size':>8} {'ours GB/s':>10} {'nccl-tests':>10} {'ratio':>6} {'target':>6}  pass  wrong",
+    ]
+    failures = 0
+    for row in rows:
+        key = (row["collective"], row["bytes"])
+        reference = REFERENCE.get(key)
+        ours = row["busbw_gbps"]
+        if reference is None:
+            lines.append(
+                f"{row['collective']:<15} {size_text(row['bytes']):>8} {ours:>10.1f} {'-':>10} {'-':>6} {'-':>6}  -     {row['wrong']}"
+            )
+            continue
+        ratio = ours / reference
+        ok = ratio >= target(row["bytes"]) and row["wrong"] == 0
+        failures += not ok
+        lines.append(
+            f"{row['collective']:<15} {size_text(row['bytes']):>8} {ours:>10.1f} {reference:>10.1f} "
+            f"{ratio:>6.3f} {target(row['bytes']):>6.2f}  {'yes' if ok else 'NO':<4}  {row['wrong']}"
+        )
+    table = "\n".join(lines)
+    print(table)
+    (args.out / "fidelity.txt").write_text(table + "\n")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
