@@ -43,12 +43,12 @@ def busbw_svg(
         fig = Figure(figsize=(4.3, 2.6))
         ax = fig.add_subplot()
         ax.set_xscale("log", base=2)
-        top = max([p[1] for p in points] + [expected or 0.0, 1.0]) * 1.18
+        top = max([p[1] for p in points] + [normal[1] if normal else 0.0, expected or 0.0, 1.0]) * 1.15
+        if normal is not None:
+            label = f"normal range {normal[0]:.0f}–{normal[1]:.0f} GB/s"
+            ax.axhspan(normal[0], normal[1], color="#2e7d32", alpha=0.14, lw=0, label=label)
         if expected is not None:
-            ax.axhspan(
-                expected, top, color="#2e7d32", alpha=0.10, lw=0, label=f"expected ≥ {expected:.1f} GB/s"
-            )
-            ax.axhline(expected, color="#2e7d32", lw=0.8, ls="--")
+            ax.axhline(expected, color="#2e7d32", lw=0.8, ls="--", label=f"expected {expected:.0f} GB/s")
         if points:
             sizes = [p[0] for p in points]
             ax.plot(sizes, [p[1] for p in points], color="#1f4e79", lw=1.3, marker="o", ms=2.6, label="busbw")
