@@ -15,7 +15,7 @@ from markupsafe import Markup, escape
 
 import diagnose
 from diagnose.bench.expect import LARGE_BYTES, human_bytes
-from diagnose.report.plots import busbw_svg
+from diagnose.report.plots import busbw_svg, trend_svg
 from diagnose.report.view import ENV_FIELDS, Report
 
 _STATUS_CLASSES = {
@@ -67,6 +67,12 @@ def render_html(report: Report) -> str:
         bench.svg = Markup(
             busbw_svg(bench.raw_rows, bench.expected, bench.normal, salt=f"bench{bench.index}")
         )
+    if report.history is not None:
+        labels = [run.started[:10] if run.started != "—" else run.run_id for run in report.history.runs]
+        report.history.plots = {
+            collective: Markup(trend_svg(labels, bands, salt=f"trend{index}"))
+            for index, (collective, bands) in enumerate(report.history.busbw.items(), start=1)
+        }
     template = _environment().get_template("report.html.j2")
     return template.render(
         cover=report.cover,

@@ -10,6 +10,7 @@ around it, where autoescaping handles them.
 from __future__ import annotations
 
 import io
+import math
 import re
 from typing import Any
 
@@ -73,12 +74,17 @@ def busbw_svg(
         fig.tight_layout(pad=0.4)
         buffer = io.StringIO()
         fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
-    svg = buffer.getvalue()
+    return _finish(buffer.getvalue(), salt)
+
+
+def _finish(svg: str, salt: str) -> str:
+    """The bare ``<svg>`` element, its ids prefixed with ``salt``.
+
+    matplotlib numbers its groups figure_1, line2d_1, ... in every figure; prefixed, the ids (and the
+    references to them) stay unique when several plots share one HTML document.
+    """
     svg = _METADATA.sub("", svg[svg.index("<svg") :])
-    # matplotlib numbers its groups figure_1, line2d_1, ... in every figure; prefixed, the ids (and the
-    # references to them) stay unique when several plots share one HTML document.
-    svg = _ID.sub(lambda m: f"{m.group(1)}{salt}-{m.group(2)}", svg)
-    return svg
+    return _ID.sub(lambda m: f"{m.group(1)}{salt}-{m.group(2)}", svg)
 
 
 def _ticks(low: int, high: int) -> list[int]:
@@ -87,3 +93,25 @@ def _ticks(low: int, high: int) -> list[int]:
     last = high.bit_length() - 1
     step = max(1, (last - first + 7) // 8)
     return [1 << e for e in range(first, last + 1, step)]
+
+
+def trend_svg(labels: list[str], series: dict[str, list[float | None]], salt: str) -> str:
+    """busbw per size band over the last runs, the current run last; gaps where a run has no value."""
+    with matplotlib.rc_context({**_STYLE, "svg.hashsalt": salt}):
+        fig = Figure(figsize=(6.8, 2.2))
+        ax = fig.add_subplot()
+        xs = list(range(len(labels)))
+        for name, values in series.items():
+            ys = [math.nan if v is None else v for v in values]
+            ax.plot(xs, ys, marker="o", ms=2.6, lw=1.1, label=name)
+        step = max(1, len(labels) // 10)
+        ax.set_xticks(xs[::step], labels[::step])
+        ax.tick_params(axis="x", labelrotation=30, labelsize=6)
+        ax.set_ylim(bottom=0)
+        ax.set_ylabel("busbw (GB/s)")
+        ax.grid(True, lw=0.3, color="#bbbbbb")
+        ax.legend(loc="lower left", fontsize=6.5, frameon=False, ncol=len(series))
+        fig.tight_layout(pad=0.4)
+        buffer = io.StringIO()
+        fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
+    return _finish(buffer.getvalue(), salt)

@@ -105,3 +105,30 @@ def test_benchmark_view_has_transport_straggler_and_curve() -> None:
     assert bench.straggler and bench.straggler[0].startswith("slow host(s): gpu05")
     assert len(bench.rows) == 24 and bench.rows[0].size == "1 KiB"
     assert any(r.below for r in bench.rows) and not any(r.below for r in report.benchmarks[1].rows)
+
+
+def test_history_trend_from_the_history_module_becomes_runs_and_series(tmp_path: Path) -> None:
+    from diagnose import history
+    from diagnose.report.html import render_html
+
+    db = tmp_path / "history.sqlite"
+    base = json.loads((FIXTURES / "cluster_failures.json").read_text())
+    for night, scale in enumerate((1.0, 1.02, 0.8), start=1):
+        doc = json.loads(json.dumps(base))
+        doc["run"]["id"] = f"night-{night}"
+        doc["run"]["started"] = f"2025-03-{10 + night}T02:15:00+00:00"
+        doc["verdict"] = "PASS" if night < 3 else "FAIL"
+        for bench in doc["benchmarks"]:
+            for row in bench["rows"]:
+                row["busbw_gbps"] = round(row["busbw_gbps"] * scale, 2)
+        history.record_run(db, doc, tmp_path)
+    doc["history"] = {"trend": history.trend_for_report(db, doc)}
+    report = build_report(normalize(clean_tree(doc)), FIXTURES)
+    assert report.history is not None
+    assert [run.run_id for run in report.history.runs] == ["night-1", "night-2", "night-3"]
+    assert report.history.runs[-1].verdict == "FAIL"
+    assert set(report.history.busbw) == {"all_gather", "all_reduce"}
+    large = report.history.busbw["all_reduce"]["≥64MiB"]
+    assert large[2] is not None and large[0] is not None and large[2] < large[0]
+    html = render_html(report)
+    assert html.count("<svg") == 2 + len(report.benchmarks) and "night-2" in html
