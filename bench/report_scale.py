@@ -56,17 +56,24 @@ def _ibstat(down: int | None, slow: int | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def generate(out: Path, n_hosts: int, seed: int = 5) -> Path:
-    """Write results.json and its raw/ evidence under ``out``; return the results path."""
+def generate(out: Path, n_hosts: int, faults: float = 1.0, seed: int = 5) -> Path:
+    """Write results.json and its raw/ evidence under ``out``; return the results path.
+
+    ``faults`` scales how many hosts have each fault (1: a few percent, as in a typical acceptance).
+    """
     rng = random.Random(seed)
     hosts = [f"gpu-r{1 + i // 32:02d}n{1 + i % 32:02d}" for i in range(n_hosts)]
-    unreachable = set(rng.sample(hosts, 3))
-    port_down = set(rng.sample(hosts, max(1, n_hosts // 50)))
-    slow_link = set(rng.sample(hosts, max(1, n_hosts // 100)))
-    ecc = set(rng.sample(hosts, max(1, n_hosts // 100)))
-    p2p_off = set(rng.sample(hosts, 5))
-    old_driver = set(rng.sample(hosts, 8))
-    timeouts = set(rng.sample(hosts, 2))
+
+    def some(count: float) -> set[str]:
+        return set(rng.sample(hosts, min(n_hosts, max(1, round(count * faults)))))
+
+    unreachable = some(3)
+    port_down = some(n_hosts / 50)
+    slow_link = some(n_hosts / 100)
+    ecc = some(n_hosts / 100)
+    p2p_off = some(5)
+    old_driver = some(8)
+    timeouts = some(2)
     host_rows: list[dict[str, Any]] = []
     checks: list[dict[str, Any]] = []
 
@@ -285,17 +292,21 @@ def run_stage(results: Path, formats: set[str], out: Path) -> tuple[float, float
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, default=512)
+    parser.add_argument(
+        "--faults", type=float, default=1.0, help="scale the share of faulty hosts (10: ~20%%)"
+    )
     parser.add_argument("--keep", type=Path, help="write the results and outputs here and keep them")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = args.keep or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         start = time.perf_counter()
-        results = generate(work, args.hosts)
+        results = generate(work, args.hosts, args.faults)
         generated = time.perf_counter() - start
         data = json.loads(results.read_text())
+        faulty = len({c["host"] for c in data["checks"] if c["host"] and c["status"] != "PASS"})
         print(
-            f"results.json: {args.hosts} hosts, {len(data['checks'])} check results, "
+            f"results.json: {args.hosts} hosts ({faulty} with a non-PASS), {len(data['checks'])} check results, "
             f"{len(data['benchmarks'])} benchmarks x 24 sizes, {results.stat().st_size / 1e6:.1f} MB "
             f"(generated in {generated:.1f} s)\n"
         )
