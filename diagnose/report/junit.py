@@ -11,11 +11,11 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import Any
 
+from diagnose.report.checklist import CLUSTER
 from diagnose.report.hostlist import natural_key
 from diagnose.report.view import show
 
 _ELEMENT = {"FAIL": "failure", "ERROR": "error", "SKIP": "skipped"}
-CLUSTER_CASE = "cluster-wide"
 
 
 def _detail(row: dict[str, Any]) -> str:
@@ -78,12 +78,12 @@ def render_junit(results: dict[str, Any]) -> bytes:
     totals: list[str] = []
     for check_id, rows in by_check.items():
         suite = ET.SubElement(root, "testsuite", name=check_id, timestamp=str(run.get("started") or ""))
-        rows.sort(key=lambda r: natural_key(CLUSTER_CASE if r.get("host") is None else str(r.get("host"))))
+        rows.sort(key=lambda r: natural_key(CLUSTER if r.get("host") is None else str(r.get("host"))))
         outcomes = [
             _case(
                 suite,
                 check_id,
-                CLUSTER_CASE if row.get("host") is None else str(row.get("host")),
+                CLUSTER if row.get("host") is None else str(row.get("host")),
                 str(row.get("status")),
                 str(row.get("message") or ""),
                 _detail(row),

@@ -8,7 +8,6 @@ free of logic that would otherwise be duplicated between HTML and PDF.
 
 from __future__ import annotations
 
-import getpass
 import json
 import os
 from collections import Counter
@@ -19,7 +18,7 @@ from typing import Any
 
 from diagnose.bench.expect import DEFAULT_TOLERANCE, LARGE_BYTES, human_bytes
 from diagnose.model import SEVERITY, STATUSES, worst
-from diagnose.report.checklist import SECTIONS, SectionResult, build_checklist, curve_shape
+from diagnose.report.checklist import CLUSTER, SECTIONS, SectionResult, build_checklist, curve_shape
 from diagnose.report.hostlist import natural_key, summarize
 from diagnose.report.load import Excerpt, read_excerpt
 
@@ -76,7 +75,7 @@ def _duration(started: Any, finished: Any) -> str | None:
 
 
 def _host_label(host: Any) -> str:
-    return "cluster-wide" if host is None else str(host)
+    return CLUSTER if host is None else str(host)
 
 
 @dataclass
@@ -130,7 +129,7 @@ def build_cover(results: dict[str, Any]) -> Cover:
         finished=format_time(run.get("finished")) if run.get("finished") else "— (not finished)",
         duration=_duration(run.get("started"), run.get("finished")),
         tool_version=str(run.get("tool_version") or "—"),
-        operator=str(run.get("operator") or os.environ.get("USER") or getpass.getuser()),
+        operator=str(run.get("operator") or os.environ.get("USER") or "—"),
         playbook=str(run.get("playbook") or "—"),
         profile=str(run.get("profile") or "—"),
         argv=" ".join(str(a) for a in argv) if isinstance(argv, list) else show(argv),
@@ -152,22 +151,20 @@ class EvidenceIndex:
     base_dir: Path
     anchors: dict[str, str] = field(default_factory=dict)
     excerpts: list[tuple[str, Excerpt, list[str]]] = field(default_factory=list)
-    omitted: int = 0
+    omitted: set[str] = field(default_factory=set)
 
     def cite(self, path: str, cited_by: str) -> str | None:
         """The anchor of ``path``'s excerpt, quoting it on first use; None once the appendix is full."""
-        if path in self.anchors:
-            anchor = self.anchors[path]
-            for known, _excerpt, users in self.excerpts:
-                if known == anchor and cited_by not in users:
-                    users.append(cited_by)
-            return anchor
-        if len(self.excerpts) >= MAX_EXCERPTS:
-            self.omitted += 1
-            return None
-        anchor = f"ev-{len(self.excerpts) + 1}"
-        self.anchors[path] = anchor
-        self.excerpts.append((anchor, read_excerpt(self.base_dir, path), [cited_by]))
+        if path not in self.anchors:
+            if len(self.excerpts) >= MAX_EXCERPTS:
+                self.omitted.add(path)
+                return None
+            self.anchors[path] = f"ev-{len(self.excerpts) + 1}"
+            self.excerpts.append((self.anchors[path], read_excerpt(self.base_dir, path), []))
+        anchor = self.anchors[path]
+        users = self.excerpts[int(anchor.removeprefix("ev-")) - 1][2]
+        if cited_by not in users:
+            users.append(cited_by)
         return anchor
 
 
