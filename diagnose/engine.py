@@ -12,6 +12,7 @@ import re
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -45,8 +46,14 @@ class HostState:
 
     @property
     def healthy(self) -> bool:
-        """Reachable and without a FAIL: the hosts a benchmark may be launched on."""
-        return self.connection is not None and all(r.status != "FAIL" for r in self.results)
+        """Reachable and answering: the hosts a benchmark is launched on.
+
+        A host with a configuration FAIL (P2P disabled, a port Down) still runs the collectives: the
+        measured effect of the fault is what the acceptance report has to show.
+        """
+        return self.connection is not None and any(
+            r.id == "host.reachable" and r.status == "PASS" for r in self.results
+        )
 
 
 def safe_name(name: str) -> str:
@@ -226,7 +233,7 @@ def run_host_stage(
         progress.stop()
         pool.shutdown(wait=False, cancel_futures=True)
     store.flush(force=True)
-    return states
+    return {h.name: states[h.name] for h in hosts if h.name in states}  # inventory order: rank 0 first
 
 
 def run_cluster_stage(entries: list[ClusterCheck], states: dict[str, HostState], store: ResultsStore) -> None:
@@ -269,3 +276,27 @@ def close_all(states: dict[str, HostState]) -> None:
                 state.connection.close()
             except Exception as exc:
                 print(f"diagnose: closing {state.host.name}: {exc}", file=sys.stderr)
+
+
+def run_benchmark_stage(
+    plan: Any, states: dict[str, HostState], out_dir: Path, store: ResultsStore, deadline: Any
+) -> None:
+    """Collectives across the reachable hosts without a FAIL, over the connections the host stage opened."""
+    from diagnose.bench.stage import BenchContext
+    from diagnose.bench.stage import run_benchmark_stage as run_stage
+
+    healthy = [s for s in states.values() if s.healthy]
+    remaining = deadline.remaining() if deadline is not None else float("inf")
+    context = BenchContext(
+        hosts=[s.host for s in healthy],
+        connections={s.host.name: s.connection for s in healthy if s.connection is not None},
+        facts={s.host.name: s.facts for s in healthy},
+        plan=plan,
+        out_dir=out_dir,
+        run_id=str(store.run["id"]),
+        emit_check=store.add_check,
+        emit_benchmark=store.add_benchmark,
+        deadline=None if remaining == float("inf") else time.monotonic() + remaining,
+    )
+    run_stage(context)
+    store.flush(force=True)
