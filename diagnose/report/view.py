@@ -405,30 +405,18 @@ def _num(value: Any, digits: int = 2) -> str:
 
 
 def _straggler(bench: dict[str, Any], checks: list[dict[str, Any]]) -> list[str]:
-    """What the run said about slow hosts: the benchmark's own finding, or a straggler check's message."""
-    found = []
-    value = bench.get("straggler")
-    if isinstance(value, dict):
-        rest = {k: v for k, v in value.items() if k not in ("hosts", "message")}
-        hosts = value.get("hosts")
-        head = (
-            f"slow host(s): {summarize(str(h) for h in hosts)}" if isinstance(hosts, list) and hosts else ""
-        )
-        parts = [head, str(value.get("message") or ""), *(f"{k}: {show(v, 300)}" for k, v in rest.items())]
-        found.append(" — ".join(p for p in parts if p))
-    elif value:
-        found.append(show(value, 600))
+    """The pair search's verdicts (``bench.straggler`` checks) that concern this benchmark's collective."""
     collective = str(bench.get("collective", ""))
-    for row in checks:
-        check_id = str(row.get("id", ""))
-        if "straggler" in check_id and (collective in check_id or check_id.endswith("straggler")):
-            found.append(f"{check_id} ({row.get('status')}): {row.get('message') or ''}")
-    return found
+    return [
+        f"{_host_label(row.get('host'))} ({row.get('status')}): {show(row.get('message') or '', MESSAGE_CHARS)}"
+        for row in checks
+        if row.get("id") == "bench.straggler" and collective and collective in str(row.get("message") or "")
+    ]
 
 
 def _normal_range(bench: dict[str, Any]) -> tuple[float, float] | None:
     """The normal busbw range: as recorded, or the benchmark rule's default tolerance around the expected."""
-    recorded = bench.get("expected_range_gbps")
+    recorded = bench.get("normal_range_gbps")
     if (
         isinstance(recorded, list)
         and len(recorded) == 2

@@ -34,7 +34,7 @@ def test_cluster_run_items_carry_status_and_failing_hosts() -> None:
     assert hcas.judged_hosts == 7
     assert _item(items, "1.2").bad == [("FAIL", "gpu05", 1)]
     assert _item(items, "1.4").status == "PASS" and _item(items, "1.4").cluster_wide
-    assert _item(items, "3.2").bad == [("FAIL", "bench.all_reduce (cluster-wide)", 1)]
+    assert _item(items, "3.2").bad == [("FAIL", "bench.all_reduce (cluster-wide), gpu05", 2)]
     assert _item(items, "3.3").status == "PASS"
 
 

@@ -33,7 +33,7 @@ def test_junit_one_testcase_per_check_and_host() -> None:
     assert failure is not None and "mlx5_2" in failure.get("message", "")
     assert "remediation: Reseat" in (failure.text or "")
     assert "evidence: raw/gpu03/ibstat.txt" in (failure.text or "")
-    assert root.get("failures") == "8" and root.get("errors") == "0"  # 7 failed checks + 1 failed benchmark
+    assert root.get("failures") == "9" and root.get("errors") == "0"  # 8 failed checks + 1 failed benchmark
     warn = root.find("./testsuite[@name='gpu.gpudirect']/testcase[@name='gpu02']")
     assert warn is not None and warn.find("failure") is None
     assert "WARN: nvidia_peermem" in (warn.findtext("system-out") or "")

@@ -99,7 +99,7 @@ def test_pdf_reads_as_an_acceptance_document(cluster_run: Path) -> None:
         "Reseat or replace the cable",
         "Host × check matrix",
         "NET/IB",
-        "slow host(s): gpu05",
+        "gpu05 (FAIL): gpu05 is slow",
         "Environment record",
         "NCCL_P2P_DISABLE",
         "Appendix: evidence excerpts",

@@ -20,7 +20,7 @@ def test_cover_counts_nodes_gpus_and_statuses() -> None:
     cover = build_cover(_load("cluster_failures.json"))
     assert (cover.nodes, cover.reachable, cover.gpus) == (8, 7, 56)
     assert cover.verdict == "FAIL"
-    assert cover.counts["FAIL"] == 7 and cover.counts["WARN"] == 2
+    assert cover.counts["FAIL"] == 8 and cover.counts["WARN"] == 2
     assert cover.operator == "mlopez@ctl01"
     assert cover.started == "2025-03-14 02:15:00 UTC"
     assert cover.duration == "8 min 41 s"
@@ -102,7 +102,9 @@ def test_benchmark_view_has_transport_straggler_and_curve() -> None:
     report = build_report(_load("cluster_failures.json"), FIXTURES)
     bench = report.benchmarks[0]
     assert bench.inter_node == "NET/IB" and bench.gdrdma == "yes"
-    assert bench.straggler and bench.straggler[0].startswith("slow host(s): gpu05")
+    assert bench.straggler and bench.straggler[0].startswith("gpu05 (FAIL): gpu05 is slow")
+    assert report.benchmarks[1].straggler == []  # the pair search was about all_reduce only
+    assert bench.normal == (242.2, 327.8)
     assert len(bench.rows) == 24 and bench.rows[0].size == "1 KiB"
     assert any(r.below for r in bench.rows) and not any(r.below for r in report.benchmarks[1].rows)
 
