@@ -80,7 +80,8 @@ def write_ssh_config(
 
 
 def _hostspecs(ids: dict[str, str]) -> list[str]:
-    return ["local://" if pytest_id == "local" else pytest_id for pytest_id in ids]
+    """testinfra host specs; ``controlpersist=0`` so no ssh master process outlives the run."""
+    return ["local://" if pytest_id == "local" else f"{pytest_id}?controlpersist=0" for pytest_id in ids]
 
 
 def _test_name(case: ET.Element, module: str) -> tuple[str, str | None]:
