@@ -116,6 +116,7 @@ class Bench:
         self.dtype = getattr(torch, args.dtype)
         self.elem = DTYPE_BYTES[args.dtype]
         self.exact = args.dtype in ("float32", "float64", "int32")
+        self.timing = args.timing if self.gpu else "wall-clock"
         timeout = __import__("datetime").timedelta(seconds=args.op_timeout)
         if self.gpu:
             torch.cuda.set_device(self.local_rank)
@@ -155,33 +156,35 @@ class Bench:
         return int(wrong.item())
 
     # -- one collective ---------------------------------------------------------------------------------
-    def operation(self, collective: str, inp: Any, out: Any) -> Callable[[], None]:
+    def operation(self, collective: str, inp: Any, out: Any) -> Callable[[], Any]:
+        """One launch of the collective; on NCCL it returns the work handle without waiting for it.
+
+        Asynchronous launches keep torch's per-call bookkeeping (the calling stream waiting on NCCL's
+        after every call) out of the loop, so back-to-back launches queue on the GPU as nccl-tests'
+        do; the timer waits for the last one.
+        """
         dist = self.dist
         rank, ranks = self.rank, self.ranks
+        wait = not self.gpu
         if collective == "all_reduce":
             # torch's all_reduce and broadcast work in place: the timed launches reduce ``out`` over and
             # over (values do not change NCCL's speed) and the validation launch re-fills it first.
-            return lambda: dist.all_reduce(out)
+            return lambda: dist.all_reduce(out, async_op=not wait)
         if collective == "reduce_scatter":
-            return lambda: dist.reduce_scatter_tensor(out, inp)
+            return lambda: dist.reduce_scatter_tensor(out, inp, async_op=not wait)
         if collective == "all_gather":
-            return lambda: dist.all_gather_into_tensor(out, inp)
+            return lambda: dist.all_gather_into_tensor(out, inp, async_op=not wait)
         if collective == "all_to_all":
-            return lambda: dist.all_to_all_single(out, inp)
+            return lambda: dist.all_to_all_single(out, inp, async_op=not wait)
         if collective == "broadcast":
-            return lambda: dist.broadcast(out, self.args.root)
+            return lambda: dist.broadcast(out, self.args.root, async_op=not wait)
         if collective == "sendrecv":
             nxt, prv = (rank + 1) % ranks, (rank - 1) % ranks
             if self.gpu:
-
-                def exchange() -> None:
-                    works = dist.batch_isend_irecv(
-                        [dist.P2POp(dist.isend, inp, nxt), dist.P2POp(dist.irecv, out, prv)]
-                    )
-                    for work in works:
-                        work.wait()
-
-                return exchange
+                # Grouped, as nccl-tests' sendrecv: a ring of sends that would deadlock one by one.
+                return lambda: dist.batch_isend_irecv(
+                    [dist.P2POp(dist.isend, inp, nxt), dist.P2POp(dist.irecv, out, prv)]
+                )[-1]
 
             def exchange_cpu() -> None:
                 sent = dist.isend(inp, nxt)
@@ -190,6 +193,11 @@ class Bench:
 
             return exchange_cpu
         raise ValueError(f"unknown collective {collective!r}")
+
+    def complete(self, work: Any) -> None:
+        """Make the calling stream wait for a launch (NCCL) or do nothing (gloo: already done)."""
+        if work is not None:
+            work.wait()
 
     def buffers(self, collective: str, max_bytes: int) -> tuple[Any, Any]:
         """Input and output buffers for the largest size; smaller sizes use their leading elements."""
@@ -212,7 +220,7 @@ class Bench:
                 self.fill_pattern(out, root)
         else:
             self.fill_pattern(inp, rank)
-        self.operation(collective, inp, out)()
+        self.complete(self.operation(collective, inp, out)())
         if collective in ("all_reduce", "reduce_scatter"):
             offset = rank * per_rank if collective == "reduce_scatter" else 0
             wrong = self.count_wrong(out, _rank_sum_table(ranks), offset)
@@ -238,21 +246,72 @@ class Bench:
         self.dist.all_reduce(tensor, op=op)
         return [float(v) for v in tensor.tolist()]
 
-    def time_launches(self, op: Callable[[], None]) -> float:
+    def warm_up(self, collective: str, inp: Any, out: Any, sizes: list[int]) -> None:
+        """nccl-tests' warm-up: ``--warmup`` launches at every size before any size is timed.
+
+        Besides NCCL's lazy set-up per size, it brings the GPUs to their working clocks; timing the first
+        (smallest) size straight after start-up measured idle clocks, not the fabric.
+        """
+        for requested in sizes:
+            n_in, n_out, nbytes = counts(collective, requested, self.elem, self.ranks)
+            if nbytes == 0:
+                continue
+            op = self.operation(collective, inp[:n_in], out[:n_out])
+            for _ in range(self.args.warmup):
+                work = op()
+            if self.args.warmup:
+                self.complete(work)
+        if self.gpu:
+            self.torch.cuda.synchronize()
+
+    def capture(self, op: Callable[[], Any]) -> Any:
+        """The ``iters`` launches recorded as one CUDA graph, or None where capture is not possible.
+
+        torch spends tens of microseconds of CPU on every collective call, more than NCCL needs for a
+        1 MiB all_reduce over NVLink, so an eager loop would time Python rather than the fabric. Replaying
+        the launches from a graph puts them on the GPU back to back, as nccl-tests' C loop does; where
+        capture fails (old torch or NCCL), timing falls back to the eager loop and the rows say so.
+        """
+        torch = self.torch
+        try:
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                work = None
+                for _ in range(self.args.iters):
+                    work = op()
+                self.complete(work)
+            return graph
+        except Exception as exc:  # any capture failure: measure eagerly instead
+            print(f"diagnose-bench: CUDA graph capture failed, timing eagerly: {exc}", file=sys.stderr)
+            self.timing = "eager"
+            torch.cuda.synchronize()
+            return None
+
+    def time_launches(self, op: Callable[[], Any]) -> float:
         """Seconds per launch on this rank: ``iters`` launches back to back, synchronised at the end."""
         args, torch = self.args, self.torch
-        for _ in range(args.warmup):
-            op()
-        op()  # the untimed launch nccl-tests makes before its barrier
+        self.complete(op())  # the untimed launch nccl-tests makes before its barrier
         if self.gpu:
+            graph = self.capture(op) if self.timing == "graph" else None
+
+            def launches() -> None:
+                if graph is not None:
+                    graph.replay()
+                    return
+                work = None
+                for _ in range(args.iters):
+                    work = op()
+                self.complete(work)  # NCCL runs one stream in order: the last launch done means all are
+
+            if graph is not None:
+                launches()  # the first replay pays for uploading the graph
             torch.cuda.synchronize()
             self.dist.barrier()
             torch.cuda.synchronize()
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
             start.record()
-            for _ in range(args.iters):
-                op()
+            launches()
             end.record()
             end.synchronize()
             return start.elapsed_time(end) / 1e3 / args.iters
@@ -267,6 +326,8 @@ class Bench:
         sizes = sweep(args.min_bytes, args.max_bytes, args.step_factor)
         for collective in args.collectives:
             inp, out = self.buffers(collective, max(sizes))
+            self.warm_up(collective, inp, out, sizes)
+            emit({"event": "warm", "collective": collective})
             for requested in sizes:
                 n_in, n_out, nbytes = counts(collective, requested, self.elem, self.ranks)
                 if nbytes == 0:
@@ -292,6 +353,7 @@ class Bench:
                         "algbw_gbps": round(algbw, 3),
                         "busbw_gbps": round(busbw, 3),
                         "wrong": wrong,
+                        "timing": self.timing,
                     }
                 )
             del inp, out
@@ -323,6 +385,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--check", type=int, default=1, help="1: count wrong elements at every size")
     parser.add_argument(
         "--op-timeout", type=float, default=900.0, help="seconds before torch aborts a collective"
+    )
+    parser.add_argument(
+        "--timing",
+        choices=("graph", "eager"),
+        default="graph",
+        help="GPU: replay the launches from a CUDA graph",
     )
     parser.add_argument("--results", help="file rank 0 appends its JSON rows to")
     parser.add_argument("--log-dir", help="where each rank writes its NCCL log (nccl-rank<N>.log)")
