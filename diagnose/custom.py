@@ -61,17 +61,20 @@ def _ssh_block(alias: str, host: Host, accept_unknown: bool, known_hosts: str | 
 
 def write_ssh_config(
     hosts: Sequence[Host], path: Path, accept_unknown: bool = False, known_hosts: str | None = None
-) -> dict[str, str]:
-    """Write the ssh_config for the SSH hosts; return pytest id -> inventory host name for all hosts."""
+) -> dict[str, list[str]]:
+    """Write the ssh_config for the SSH hosts; return pytest id -> the inventory hosts it stands for.
+
+    Every ``ansible_connection: local`` host is this machine, so they share testinfra's one local id.
+    """
     lines: list[str] = []
-    ids: dict[str, str] = {}
+    ids: dict[str, list[str]] = {}
     for index, host in enumerate(hosts):
         if host.connection == "local":
-            ids["local"] = host.name
+            ids.setdefault("local", []).append(host.name)
             continue
         alias = _alias(index, host)
         lines += [*_ssh_block(alias, host, accept_unknown, known_hosts), ""]
-        ids[f"ssh://{alias}"] = host.name
+        ids[f"ssh://{alias}"] = [host.name]
     user_config = Path("~/.ssh/config").expanduser()
     if user_config.is_file():
         lines += ["Match all", f'  Include "{user_config}"', ""]
@@ -79,7 +82,7 @@ def write_ssh_config(
     return ids
 
 
-def _hostspecs(ids: dict[str, str]) -> list[str]:
+def _hostspecs(ids: dict[str, list[str]]) -> list[str]:
     """testinfra host specs; ``controlpersist=0`` so no ssh master process outlives the run."""
     return ["local://" if pytest_id == "local" else f"{pytest_id}?controlpersist=0" for pytest_id in ids]
 
@@ -101,13 +104,18 @@ def _outcome(case: ET.Element) -> tuple[str, str]:
     for tag, status in (("failure", "FAIL"), ("error", "ERROR"), ("skipped", "SKIP")):
         node = case.find(tag)
         if node is not None:
-            text = node.get("message") or (node.text or "").strip() or tag
-            return status, text[:_MESSAGE_LIMIT]
+            message = node.get("message") or tag
+            detail = [line.strip() for line in (node.text or "").splitlines() if line.strip()]
+            # pytest's message for an error is generic ("collection failure"); its last line says why.
+            last = detail[-1].removeprefix("E").strip() if detail else ""
+            if last and last not in message:
+                message = f"{message}: {last}"
+            return status, message[:_MESSAGE_LIMIT]
     return "PASS", "passed"
 
 
 def parse_junit(
-    xml_text: str, ids: dict[str, str], modules: Sequence[Path], evidence: str | None
+    xml_text: str, ids: dict[str, list[str]], modules: Sequence[Path], evidence: str | None
 ) -> list[CheckResult]:
     """One CheckResult per test × host from pytest's JUnit XML (``junit_family=xunit1``, with ``file``).
 
@@ -123,9 +131,11 @@ def parse_junit(
             module = next((s for s in stems if s in case.get("classname", "")), module)
         test, param = _test_name(case, module)
         status, message = _outcome(case)
-        hosts = [ids[param]] if param in ids else list(ids.values())
+        hosts = ids[param] if param in ids else [h for names in ids.values() for h in names]
         if param is None and status != "PASS":
             message = f"{module} could not run: {message}"
+            if test == module:  # pytest names a collection error after the module
+                test = ""
         for host in hosts:
             results.append(
                 CheckResult(
