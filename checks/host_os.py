@@ -24,11 +24,12 @@ def parse(outputs: Mapping[str, CommandOutput], host_vars: Vars) -> Facts:
 def judge(facts: Facts, host_vars: Vars) -> Outcome:
     host = host_vars.host or "this host"
     observed = f"{facts['pretty_name'] or 'unknown distribution'}, Linux {facts['kernel'] or 'unknown'}"
+    wanted = "a readable /etc/os-release"
     if not facts["pretty_name"]:
         return Outcome(
-            "WARN", f"{host} has no readable /etc/os-release; Linux {facts['kernel']}", observed, None
+            "WARN", f"{host} has no readable /etc/os-release; Linux {facts['kernel']}", observed, wanted
         )
-    return Outcome("PASS", f"{host} runs {observed}", observed, None)
+    return Outcome("PASS", f"{host} runs {observed}", observed, wanted)
 
 
 CHECK = Check(

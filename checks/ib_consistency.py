@@ -69,7 +69,8 @@ def judge(facts: Mapping[str, Mapping[str, Facts]], host_vars: Mapping[str, Vars
                 )
             )
     if compared < 2:
-        return [Outcome("SKIP", "fewer than two hosts have Active fabric ports: nothing to compare")]
+        message = "fewer than two hosts have Active fabric ports: nothing to compare"
+        return [Outcome("SKIP", message, None, "one MTU and one rate on every host")]
     status = "FAIL" if outcomes else "PASS"
     return [
         Outcome(status, "; ".join(summaries), "; ".join(summaries), "one MTU and one rate on every host"),

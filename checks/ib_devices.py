@@ -55,7 +55,11 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
     expected = host_vars.int("expected_hca_count")
     seen = _dev_summary(dev)
     observed = f"{seen}; ibv_devinfo: {_device_summary(devices) or 'no device'}"
-    wanted = f"{expected} {describe_kind(kind) if kind else 'RDMA'} ports" if expected else "no RDMA fabric"
+    wanted = (
+        f"{expected} {describe_kind(kind) if kind else 'RDMA'} ports"
+        if expected
+        else ("no RDMA fabric" if expected == 0 else "any RDMA ports")
+    )
     reason = no_fabric_reason(host_vars)
     if reason:
         if not devices and not dev["uverbs"]:

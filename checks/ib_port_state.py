@@ -48,7 +48,11 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
     active = [p for p in ports if is_active(p)]
     inactive = [p for p in ports if not is_active(p)]
     observed = f"{len(active)} of {len(ports)} {label} ports Active"
-    wanted = f"{expected} {label} ports State Active, Physical state LinkUp" if expected else "no RDMA fabric"
+    wanted = (
+        f"{expected} {label} ports State Active, Physical state LinkUp"
+        if expected
+        else ("no RDMA fabric" if expected == 0 else "any RDMA ports")
+    )
     panic = f"; ibstat stopped early: {facts['errors'][0]}" if facts["errors"] else ""
     reason = no_fabric_reason(host_vars)
     if reason:

@@ -69,11 +69,13 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
     )
     reason = no_gpu_reason(host_vars)
     if reason:
-        return Outcome("SKIP", f"no NCCL on {host} ({looked}); {reason}, collectives use gloo", None, wanted)
+        return Outcome(
+            "SKIP", f"no NCCL on {host} ({looked}); {reason}, collectives use gloo", "no NCCL", wanted
+        )
     return Outcome(
         "FAIL",
         f"no NCCL found on {host}: {looked}",
-        None,
+        "no NCCL",
         wanted,
         remediation="Install a CUDA build of PyTorch in the benchmark interpreter (it bundles NCCL), or point "
         "ansible_python_interpreter at the environment that has it; for nccl-tests install libnccl2.",

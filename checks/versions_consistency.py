@@ -51,7 +51,8 @@ def judge(facts: Mapping[str, Mapping[str, Facts]], host_vars: Mapping[str, Vars
                 Outcome("FAIL", message, value, split.majority or f"one {name} version everywhere", host=host)
             )
     if hosts_seen < 2:
-        return [Outcome("SKIP", "fewer than two hosts reported versions: nothing to compare")]
+        message = "fewer than two hosts reported versions: nothing to compare"
+        return [Outcome("SKIP", message, None, "one version of each on every host")]
     if differing:
         summary = "; ".join(differing)
         return [Outcome("FAIL", summary, summary, "one version of each on every host"), *outcomes]

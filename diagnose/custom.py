@@ -143,7 +143,7 @@ def parse_junit(
                     host=host,
                     checklist=CHECKLIST,
                     status=status,
-                    observed=None,
+                    observed="passed" if status == "PASS" else message.splitlines()[0],
                     expected="the site's testinfra assertion holds",
                     message=message,
                     remediation=None,
