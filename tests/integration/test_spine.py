@@ -17,7 +17,9 @@ from tests.testbed import HostSpec, Reply, TestBed
 
 pytestmark = pytest.mark.integration
 
-SPINE_PLAYBOOK = "name: spine\ndescription: reachability and ports only\nchecks: [host.reachable, net.port_range]\n"
+SPINE_PLAYBOOK = (
+    "name: spine\ndescription: reachability and ports only\nchecks: [host.reachable, net.port_range]\n"
+)
 HANG = {"uname": Reply(hang=True)}
 
 
@@ -30,7 +32,17 @@ def spine_playbook(tmp_path: Path) -> Path:
 def run(tmp_path: Path, inventory: Path, *extra: str) -> tuple[int, dict]:
     out = tmp_path / "out"
     code = main(
-        ["run", "-i", str(inventory), "--playbook", str(spine_playbook(tmp_path)), "-o", str(out), "--format", "json"]
+        [
+            "run",
+            "-i",
+            str(inventory),
+            "--playbook",
+            str(spine_playbook(tmp_path)),
+            "-o",
+            str(out),
+            "--format",
+            "json",
+        ]
         + list(extra)
     )
     return code, json.loads((out / "results.json").read_text())
@@ -42,7 +54,12 @@ def by_host(results: dict, check_id: str) -> dict[str, dict]:
 
 def test_fan_out_judges_every_host_and_keeps_evidence(testbed: TestBed, tmp_path: Path) -> None:
     testbed.add_many(
-        [HostSpec("node1"), HostSpec("node2"), HostSpec("node3", port_range="60000\t60100\n"), HostSpec("node4")]
+        [
+            HostSpec("node1"),
+            HostSpec("node2"),
+            HostSpec("node3", port_range="60000\t60100\n"),
+            HostSpec("node4"),
+        ]
     )
     code, results = run(tmp_path, testbed.write_inventory(tmp_path / "inv.yaml"), "-f", "4")
     assert code == 1 and results["verdict"] == "FAIL"
@@ -57,8 +74,12 @@ def test_fan_out_judges_every_host_and_keeps_evidence(testbed: TestBed, tmp_path
     assert results["run"]["finished"] and results["schema"] == 1
 
 
-def test_unreachable_and_silent_hosts_fail_reachability_and_the_rest_is_judged(testbed: TestBed, tmp_path: Path) -> None:
-    testbed.add_many([HostSpec("good"), HostSpec("refused", serve="refused"), HostSpec("silent", serve="silent")])
+def test_unreachable_and_silent_hosts_fail_reachability_and_the_rest_is_judged(
+    testbed: TestBed, tmp_path: Path
+) -> None:
+    testbed.add_many(
+        [HostSpec("good"), HostSpec("refused", serve="refused"), HostSpec("silent", serve="silent")]
+    )
     inventory = testbed.write_inventory(tmp_path / "inv.yaml", extra_vars={"diagnose_connect_timeout": 3})
     started = time.monotonic()
     code, results = run(tmp_path, inventory)
@@ -82,7 +103,9 @@ def test_wrong_key_is_an_authentication_failure(testbed: TestBed, tmp_path: Path
     assert reach["locked"]["status"] == "FAIL" and "authentication failed" in reach["locked"]["message"]
 
 
-def test_changed_host_key_is_refused_even_when_unknown_keys_are_accepted(testbed: TestBed, tmp_path: Path) -> None:
+def test_changed_host_key_is_refused_even_when_unknown_keys_are_accepted(
+    testbed: TestBed, tmp_path: Path
+) -> None:
     hosts = testbed.add_many([HostSpec("steady"), HostSpec("reinstalled")])
     hosts[1].change_host_key()
     inventory = testbed.write_inventory(tmp_path / "inv.yaml")
@@ -95,7 +118,9 @@ def test_changed_host_key_is_refused_even_when_unknown_keys_are_accepted(testbed
 
 def test_unknown_host_key_needs_explicit_acceptance(testbed: TestBed, tmp_path: Path) -> None:
     testbed.add(HostSpec("newcomer"))
-    inventory = testbed.write_inventory(tmp_path / "inv.yaml", extra_vars={"diagnose_known_hosts_file": "/dev/null"})
+    inventory = testbed.write_inventory(
+        tmp_path / "inv.yaml", extra_vars={"diagnose_known_hosts_file": "/dev/null"}
+    )
     _, results = run(tmp_path, inventory)
     refused = by_host(results, "host.reachable")["newcomer"]
     assert refused["status"] == "FAIL" and "known_hosts" in refused["message"]
@@ -103,7 +128,9 @@ def test_unknown_host_key_needs_explicit_acceptance(testbed: TestBed, tmp_path: 
     assert by_host(results, "host.reachable")["newcomer"]["status"] == "PASS"
 
 
-def test_a_hanging_command_is_an_error_of_its_check_and_the_run_goes_on(testbed: TestBed, tmp_path: Path) -> None:
+def test_a_hanging_command_is_an_error_of_its_check_and_the_run_goes_on(
+    testbed: TestBed, tmp_path: Path
+) -> None:
     testbed.add_many([HostSpec("fine"), HostSpec("stuck", tools=HANG)])
     inventory = testbed.write_inventory(tmp_path / "inv.yaml", extra_vars={"command_timeout_s": 2})
     started = time.monotonic()
@@ -126,7 +153,8 @@ def test_ctrl_c_keeps_what_was_measured_and_exits_130(testbed: TestBed, tmp_path
     while time.monotonic() < deadline:
         results_path = out / "results.json"
         if results_path.exists() and any(
-            c["host"] == "quick" and c["id"] == "net.port_range" for c in json.loads(results_path.read_text())["checks"]
+            c["host"] == "quick" and c["id"] == "net.port_range"
+            for c in json.loads(results_path.read_text())["checks"]
         ):
             break
         time.sleep(0.2)
