@@ -42,8 +42,8 @@ def run(tmp_path: Path, inventory: Path, *extra: str) -> tuple[int, dict]:
             str(out),
             "--format",
             "json",
+            *list(extra),
         ]
-        + list(extra)
     )
     return code, json.loads((out / "results.json").read_text())
 
