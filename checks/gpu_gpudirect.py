@@ -61,7 +61,8 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
     required = host_vars.bool("expected_gpudirect", fabric_expected(host_vars))
     if facts["peermem"]:
         observed = f"{facts['peermem'][0]} loaded"
-        return Outcome("PASS", f"GPUDirect RDMA through {observed} on {host}; {reasoning}", observed, wanted)
+        note = f"; {reasoning}" if facts["nvidia_loaded"] else ""
+        return Outcome("PASS", f"GPUDirect RDMA through {observed} on {host}{note}", observed, wanted)
     if facts["dmabuf"]:
         return Outcome("PASS", f"GPUDirect RDMA through DMA-BUF on {host}: {reasoning}", reasoning, wanted)
     unread = "" if facts["modules_read"] else " (the module list could not be read)"

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from diagnose.check import Check, Command, Facts
 from diagnose.model import CommandOutput, Outcome
 from diagnose.parsers.ibv_devinfo import parse_dev_infiniband, parse_ibv_devinfo
-from diagnose.parsers.rdma import describe_kind, fabric_ports, normalise_kind
+from diagnose.parsers.rdma import describe_kind, fabric_ports, natural_key, normalise_kind
 from diagnose.variables import no_fabric_reason, profile_label
 from diagnose.vars import Vars
 
@@ -110,7 +110,7 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
             remediation="Check that the profile matches the hardware (p5-efa for AWS EFA hosts, an "
             "InfiniBand profile for ConnectX HCAs in IB mode) or set the HCA ports' link type with mlxconfig.",
         )
-    names = sorted({p["device"] for p in ports})
+    names = sorted({p["device"] for p in ports}, key=natural_key)
     if expected is not None and len(ports) < expected:
         return Outcome(
             "FAIL",

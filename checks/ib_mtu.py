@@ -44,7 +44,10 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
         return Outcome("PASS", f"{label} ports on {host}: {observed} (no expected_mtu)", observed, wanted)
     wrong = [p for p in active if p.get("active_mtu") != expected]
     if wrong:
-        listed = ", ".join(f"{port_name(p)} {p.get('active_mtu')}" for p in wrong)
+        if len(wrong) == len(active) and len({p.get("active_mtu") for p in wrong}) == 1:
+            listed = f"all {len(active)} {label} ports at {wrong[0].get('active_mtu')}"
+        else:
+            listed = ", ".join(f"{port_name(p)} {p.get('active_mtu')}" for p in wrong)
         return Outcome(
             "FAIL",
             f"active MTU differs from {expected} on {host}: {listed}",

@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 from diagnose.check import ParseError
-from diagnose.parsers.rdma import fabric_kind
+from diagnose.parsers.rdma import fabric_kind, natural_key
 
 _HCA = re.compile(r"^hca_id:\s*(?P<name>\S+)")
 _PORT = re.compile(r"^port:\s*(?P<port>\d+)")
@@ -95,11 +95,6 @@ def parse_dev_infiniband(text: str, exit_code: int | None) -> dict[str, Any]:
     return {
         "present": True,
         "entries": entries,
-        "uverbs": sorted((e for e in entries if e.startswith("uverbs")), key=_natural),
-        "umad": sorted((e for e in entries if e.startswith("umad")), key=_natural),
+        "uverbs": sorted((e for e in entries if e.startswith("uverbs")), key=natural_key),
+        "umad": sorted((e for e in entries if e.startswith("umad")), key=natural_key),
     }
-
-
-def _natural(name: str) -> tuple[str, int]:
-    match = re.match(r"^(\D*)(\d+)$", name)
-    return (match.group(1), int(match.group(2))) if match else (name, -1)

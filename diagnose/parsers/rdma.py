@@ -9,6 +9,7 @@ that does not lie: the device name, the PCI vendor and the transport.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 INFINIBAND = "InfiniBand"
@@ -75,3 +76,8 @@ def fabric_ports(ports: list[dict[str, Any]], kind: str | None) -> list[dict[str
 
 def port_name(port: dict[str, Any]) -> str:
     return f"{port['device']}/{port['port']}"
+
+
+def natural_key(name: str) -> tuple[Any, ...]:
+    """Sort key putting mlx5_2 before mlx5_10, as people count devices."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))

@@ -113,7 +113,7 @@ def test_fault_messages_say_what_is_wrong(run: dict[str, Any]) -> None:
     assert "ibstat is missing on no-ib" in results_for(run, "ib.port_state")["no-ib"]["message"]
     assert "timed out on hung-ibstat" in results_for(run, "ib.port_state")["hung-ibstat"]["message"]
     assert "nvidia_peermem not loaded" in results_for(run, "gpu.gpudirect")["no-peermem"]["message"]
-    assert "mlx5_0/1 2048" in results_for(run, "ib.mtu")["mtu-2048"]["message"]
+    assert "all 8 InfiniBand ports at 2048" in results_for(run, "ib.mtu")["mtu-2048"]["message"]
 
 
 def test_environment_and_evidence(run: dict[str, Any]) -> None:

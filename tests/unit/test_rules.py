@@ -224,7 +224,7 @@ def test_mtu_healthy_and_differing() -> None:
     assert ib_mtu.judge(facts, profile("h100-8x-ndr400")).status == "PASS"
     outcome = ib_mtu.judge(facts, profile("h100-8x-ndr400", expected_mtu=2048))
     assert outcome.status == "FAIL"
-    assert "mlx5_0/1 4096" in outcome.message
+    assert "active MTU differs from 2048 on node1: all 8 InfiniBand ports at 4096" in outcome.message
 
 
 def test_mtu_ignores_down_roce_ports() -> None:
