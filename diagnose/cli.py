@@ -141,7 +141,15 @@ def _run_locked(
         engine.run_cluster_stage(cluster_checks, states, store)
         if custom_modules:
             reachable = [s.host for s in states.values() if s.connection is not None]
-            store.add_checks(run_custom_checks(custom_modules, reachable, out_dir))
+            store.add_checks(
+                run_custom_checks(
+                    custom_modules,
+                    reachable,
+                    out_dir,
+                    accept_unknown_host_keys=args.accept_unknown_host_keys,
+                    known_hosts=args.known_hosts,
+                )
+            )
         plan = playbook.benchmarks
         if plan and plan.enabled and not args.skip_benchmarks and not deadline.expired():
             engine.run_benchmark_stage(plan, states, out_dir, store, deadline)

@@ -40,9 +40,10 @@ def _blocking_problem(check: Check, outputs: Mapping[str, CommandOutput], host_v
             reason = output.error if output else "the command was not run"
             return Outcome("ERROR", f"`{command.script}` could not run on {host}: {reason}")
         if output.timed_out:
+            limit = min(command.timeout, host_vars.float("command_timeout_s") or command.timeout)
             return Outcome(
                 "ERROR",
-                f"`{command.script}` timed out on {host} after {command.timeout:.0f} s (hung tool or device?)",
+                f"`{command.script}` timed out on {host} after {limit:.0f} s (hung tool or device?)",
                 remediation="Find out why the command hangs on this host (a wedged driver or HCA often does "
                 "this); the check cannot be judged until it answers.",
             )
