@@ -1,0 +1,783 @@
+"""Real SSH test hosts on loopback: each one a Debian ``/usr/sbin/sshd`` in private namespaces.
+
+Integration and end-to-end tests need hosts that differ the way cluster nodes differ (a port
+Down, no ``/dev/infiniband``, a narrow port range, an ``NCCL_P2P_DISABLE=1`` login environment, a
+tool that hangs) while talking real SSH. A host here is one sshd on ``127.0.0.1:<port>`` started
+under ``unshare --mount --pid --fork``; inside its namespaces (see ``tests/testbed_ns.sh``):
+
+* a file is bound over ``/proc/sys/net/ipv4/ip_local_port_range``;
+* ``/dev`` is a small private tmpfs, with ``/dev/infiniband`` holding the host's devices or absent;
+* a tmpfs over ``/usr/local/sbin`` (first on sshd's PATH for root) holds the host's fake hardware
+  tools, so they shadow the machine's real ones;
+* extra files are bound at absolute paths; missing mount points are made inside the namespace
+  (an overlay), so the machine and the other hosts never see them;
+* the login environment comes from ``SetEnv`` in the host's own sshd_config.
+
+The pid namespace is what makes cleanup certain: when its first process exits, the kernel kills
+everything left in it, sessions and hanging tools included. That process exits when the bed closes
+a pipe, which also happens when the test process dies, so no sshd outlives its test.
+
+Hosts are root@127.0.0.1 with a throwaway client key; ``known_hosts`` holds every host's key as
+``[127.0.0.1]:port`` lines, and ``write_inventory`` writes an Ansible inventory that points at all
+of it. The bed needs root, ``unshare`` (util-linux) and openssh-server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+SSHD = "/usr/sbin/sshd"
+LOOPBACK = "127.0.0.1"
+USER = "root"
+#: sshd's compiled-in PATH for root on Debian; the fake tools go over its first directory. (A login
+#: shell's rc files may still put more in front, as pyenv does in root's ~/.bashrc on the dev box.)
+ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+TOOLS_DIR = ROOT_PATH.split(":")[0]
+NS_SCRIPT = Path(__file__).with_name("testbed_ns.sh")
+DEFAULT_PORT_RANGE = "32768\t60999\n"
+#: A hanging tool sleeps this long; the namespace teardown kills it long before.
+HANG_SECONDS = 3600
+#: Exit status of a fake tool called with arguments it has no reply for (EX_USAGE).
+NO_REPLY_RC = 64
+
+_NS_FLAGS = ["--mount", "--pid", "--fork", "--kill-child", "--propagation", "private"]
+_SPAWN_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"}
+_PORT_ATTEMPTS = 5
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What a fake tool prints for one argument string: a real captured output, usually."""
+
+    stdout: str = ""
+    stderr: str = ""
+    rc: int = 0
+    #: Print the output, then never exit (a tool stuck on a dead device).
+    hang: bool = False
+
+    @classmethod
+    def from_file(cls, path: Path | str, *, rc: int = 0, stderr: str = "", hang: bool = False) -> Reply:
+        """A reply whose stdout is a captured output kept as a fixture file."""
+        return cls(stdout=Path(path).read_text(), stderr=stderr, rc=rc, hang=hang)
+
+
+#: A fake tool: a full executable text (shebang script); one Reply for any arguments; Replies keyed by
+#: the exact argument string (``"topo -m"``; ``"*"`` answers the rest, otherwise unknown arguments exit
+#: NO_REPLY_RC); or None for a tool that is absent (exit 127, even where the machine has one).
+Tool = str | Reply | Mapping[str, Reply] | None
+
+
+@dataclass
+class HostSpec:
+    """One test host: how it differs from the others."""
+
+    __test__ = False
+
+    name: str
+    #: program name -> Tool, placed first on root's login PATH.
+    tools: Mapping[str, Tool] = field(default_factory=dict)
+    #: content of /proc/sys/net/ipv4/ip_local_port_range, e.g. a narrow "60000\t60100\n".
+    port_range: str = DEFAULT_PORT_RANGE
+    #: device names in /dev/infiniband (uverbs0, umad0, issm0, rdma_cm, ...); None: no such directory.
+    infiniband: list[str] | None = None
+    #: absolute path -> content, visible only inside this host.
+    files: Mapping[str, str] = field(default_factory=dict)
+    #: login environment of SSH sessions (sshd SetEnv).
+    env: Mapping[str, str] = field(default_factory=dict)
+    #: False: authorized_keys holds another key, so the bed's client key is refused.
+    authorized: bool = True
+    #: What the port serves: "ssh" (sshd), "refused" (nothing listens: connection refused) or
+    #: "silent" (TCP accepted, no SSH banner ever: a hung host).
+    serve: Literal["ssh", "refused", "silent"] = "ssh"
+
+
+class TestbedError(RuntimeError):
+    """The bed could not start or stop a host; the message carries the host's log."""
+
+    __test__ = False
+
+
+class TestHost:
+    """A started host. ``pid`` is the machine-side pid of the process holding its namespaces."""
+
+    __test__ = False
+
+    def __init__(self, bed: TestBed, spec: HostSpec, port: int, directory: Path) -> None:
+        self.bed = bed
+        self.spec = spec
+        self.name = spec.name
+        self.address = LOOPBACK
+        self.user = USER
+        self.port = port
+        self.dir = directory
+        #: The public host key line ("ssh-ed25519 AAAA..."); None for hosts that serve no SSH.
+        self.host_key: str | None = None
+        self.pid: int | None = None
+        #: The host's pid namespace ("pid:[4026532...]"), to find processes left behind.
+        self.pid_namespace: str | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._lifeline: int | None = None
+        self._socket: socket.socket | None = None
+
+    def __repr__(self) -> str:
+        return f"TestHost({self.name!r}, port={self.port}, serve={self.spec.serve!r}, alive={self.alive})"
+
+    @property
+    def alive(self) -> bool:
+        """True while the host's sshd (or its placeholder socket) is up."""
+        if self._socket is not None:
+            return True
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def log(self) -> Path:
+        """sshd's own log (``-e``): connections, auth failures, config errors."""
+        return self.dir / "sshd.log"
+
+    def kill(self) -> None:
+        """Kill the host at once: sshd and every session die, the port then refuses connections."""
+        self.bed._kill(self)
+
+    def restart(self) -> None:
+        """Start the host again on the same port with the same host key."""
+        self.bed._kill(self)
+        self.bed._start(self)
+
+    def change_host_key(self, *, update_known_hosts: bool = False) -> None:
+        """Restart on the same port with a NEW host key; known_hosts keeps the old one unless told."""
+        self.bed._kill(self)
+        self.bed._make_host_key(self)
+        if update_known_hosts:
+            self.bed._trust(self)
+        self.bed._start(self)
+
+
+class TestBed:
+    """A set of test hosts under one work directory; a context manager that stops all it started."""
+
+    __test__ = False
+
+    def __init__(self, workdir: Path, *, start_timeout: float = 30.0) -> None:
+        problem = prerequisite_problem()
+        if problem:
+            raise TestbedError(problem)
+        self.workdir = Path(workdir).resolve()
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.start_timeout = start_timeout
+        self.hosts: dict[str, TestHost] = {}
+        self._lock = threading.Lock()
+        self._trusted: dict[str, str] = {}
+        self._namespaces: set[str] = set()
+        self._ports: set[int] = set()
+        self._stopped = False
+        self.client_key = self.workdir / "client_key"
+        self.other_key = self.workdir / "other_key"
+        self.known_hosts = self.workdir / "known_hosts"
+        _keygen(self.client_key, "diagnose-testbed-client")
+        _keygen(self.other_key, "diagnose-testbed-other")
+        self.known_hosts.write_text("")
+        self._shadow = _unlocked_shadow(self.workdir)
+        self._login_files = _login_files(self.workdir)
+        #: PATH of SSH sessions unless a HostSpec's env sets one: the fake tools first, then the
+        #: directory of the Python running the tests (so hosts have its torch, like cluster nodes
+        #: have theirs), then sshd's default.
+        self.login_path = ":".join(
+            dict.fromkeys([TOOLS_DIR, os.path.dirname(sys.executable), *ROOT_PATH.split(":")])
+        )
+        self._penalties_off = "PerSourcePenalties no\n" if _openssh_version() >= (9, 8) else ""
+
+    def __enter__(self) -> TestBed:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def add(self, spec: HostSpec) -> TestHost:
+        """Start one host and return once it answers with an SSH banner."""
+        with self._lock:
+            if self._stopped:
+                raise TestbedError("the test bed is stopped")
+            if spec.name in self.hosts:
+                raise ValueError(f"host {spec.name!r} already exists")
+            directory = self.workdir / "hosts" / spec.name
+            host = TestHost(self, spec, 0, directory)
+            self.hosts[spec.name] = host
+        try:
+            directory.mkdir(parents=True)
+            if spec.serve == "ssh":
+                self._prepare(host)
+                self._start(host)
+            else:
+                self._placeholder(host)
+        except BaseException:
+            self._kill(host)
+            with self._lock:
+                del self.hosts[spec.name]
+                self._trusted.pop(spec.name, None)
+                self._write_known_hosts()
+            raise
+        return host
+
+    def add_many(self, specs: Iterable[HostSpec], *, workers: int = 16) -> list[TestHost]:
+        """Start hosts in parallel; raises the first failure once all attempts are done."""
+        specs = list(specs)
+        if not specs:
+            return []
+        with ThreadPoolExecutor(max_workers=min(workers, len(specs))) as pool:
+            futures = [pool.submit(self.add, spec) for spec in specs]
+        return [future.result() for future in futures]
+
+    def write_inventory(
+        self,
+        path: Path,
+        hosts: Iterable[TestHost] | None = None,
+        extra_vars: Mapping[str, object] | None = None,
+        fmt: Literal["yaml", "ini"] = "yaml",
+        *,
+        host_vars: Mapping[str, Mapping[str, object]] | None = None,
+        groups: Mapping[str, Iterable[str]] | None = None,
+    ) -> Path:
+        """Write an Ansible inventory of the hosts (default: all), YAML or INI, and return its path.
+
+        ``all`` vars carry ansible_user, ansible_ssh_private_key_file, diagnose_known_hosts_file and
+        ``extra_vars``; each host carries ansible_host, ansible_port and its ``host_vars``; ``groups``
+        maps group names to host names.
+        """
+        chosen = list(self.hosts.values()) if hosts is None else list(hosts)
+        common: dict[str, object] = {
+            "ansible_user": USER,
+            "ansible_ssh_private_key_file": str(self.client_key),
+            "diagnose_known_hosts_file": str(self.known_hosts),
+            **(extra_vars or {}),
+        }
+        per_host: dict[str, dict[str, object]] = {
+            h.name: {"ansible_host": h.address, "ansible_port": h.port, **(host_vars or {}).get(h.name, {})}
+            for h in chosen
+        }
+        group_hosts = {group: list(names) for group, names in (groups or {}).items()}
+        path = Path(path)
+        if fmt == "yaml":
+            path.write_text(_inventory_yaml(common, per_host, group_hosts))
+        elif fmt == "ini":
+            path.write_text(_inventory_ini(common, per_host, group_hosts))
+        else:
+            raise ValueError(f"unknown inventory format {fmt!r}")
+        return path
+
+    def ssh_argv(self, host: TestHost, command: str, *, timeout: float = 10) -> list[str]:
+        """argv of the real OpenSSH client running ``command`` on ``host`` with the bed's key and
+        known_hosts, ignoring the user's ~/.ssh/config."""
+        options = {
+            "BatchMode": "yes",
+            "IdentitiesOnly": "yes",
+            "IdentityFile": str(self.client_key),
+            "UserKnownHostsFile": str(self.known_hosts),
+            "GlobalKnownHostsFile": "/dev/null",
+            "StrictHostKeyChecking": "yes",
+            "ConnectTimeout": str(int(timeout)),
+            "LogLevel": "ERROR",
+        }
+        argv = ["ssh", "-F", "/dev/null", "-p", str(host.port)]
+        for key, value in options.items():
+            argv += ["-o", f"{key}={value}"]
+        return [*argv, f"{host.user}@{host.address}", command]
+
+    def ssh(self, host: TestHost, command: str, *, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+        """Run ``command`` on ``host`` through the real ssh client; text output, never raises on rc."""
+        return subprocess.run(
+            self.ssh_argv(host, command), capture_output=True, text=True, timeout=timeout, check=False
+        )
+
+    def leftover_pids(self) -> list[int]:
+        """Machine pids of live processes in any namespace of a host this bed started (killed ones too)."""
+        with self._lock:
+            namespaces = set(self._namespaces)
+        return _pids_in(namespaces)
+
+    def stop(self) -> None:
+        """Stop every host; raise if any process of the bed's namespaces is still alive afterwards."""
+        with self._lock:
+            self._stopped = True
+            hosts = list(self.hosts.values())
+        for host in hosts:
+            self._kill(host)
+        deadline = time.monotonic() + 10
+        while (left := self.leftover_pids()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if left:
+            raise TestbedError(f"processes left behind after stop: {left}")
+
+    # -- host lifecycle ------------------------------------------------------------------------------
+
+    def _prepare(self, host: TestHost) -> None:
+        """Write everything the host's namespace setup reads: keys, config, tools, files."""
+        spec = host.spec
+        directory = host.dir
+        self._make_host_key(host)
+        self._trust(host)
+        key = self.client_key if spec.authorized else self.other_key
+        shutil.copyfile(key.with_suffix(".pub"), directory / "authorized_keys")
+        (directory / "port_range").write_text(spec.port_range)
+        tools = directory / "tools"
+        tools.mkdir()
+        data = directory / "tooldata"
+        data.mkdir()
+        for name, tool in spec.tools.items():
+            _write_tool(tools, data, spec.name, name, tool)
+        files = directory / "files"
+        files.mkdir()
+        binds: list[tuple[Path, str]] = []
+        for index, (target, content) in enumerate(sorted(spec.files.items())):
+            _check_target(target, self.workdir)
+            source = files / str(index)
+            source.write_text(content)
+            binds.append((source, target))
+        if self._shadow is not None and "/etc/shadow" not in spec.files:
+            binds.append((self._shadow, "/etc/shadow"))
+        binds += [
+            (source, target) for target, source in self._login_files.items() if target not in spec.files
+        ]
+        (directory / "ns").mkdir()
+        wanted = {target: "f" for _, target in binds}
+        wanted["/run/sshd"] = "d"
+        wanted[TOOLS_DIR] = "d"
+        lines = [
+            f". {shlex.quote(str(NS_SCRIPT))}",
+            f"ns_scratch {shlex.quote(str(directory / 'ns'))}",
+            "ns_proc",
+        ]
+        lines.append(_join("ns_dev", *_infiniband_nodes(spec.infiniband)))
+        for parent, entries in _overlays(wanted, self.workdir):
+            lines.append(_join("ns_overlay", parent, *entries))
+        lines.append(
+            _join("ns_bind", str(directory / "port_range"), "/proc/sys/net/ipv4/ip_local_port_range")
+        )
+        lines.append(_join("ns_tools", str(tools), TOOLS_DIR))
+        lines += [_join("ns_bind", str(source), target) for source, target in binds]
+        lines.append(_join("ns_sshd", SSHD, str(directory / "sshd_config")))
+        (directory / "init.sh").write_text("\n".join(lines) + "\n")
+
+    def _make_host_key(self, host: TestHost) -> None:
+        key = host.dir / "ssh_host_ed25519_key"
+        for old in (key, key.with_suffix(".pub")):
+            old.unlink(missing_ok=True)
+        _keygen(key, f"diagnose-testbed-host-{host.name}")
+        host.host_key = " ".join(key.with_suffix(".pub").read_text().split()[:2])
+
+    def _trust(self, host: TestHost) -> None:
+        """Record the host's current key as the one known_hosts vouches for, and rewrite the file."""
+        with self._lock:
+            if host.host_key is not None:
+                self._trusted[host.name] = host.host_key
+            self._write_known_hosts()
+
+    def _write_known_hosts(self) -> None:
+        lines = [
+            f"[{self.hosts[name].address}]:{self.hosts[name].port} {key}\n"
+            for name, key in sorted(self._trusted.items())
+            if self.hosts[name].port
+        ]
+        temporary = self.known_hosts.with_suffix(".tmp")
+        temporary.write_text("".join(lines))
+        temporary.replace(self.known_hosts)
+
+    def _sshd_config(self, host: TestHost) -> str:
+        directory = host.dir
+        # One line: sshd keeps only the first SetEnv it reads.
+        env = {"PATH": self.login_path, **host.spec.env}
+        words = [_setenv_word(key, value) for key, value in env.items()]
+        setenv = f"SetEnv {' '.join(words)}\n"
+        return (
+            f"Port {host.port}\n"
+            f"ListenAddress {LOOPBACK}\n"
+            f"HostKey {directory / 'ssh_host_ed25519_key'}\n"
+            f"PidFile {directory / 'sshd.pid'}\n"
+            f"AuthorizedKeysFile {directory / 'authorized_keys'}\n"
+            "PermitRootLogin prohibit-password\n"
+            "AuthenticationMethods publickey\n"
+            "PubkeyAuthentication yes\n"
+            "PasswordAuthentication no\n"
+            "KbdInteractiveAuthentication no\n"
+            "UsePAM no\n"
+            "StrictModes no\n"
+            "UseDNS no\n"
+            "PrintMotd no\n"
+            "PrintLastLog no\n"
+            "X11Forwarding no\n"
+            "AcceptEnv LANG LC_*\n"
+            "MaxSessions 256\n"
+            "MaxStartups 512\n"
+            "LoginGraceTime 30\n"
+            f"{self._penalties_off}"
+            "Subsystem sftp internal-sftp\n"
+            f"{setenv}"
+        )
+
+    def _start(self, host: TestHost) -> None:
+        """Start the host's namespaces and sshd, picking a free port unless it has one; wait for the banner."""
+        fixed_port = host.port != 0
+        for _attempt in range(_PORT_ATTEMPTS):
+            if not fixed_port:
+                host.port = self._free_port()
+            (host.dir / "sshd_config").write_text(self._sshd_config(host))
+            read_end, write_end = os.pipe()
+            with open(host.log, "ab") as log:
+                try:
+                    proc = subprocess.Popen(
+                        ["unshare", *_NS_FLAGS, "/bin/sh", str(host.dir / "init.sh")],
+                        stdin=read_end,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        cwd=host.dir,
+                        env=_SPAWN_ENV,
+                        start_new_session=True,
+                    )
+                finally:
+                    os.close(read_end)
+            host._proc, host._lifeline, host.pid = proc, write_end, proc.pid
+            if self._wait_ready(host):
+                host.pid_namespace = _pid_namespace(proc.pid)
+                with self._lock:
+                    if host.pid_namespace:
+                        self._namespaces.add(host.pid_namespace)
+                    self._write_known_hosts()
+                return
+            busy = "Address already in use" in host.log.read_text(errors="replace")
+            self._kill(host)
+            if not busy or fixed_port:
+                break
+        tail = "".join(host.log.read_text(errors="replace").splitlines(keepends=True)[-30:])
+        raise TestbedError(
+            f"test host {host.name!r} did not start on port {host.port}; log {host.log}:\n{tail}"
+        )
+
+    def _wait_ready(self, host: TestHost) -> bool:
+        """Wait until the port answers with an SSH banner; False if sshd exited or time ran out."""
+        deadline = time.monotonic() + self.start_timeout
+        assert host._proc is not None
+        while time.monotonic() < deadline:
+            if host._proc.poll() is not None:
+                return False
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection((LOOPBACK, host.port), timeout=2) as s,
+            ):
+                s.settimeout(max(0.1, deadline - time.monotonic()))
+                if s.recv(64).startswith(b"SSH-"):
+                    return True
+            time.sleep(0.01)
+        return False
+
+    def _placeholder(self, host: TestHost) -> None:
+        """A port that refuses connections (bound, not listening) or accepts them and stays silent."""
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind((LOOPBACK, 0))
+        if host.spec.serve == "silent":
+            sock.listen(64)
+        elif host.spec.serve != "refused":
+            sock.close()
+            raise ValueError(f"unknown serve mode {host.spec.serve!r}")
+        host._socket = sock
+        host.port = sock.getsockname()[1]
+
+    def _kill(self, host: TestHost) -> None:
+        """Close the host's lifeline (its init then exits and the kernel kills the rest); SIGKILL
+        the holder of its namespaces if that takes too long."""
+        if host._socket is not None:
+            host._socket.close()
+            host._socket = None
+        if host._lifeline is not None:
+            os.close(host._lifeline)
+            host._lifeline = None
+        proc = host._proc
+        if proc is None:
+            return
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+        host._proc = None
+
+    def _free_port(self) -> int:
+        """A port nothing listens on now and this bed has not used (the kernel picks; sshd retries
+        on the rare race)."""
+        while True:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                sock.bind((LOOPBACK, 0))
+                port = sock.getsockname()[1]
+            with self._lock:
+                if port not in self._ports:
+                    self._ports.add(port)
+                    return port
+
+
+_prerequisite_cache: list[str | None] = []
+
+
+def prerequisite_problem() -> str | None:
+    """Why the bed cannot run on this machine (not root, no sshd, unshare refused), or None."""
+    if not _prerequisite_cache:
+        _prerequisite_cache.append(_find_prerequisite_problem())
+    return _prerequisite_cache[0]
+
+
+def _find_prerequisite_problem() -> str | None:
+    if os.geteuid() != 0:
+        return "the sshd test bed needs root (mount namespaces, sshd as root)"
+    for program in (SSHD, "/bin/sh"):
+        if not os.access(program, os.X_OK):
+            return f"{program} is missing (install openssh-server)"
+    for program in ("unshare", "ssh-keygen", "ssh", "mount"):
+        if shutil.which(program) is None:
+            return f"{program} is not on PATH"
+    probe = subprocess.run(
+        ["unshare", *_NS_FLAGS, "/bin/sh", "-c", "mount -t tmpfs testbed-probe /mnt"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if probe.returncode != 0:
+        return f"unshare --mount --pid is not permitted here: {probe.stderr.strip()}"
+    return None
+
+
+def _keygen(path: Path, comment: str) -> None:
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)],
+        check=True,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+    )
+
+
+def _openssh_version() -> tuple[int, int]:
+    banner = subprocess.run([SSHD, "-V"], capture_output=True, text=True, check=False).stderr
+    found = re.search(r"OpenSSH_(\d+)\.(\d+)", banner)
+    return (int(found.group(1)), int(found.group(2))) if found else (0, 0)
+
+
+def _unlocked_shadow(workdir: Path) -> Path | None:
+    """With UsePAM off, sshd refuses a locked account ("!" password) even by key. Where root is
+    locked, give the hosts a copy of /etc/shadow with root unlocked (no password: "*")."""
+    try:
+        lines = Path("/etc/shadow").read_text().splitlines(keepends=True)
+    except OSError:
+        return None
+    for index, line in enumerate(lines):
+        fields = line.split(":")
+        if fields[0] == USER and len(fields) > 1 and fields[1].startswith("!"):
+            fields[1] = "*"
+            lines[index] = ":".join(fields)
+            copy = workdir / "shadow"
+            copy.write_text("".join(lines))
+            copy.chmod(0o600)
+            return copy
+    return None
+
+
+def _login_files(workdir: Path) -> dict[str, Path]:
+    """root's shell rc files for the hosts: Debian's defaults for a new account (/etc/skel), as on a
+    fresh node. The machine's own ones stay out: on the dev box root's ~/.bashrc runs `pyenv init`,
+    which costs every SSH command ~0.3 s and makes concurrent sessions wait up to 60 s on
+    pyenv's rehash lock."""
+    home = pwd.getpwnam(USER).pw_dir
+    files = {}
+    for name in (".bashrc", ".profile"):
+        copy = workdir / f"login{name}"
+        skeleton = Path("/etc/skel", name)
+        copy.write_text(skeleton.read_text() if skeleton.is_file() else "")
+        files[os.path.join(home, name)] = copy
+    return files
+
+
+def _write_tool(tools: Path, data: Path, host: str, name: str, tool: Tool) -> None:
+    """Write one fake tool into the host's tools dir; its outputs go to files the script cats."""
+    if "/" in name or not name:
+        raise ValueError(f"bad tool name {name!r}")
+    if isinstance(tool, str):
+        text = tool
+    elif tool is None:
+        if shutil.which(name, path=ROOT_PATH.partition(":")[2]) is None:
+            return
+        text = (
+            f"#!/bin/sh\nprintf 'bash: line 1: %s: command not found\\n' {shlex.quote(name)} >&2\nexit 127\n"
+        )
+    else:
+        replies = {"*": tool} if isinstance(tool, Reply) else dict(tool)
+        cases = []
+        for index, (args, reply) in enumerate(replies.items()):
+            out, err = data / f"{name}.{index}.out", data / f"{name}.{index}.err"
+            body = []
+            if reply.stdout:
+                out.write_text(reply.stdout)
+                body.append(f"cat {shlex.quote(str(out))}")
+            if reply.stderr:
+                err.write_text(reply.stderr)
+                body.append(f"cat {shlex.quote(str(err))} >&2")
+            body.append(f"exec sleep {HANG_SECONDS}" if reply.hang else f"exit {reply.rc}")
+            pattern = "*" if args == "*" else shlex.quote(args)
+            cases.append((args == "*", f"{pattern})\n    " + "\n    ".join(body) + "\n    ;;"))
+        if "*" not in replies:
+            cases.append(
+                (
+                    True,
+                    f"*)\n    printf 'testbed: fake %s on %s has no reply for arguments: %s\\n' "
+                    f'{shlex.quote(name)} {shlex.quote(host)} "$*" >&2\n    exit {NO_REPLY_RC}\n    ;;',
+                )
+            )
+        # case takes the first match: the catch-all goes last.
+        branches = [text for _, text in sorted(cases, key=lambda case: case[0])]
+        text = (
+            f'#!/bin/sh\n# fake {name} of test host {host}\ncase "$*" in\n' + "\n".join(branches) + "\nesac\n"
+        )
+    path = tools / name
+    path.write_text(text)
+    path.chmod(0o755)
+
+
+def _infiniband_nodes(names: list[str] | None) -> list[str]:
+    """ns_dev arguments: "noib", or "ib" then (name, major, minor) per device, with the real numbers
+    for uverbs/umad/issm/rdma_cm so ``ls -l`` looks like a real host; other names become plain files."""
+    if names is None:
+        return ["noib"]
+    args = ["ib"]
+    for name in names:
+        if "/" in name or not name or name.startswith("."):
+            raise ValueError(f"bad /dev/infiniband name {name!r}")
+        numbered = re.fullmatch(r"(uverbs|umad|issm)(\d+)", name)
+        if numbered:
+            base = {"umad": 0, "issm": 64, "uverbs": 192}[numbered.group(1)]
+            args += [name, "231", str(base + int(numbered.group(2)))]
+        elif name == "rdma_cm":
+            args += [name, "10", "58"]
+        else:
+            args += [name, "-", "-"]
+    return args
+
+
+def _check_target(target: str, workdir: Path) -> None:
+    if not target.startswith("/") or os.path.normpath(target) != target:
+        raise ValueError(f"file target must be an absolute normalized path: {target!r}")
+    if target == "/dev" or target.startswith("/dev/"):
+        raise ValueError(f"{target}: /dev is private to each host; use HostSpec.infiniband")
+    if os.path.isdir(target):
+        raise ValueError(f"file target {target} is a directory")
+    if str(workdir).startswith(target + "/"):
+        raise ValueError(f"file target {target} contains the bed's work directory")
+
+
+def _overlays(wanted: Mapping[str, str], workdir: Path) -> list[tuple[str, list[str]]]:
+    """Group missing paths by their nearest existing ancestor, merging an ancestor's groups into it,
+    so each directory gets one overlay: ``[(dir, ["d:rel", "f:rel", ...]), ...]``, shallow first."""
+    groups: dict[str, dict[str, str]] = {}
+    for path, kind in wanted.items():
+        if os.path.lexists(path):
+            continue
+        parent = os.path.dirname(path)
+        missing = [(path, kind)]
+        while not os.path.lexists(parent):
+            missing.append((parent, "d"))
+            parent = os.path.dirname(parent)
+        if parent == "/":
+            raise ValueError(f"{path}: only / exists above it; the bed will not overlay /")
+        root = str(workdir)
+        if root == parent or root.startswith(parent + "/"):
+            raise ValueError(f"{path}: {parent} contains the bed's work directory; use another workdir")
+        entries = groups.setdefault(parent, {})
+        for item, item_kind in missing:
+            entries[os.path.relpath(item, parent)] = item_kind
+    for parent in sorted(groups, key=len, reverse=True):
+        for other in groups:
+            if other != parent and parent.startswith(other.rstrip("/") + "/"):
+                prefix = os.path.relpath(parent, other)
+                for rel, kind in groups.pop(parent).items():
+                    groups[other][f"{prefix}/{rel}"] = kind
+                break
+    result = []
+    for parent in sorted(groups, key=len):
+        entries = groups[parent]
+        ordered = sorted(entries, key=lambda rel: (entries[rel] != "d", rel.count("/"), rel))
+        result.append((parent, [f"{entries[rel]}:{rel}" for rel in ordered]))
+    return result
+
+
+def _join(*words: str) -> str:
+    return " ".join(shlex.quote(word) for word in words)
+
+
+def _setenv_word(key: str, value: str) -> str:
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+        raise ValueError(f"bad environment variable name {key!r}")
+    if any(c in value for c in '"\n\\'):
+        raise ValueError(f"{key}: SetEnv values cannot hold quotes, backslashes or newlines")
+    return f'"{key}={value}"'
+
+
+def _pid_namespace(holder: int) -> str | None:
+    """The pid namespace of the first process inside the host (the child of ``unshare``)."""
+    try:
+        children = Path(f"/proc/{holder}/task/{holder}/children").read_text().split()
+        return os.readlink(f"/proc/{children[0]}/ns/pid") if children else None
+    except OSError:
+        return None
+
+
+def _pids_in(namespaces: set[str]) -> list[int]:
+    if not namespaces:
+        return []
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{entry.name}/ns/pid") in namespaces:
+                    found.append(int(entry.name))
+    return sorted(found)
+
+
+def _inventory_yaml(
+    common: Mapping[str, object],
+    per_host: Mapping[str, Mapping[str, object]],
+    groups: Mapping[str, list[str]],
+) -> str:
+    import yaml
+
+    tree: dict[str, object] = {"vars": dict(common), "hosts": {name: dict(v) for name, v in per_host.items()}}
+    if groups:
+        tree["children"] = {
+            group: {"hosts": {name: None for name in names}} for group, names in groups.items()
+        }
+    return yaml.safe_dump({"all": tree}, sort_keys=False)
+
+
+def _inventory_ini(
+    common: Mapping[str, object],
+    per_host: Mapping[str, Mapping[str, object]],
+    groups: Mapping[str, list[str]],
+) -> str:
+    def pair(key: str, value: object) -> str:
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        return f"{key}={shlex.quote(text)}"
+
+    lines = [" ".join([name, *(pair(k, v) for k, v in host.items())]) for name, host in per_host.items()]
+    lines += ["", "[all:vars]", *(pair(k, v) for k, v in common.items())]
+    for group, names in groups.items():
+        lines += ["", f"[{group}]", *names]
+    return "\n".join(lines) + "\n"
