@@ -9,6 +9,7 @@ still under its own ``timeout`` on the host and its own stdout, stderr and exit 
 from __future__ import annotations
 
 import io
+import logging
 import os
 import secrets
 import shlex
@@ -27,6 +28,10 @@ from invoke.exceptions import CommandTimedOut
 from diagnose.check import Command
 from diagnose.hosts import Host
 from diagnose.model import CommandOutput
+
+# paramiko logs every failed handshake with a traceback; the reason reaches the operator as a
+# host.reachable result instead, and cron mail must not fill with tracebacks.
+logging.getLogger("paramiko").setLevel(logging.CRITICAL)
 
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
 # Extra seconds a whole batch may take beyond the sum of its commands' timeouts before the channel is
@@ -217,6 +222,11 @@ def _describe_connect_error(exc: BaseException, host: Host, port: int, timeout: 
         return (
             f"host key for {where} is not in known_hosts; add it (ssh-keyscan) or set "
             "ansible_host_key_checking=false / --accept-unknown-host-keys"
+        )
+    if isinstance(exc, paramiko.SSHException) and ("banner" in str(exc) or "No existing session" in str(exc)):
+        return (
+            f"connection to {where} timed out after {timeout:.0f} s waiting for the SSH banner "
+            "(sshd hung, overloaded, or not an SSH server)"
         )
     if isinstance(exc, paramiko.AuthenticationException):
         return f"authentication failed for {host.vars.get('ansible_user') or 'the SSH user'}@{where}: {exc}"

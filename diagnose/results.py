@@ -54,8 +54,11 @@ class ResultsStore:
         self.benchmarks: list[dict[str, Any]] = []
         self.extra: dict[str, Any] = {}
         self._lock = threading.Lock()
+        self._write_lock = threading.Lock()  # one writer at a time: the newest document lands last
         self._last_write = 0.0
-        self._dirty = False
+        self._timer: threading.Timer | None = None
+        self._seq = 0
+        self._written_seq = 0
         self.flush(force=True)
 
     def set_host(self, record: HostRecord) -> None:
@@ -84,31 +87,48 @@ class ResultsStore:
 
     def document(self) -> dict[str, Any]:
         with self._lock:
-            document = {
-                "schema": SCHEMA,
-                "run": dict(self.run),
-                "hosts": [h.to_dict() for h in self.hosts.values()],
-                "checks": list(self.checks),
-                "benchmarks": list(self.benchmarks),
-                "verdict": verdict_of(self.checks, self.benchmarks),
-            }
-            document.update(self.extra)
-            return document
+            return self._document_locked()
+
+    def _document_locked(self) -> dict[str, Any]:
+        document = {
+            "schema": SCHEMA,
+            "run": dict(self.run),
+            "hosts": [h.to_dict() for h in self.hosts.values()],
+            "checks": list(self.checks),
+            "benchmarks": list(self.benchmarks),
+            "verdict": verdict_of(self.checks, self.benchmarks),
+        }
+        document.update(self.extra)
+        return document
 
     def flush(self, force: bool = False) -> None:
         """Write results.json now, or soon: callers add results from many threads at once."""
         now = time.monotonic()
         with self._lock:
-            self._dirty = True
-            if not force and now - self._last_write < _MIN_WRITE_INTERVAL_S:
+            wait = _MIN_WRITE_INTERVAL_S - (now - self._last_write)
+            if not force and wait > 0:
+                if self._timer is None:  # held back now, written within the interval: never lost
+                    self._timer = threading.Timer(wait, self.flush, kwargs={"force": True})
+                    self._timer.daemon = True
+                    self._timer.start()
                 return
             self._last_write = now
-            self._dirty = False
-        write_json_atomic(self.path, self.document())
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            document = self._document_locked()
+            self._seq += 1
+            seq = self._seq
+        self._write(document, seq)
 
     def finish(self, **run_fields: Any) -> dict[str, Any]:
         with self._lock:
             self.run.update(run_fields)
-        document = self.document()
-        write_json_atomic(self.path, document)
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            document = self._document_locked()
+            self._seq += 1
+            seq = self._seq
+        self._write(document, seq)
         return document

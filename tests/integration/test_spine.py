@@ -143,8 +143,8 @@ def test_a_hanging_command_is_an_error_of_its_check_and_the_run_goes_on(
 
 
 def test_ctrl_c_keeps_what_was_measured_and_exits_130(testbed: TestBed, tmp_path: Path) -> None:
-    testbed.add_many([HostSpec("quick"), HostSpec("slow", tools=HANG)])
-    inventory = testbed.write_inventory(tmp_path / "inv.yaml", extra_vars={"command_timeout_s": 120})
+    testbed.add_many([HostSpec("quick"), HostSpec("slow", serve="silent")])
+    inventory = testbed.write_inventory(tmp_path / "inv.yaml", extra_vars={"diagnose_connect_timeout": 120})
     out = tmp_path / "out"
     argv = [sys.executable, "-m", "diagnose.cli", "run", "-i", str(inventory), "--playbook"]
     argv += [str(spine_playbook(tmp_path)), "-o", str(out), "--format", "json"]

@@ -1,0 +1,40 @@
+"""results.json is always a complete document, and nothing added is held back for long."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from diagnose.model import CheckResult
+from diagnose.results import ResultsStore, verdict_of
+
+
+def _check(status: str, host: str = "n1") -> CheckResult:
+    return CheckResult(id="net.port_range", host=host, checklist="3", status=status, message="m")
+
+
+def test_a_result_added_during_the_quiet_interval_still_reaches_disk(tmp_path: Path) -> None:
+    store = ResultsStore(tmp_path / "results.json", {"id": "r"})
+    store.add_check(_check("PASS", "a"))
+    store.add_check(_check("FAIL", "b"))  # inside the throttle interval
+    time.sleep(1.5)
+    on_disk = json.loads((tmp_path / "results.json").read_text())
+    assert [c["host"] for c in on_disk["checks"]] == ["a", "b"]
+    assert on_disk["verdict"] == "FAIL" and on_disk["schema"] == 1
+
+
+def test_finish_is_the_last_word(tmp_path: Path) -> None:
+    store = ResultsStore(tmp_path / "results.json", {"id": "r"})
+    for i in range(50):
+        store.add_check(_check("PASS", f"h{i}"))
+    store.finish(finished="now")
+    time.sleep(1.5)
+    on_disk = json.loads((tmp_path / "results.json").read_text())
+    assert on_disk["run"]["finished"] == "now" and len(on_disk["checks"]) == 50
+
+
+def test_verdict_order() -> None:
+    assert verdict_of([{"status": "PASS"}, {"status": "WARN"}, {"status": "SKIP"}], []) == "PASS"
+    assert verdict_of([{"status": "ERROR"}], [{"status": "PASS"}]) == "ERROR"
+    assert verdict_of([{"status": "ERROR"}], [{"status": "FAIL"}]) == "FAIL"
