@@ -132,3 +132,10 @@ class ResultsStore:
             seq = self._seq
         self._write(document, seq)
         return document
+
+    def _write(self, document: dict[str, Any], seq: int) -> None:
+        """Write unless a newer snapshot already landed (a timer's flush may lose the race to finish)."""
+        with self._write_lock:
+            if seq > self._written_seq:
+                write_json_atomic(self.path, document)
+                self._written_seq = seq
