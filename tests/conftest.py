@@ -16,16 +16,21 @@ def _in_ci() -> bool:
 
 
 @pytest.fixture
-def testbed(tmp_path: Path) -> Iterator[TestBed]:
-    """A TestBed in this test's tmp dir, stopped at teardown (also when the test fails; a process
-    left behind then fails the teardown). Where the bed cannot run here, the test fails under
-    CI=true, so the integration suite never passes by skipping, and is skipped with the reason
-    elsewhere."""
+def testbed_available() -> None:
+    """Gate for tests that need the bed's prerequisites (root, sshd, unshare): where they are missing,
+    the test fails under CI=true, so the integration suite never passes by skipping, and is skipped
+    with the reason elsewhere."""
     problem = prerequisite_problem()
     if problem:
         if _in_ci():
             pytest.fail(f"the sshd test bed cannot run under CI: {problem}")
         pytest.skip(f"the sshd test bed cannot run here: {problem}")
+
+
+@pytest.fixture
+def testbed(testbed_available: None, tmp_path: Path) -> Iterator[TestBed]:
+    """A TestBed in this test's tmp dir, stopped at teardown (also when the test fails; a process
+    left behind then fails the teardown)."""
     bed = TestBed(tmp_path / "testbed")
     try:
         yield bed

@@ -36,6 +36,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -156,16 +157,22 @@ class TestHost:
 
     def restart(self) -> None:
         """Start the host again on the same port with the same host key."""
+        self._require_sshd()
         self.bed._kill(self)
         self.bed._start(self)
 
     def change_host_key(self, *, update_known_hosts: bool = False) -> None:
         """Restart on the same port with a NEW host key; known_hosts keeps the old one unless told."""
+        self._require_sshd()
         self.bed._kill(self)
         self.bed._make_host_key(self)
         if update_known_hosts:
             self.bed._trust(self)
         self.bed._start(self)
+
+    def _require_sshd(self) -> None:
+        if self.spec.serve != "ssh":
+            raise TestbedError(f"host {self.name!r} serves {self.spec.serve!r}, not sshd")
 
 
 class TestBed:
@@ -173,7 +180,7 @@ class TestBed:
 
     __test__ = False
 
-    def __init__(self, workdir: Path, *, start_timeout: float = 30.0) -> None:
+    def __init__(self, workdir: Path, *, start_timeout: float = 60.0) -> None:
         problem = prerequisite_problem()
         if problem:
             raise TestbedError(problem)
@@ -184,6 +191,9 @@ class TestBed:
         self._lock = threading.Lock()
         self._trusted: dict[str, str] = {}
         self._namespaces: set[str] = set()
+        self._namespace_fds: list[int] = []
+        # Held for the bed's whole life (see _hold_pid_namespace), released when it is collected.
+        weakref.finalize(self, _close_all, self._namespace_fds)
         self._ports: set[int] = set()
         self._stopped = False
         self.client_key = self.workdir / "client_key"
@@ -452,10 +462,12 @@ class TestBed:
                     os.close(read_end)
             host._proc, host._lifeline, host.pid = proc, write_end, proc.pid
             if self._wait_ready(host):
-                host.pid_namespace = _pid_namespace(proc.pid)
+                held = _hold_pid_namespace(proc.pid)
                 with self._lock:
-                    if host.pid_namespace:
-                        self._namespaces.add(host.pid_namespace)
+                    if held:
+                        host.pid_namespace = held[0]
+                        self._namespaces.add(held[0])
+                        self._namespace_fds.append(held[1])
                     self._write_known_hosts()
                 return
             busy = "Address already in use" in host.log.read_text(errors="replace")
@@ -731,13 +743,23 @@ def _setenv_word(key: str, value: str) -> str:
     return f'"{key}={value}"'
 
 
-def _pid_namespace(holder: int) -> str | None:
-    """The pid namespace of the first process inside the host (the child of ``unshare``)."""
+def _hold_pid_namespace(holder: int) -> tuple[str, int] | None:
+    """The pid namespace of the first process inside the host (the child of ``unshare``), and an open
+    fd on it. The fd keeps the namespace's inode number from being given to another namespace (of a
+    bed in a parallel test) after this one dies, so leftover_pids never reports strangers."""
     try:
         children = Path(f"/proc/{holder}/task/{holder}/children").read_text().split()
-        return os.readlink(f"/proc/{children[0]}/ns/pid") if children else None
+        if not children:
+            return None
+        fd = os.open(f"/proc/{children[0]}/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
+    return f"pid:[{os.fstat(fd).st_ino}]", fd
+
+
+def _close_all(fds: list[int]) -> None:
+    for fd in fds:
+        os.close(fd)
 
 
 def _pids_in(namespaces: set[str]) -> list[int]:

@@ -9,7 +9,10 @@ leaves no process behind.
 from __future__ import annotations
 
 import os
+import signal
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -22,6 +25,7 @@ from tests.testbed import NO_REPLY_RC, TOOLS_DIR, HostSpec, Reply, TestBed, Test
 pytestmark = pytest.mark.integration
 
 PORT_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"
+REPO = Path(__file__).resolve().parents[2]
 
 
 def connect(bed: TestBed, host: TestHost, **kwargs: object) -> paramiko.SSHClient:
@@ -66,6 +70,21 @@ def refuses(port: int) -> bool:
     except ConnectionRefusedError:
         return True
     return False
+
+
+def processes_mentioning(text: bytes) -> list[bytes]:
+    """Command lines of live processes that contain ``text`` (every host's init and sshd name their
+    work directory)."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                cmdline = Path(entry.path, "cmdline").read_bytes()
+            except OSError:
+                continue
+            if text in cmdline:
+                found.append(cmdline)
+    return found
 
 
 def test_port_range_is_per_host(testbed: TestBed) -> None:
@@ -263,14 +282,32 @@ def test_stop_leaves_no_process_behind(testbed: TestBed) -> None:
         client.close()
     assert testbed.leftover_pids() == []
     assert all(refuses(host.port) for host in hosts)
-    workdir = str(testbed.workdir).encode()
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                cmdline = Path(entry.path, "cmdline").read_bytes()
-            except OSError:
-                continue
-            assert workdir not in cmdline, cmdline
+    assert processes_mentioning(str(testbed.workdir).encode()) == []
+
+
+def test_hosts_die_with_the_process_that_started_them(testbed_available: None, tmp_path: Path) -> None:
+    """A test process killed outright (CI timeout, OOM) runs no finalizer; its hosts must go anyway."""
+    script = (
+        "import os, signal, sys\n"
+        f"sys.path.insert(0, {str(REPO)!r})\n"
+        "from tests.testbed import HostSpec, Reply, TestBed\n"
+        f"bed = TestBed({str(tmp_path / 'orphan')!r})\n"
+        "hosts = bed.add_many([HostSpec('a', tools={'hang': Reply(hang=True)}), HostSpec('b')])\n"
+        "bed.ssh(hosts[0], 'setsid nohup hang >/dev/null 2>&1 &')\n"
+        "print(' '.join(str(h.port) for h in hosts), flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    ports = [int(port) for port in done.stdout.split()]
+    assert len(ports) == 2
+
+    marker = str(tmp_path / "orphan").encode()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and (survivors := processes_mentioning(marker)):
+        time.sleep(0.1)
+    assert not survivors
+    assert all(refuses(port) for port in ports)
 
 
 def test_sftp_and_parallel_sessions(testbed: TestBed) -> None:
