@@ -11,7 +11,9 @@ under ``unshare --mount --pid --fork``; inside its namespaces (see ``tests/testb
   tools, so they shadow the machine's real ones;
 * extra files are bound at absolute paths; missing mount points are made inside the namespace
   (an overlay), so the machine and the other hosts never see them;
-* the login environment comes from ``SetEnv`` in the host's own sshd_config.
+* the login environment comes from ``SetEnv`` in the host's own sshd_config, PATH included
+  (``TestBed.login_path`` unless the spec sets one), and root's ~/.bashrc and ~/.profile are
+  Debian's defaults from /etc/skel rather than the machine's own.
 
 The pid namespace is what makes cleanup certain: when its first process exits, the kernel kills
 everything left in it, sessions and hanging tools included. That process exits when the bed closes
@@ -99,7 +101,7 @@ class HostSpec:
     infiniband: list[str] | None = None
     #: absolute path -> content, visible only inside this host.
     files: Mapping[str, str] = field(default_factory=dict)
-    #: login environment of SSH sessions (sshd SetEnv).
+    #: login environment of SSH sessions (sshd SetEnv); PATH defaults to TestBed.login_path.
     env: Mapping[str, str] = field(default_factory=dict)
     #: False: authorized_keys holds another key, so the bed's client key is refused.
     authorized: bool = True
