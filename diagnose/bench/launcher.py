@@ -42,6 +42,8 @@ POLL_INTERVAL_S = 1.0
 POLL_TIMEOUT_S = 20.0
 # After one host's torchrun fails, how long the others get to notice and exit on their own.
 FAILURE_GRACE_S = 10.0
+# After the last row, how long torchrun may take to tear down before it is stopped.
+EXIT_GRACE_S = 60.0
 TERM_GRACE_S = 3
 _FILE_MARK = "@@diagnose-file "
 _TOKEN_VAR = "DIAGNOSE_BENCH_TOKEN"
@@ -344,6 +346,17 @@ class Launch:
                         "(the collective hung)",
                     )
                     return
+            elif outcome.start is not None and now - last_progress > EXIT_GRACE_S:
+                # Every row is in; torchrun's exit barrier waits for all agents, so one stuck host keeps
+                # the others from exiting. The measurements are complete: keep them, name the hosts.
+                stuck = sorted(n for n, c in codes.items() if c is None)
+                status = "done" if self._done else "failed"
+                self._finish(
+                    status,
+                    f"torchrun did not exit on {', '.join(stuck) or 'some host'} within {EXIT_GRACE_S:.0f} s "
+                    "after the last row; stopped there",
+                )
+                return
             if spec.deadline is not None and now > spec.deadline:
                 outcome.in_progress = expected[0] if expected else None
                 self._finish("deadline", "the run's time budget ran out during the benchmark")
@@ -471,8 +484,11 @@ def launch(spec: LaunchSpec) -> LaunchOutcome:
         else:
             job.follow()
     finally:
-        job.stop()
-        job.collect()
+        for step in (job.stop, job.collect):
+            try:
+                step()
+            except Exception as exc:  # cleanup must reach every step; say what could not be done
+                job.outcome.message += f" (cleanup step {step.__name__} failed: {exc})"
         job.pool.shutdown(wait=False)
     outcome = job.outcome
     if outcome.status == "failed" and not outcome.message:

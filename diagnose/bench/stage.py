@@ -372,6 +372,8 @@ class Stage:
                 short.append((collective, expectation))
         if short and plan.straggler_isolation:
             self.isolate(setup, short[0][0])
+        if outcome.status == "done" and outcome.message:
+            ctx.emit_check(CheckResult("bench.cleanup", None, CHECKLIST, "WARN", message=outcome.message))
         leftovers = {h: n for h, n in outcome.leftovers.items() if n}
         if leftovers:
             listing = ", ".join(f"{h}: {n}" for h, n in leftovers.items())
