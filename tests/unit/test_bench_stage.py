@@ -1,0 +1,70 @@
+"""The stage's verdicts on real NCCL logs and its choice of backend, without launching anything."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+from diagnose.bench.launcher import LaunchOutcome
+from diagnose.bench.stage import BenchContext, Setup, Stage, choose_setup
+from diagnose.hosts import Host
+from diagnose.vars import Vars
+
+LOGS = Path(__file__).parent.parent / "facts" / "nccl_log"
+NDR = {"expected_hca_count": 8, "line_rate_gbps": 400, "nvlink_busbw_gbps": 360}
+
+
+def stage(out: Path, hosts: list[Host]) -> Stage:
+    plan = SimpleNamespace(collectives=("all_reduce",), min_bytes=1 << 20, max_bytes=1 << 30, step_factor=2)
+    return Stage(BenchContext(hosts, {}, {}, plan, out, "t", lambda c: None, lambda b: None))
+
+
+def transport_check(case: str, hosts: list[Host], rank_hosts: dict[int, str] | None = None):
+    log = LOGS / case / "input.log"
+    outcome = LaunchOutcome("done", "", logs={0: log}, rank_hosts=rank_hosts or {})
+    bench = stage(LOGS, hosts)
+    setup = Setup("nccl", 8, hosts, [])
+    return bench.judge_transport(setup, bench.transport(outcome), outcome)
+
+
+def test_tcp_between_nodes_where_rdma_is_expected_is_a_tcp_fallback_fail() -> None:
+    hosts = [Host("node1", vars=Vars(NDR)), Host("node2", vars=Vars(NDR))]
+    result = transport_check("socket_fallback_two_nodes", hosts)
+    assert result.status == "FAIL"
+    assert result.message.startswith("TCP fallback")
+    assert "NCCL_IB_DISABLE" in result.message and "/dev/infiniband" in result.message
+    assert result.observed["inter_node"] == "NET/Socket"
+
+
+def test_socket_on_one_node_is_not_a_tcp_fallback() -> None:
+    """NCCL says 'Using network Socket' on every single-node run; only the channels count."""
+    host = Host("vm", vars=Vars(NDR))
+    assert transport_check("h200x4_p2p_single_node", [host]).status == "PASS"
+    result = transport_check("h200x4_socket_single_node", [host])
+    assert result.status == "WARN"
+    assert "P2P and SHM are off" in result.message
+
+
+def test_infiniband_with_gpudirect_passes_and_without_warns() -> None:
+    hosts = [Host("a", vars=Vars(NDR)), Host("b", vars=Vars(NDR))]
+    good = transport_check("ib_gdrdma_two_nodes", hosts)
+    assert good.status == "PASS" and "NET/IB" in good.message and "GPUDirect RDMA" in good.message
+    assert transport_check("ib_without_gdrdma", hosts).status == "WARN"
+
+
+def test_efa_is_rdma_not_a_fallback() -> None:
+    hosts = [Host("a", vars=Vars(NDR)), Host("b", vars=Vars(NDR))]
+    result = transport_check("efa_p4d_two_nodes", hosts)
+    assert result.status == "PASS" and "NET/OFI" in result.message
+
+
+def test_backend_and_ranks_come_from_the_gpu_facts() -> None:
+    hosts = [Host("g1"), Host("g2"), Host("cpu")]
+    facts = {"g1": {"gpu.topology": {"gpu_count": 8}}, "g2": {"gpu.topology": {"gpu_count": 8}}}
+    setup = choose_setup(hosts, facts)
+    assert (setup.backend, setup.nproc, [h.name for h in setup.hosts]) == ("nccl", 8, ["g1", "g2"])
+    assert "left out (no GPU found): cpu" in setup.notes[0]
+    cpu_only = choose_setup([Host("c1"), Host("c2")], {})
+    assert (cpu_only.backend, cpu_only.nproc) == ("gloo", 1)
+    forced = choose_setup([Host("x", vars=Vars({"bench_gpus_per_host": 2}))], {})
+    assert (forced.backend, forced.nproc) == ("nccl", 2)
