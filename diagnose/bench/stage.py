@@ -305,9 +305,12 @@ class Stage:
             bad = [human_bytes(r["bytes"]) for r in rows if r["wrong"]]
             status, message = "FAIL", f"{collective}: {wrong} wrong elements (at {', '.join(bad)}); {message}"
         if not finished:
-            status = "ERROR"
-            message = f"{collective}: {self._stopped_reason(collective, outcome)}" + (
+            stopped = f"{self._stopped_reason(collective, outcome)}" + (
                 f"; {len(rows)} row(s) measured before are kept" if rows else ""
+            )
+            # Wrong elements already measured stay a FAIL: corruption is a verdict, a hang is not.
+            status, message = (
+                ("FAIL", f"{message}; then {stopped}") if wrong else ("ERROR", f"{collective}: {stopped}")
             )
         if setup.notes:
             message += f" [{'; '.join(setup.notes)}]"
