@@ -7,6 +7,11 @@
 
 Targets (issue 2): diagnose <= 1.3 x the floor, and >= 20 x faster than ansible-playbook.
 
+Every host is a healthy 8x H100 node of tests/hostkit.py. Its Python interpreter for the torch probe is a
+fake that prints the probe's output captured on a lent H200 machine: a real `import torch` costs about
+1.5 CPU-seconds per host, the same for all three methods, and on this 2-core machine 64 of them would
+measure torch's import time rather than the orchestration the bench compares.
+
     python3 bench/fanout.py [--hosts 64] [--repeat 3] [--skip-ansible]
 """
 
@@ -19,21 +24,30 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import yaml  # noqa: E402
 from fabric import Connection  # noqa: E402
 
 from diagnose import engine  # noqa: E402
 from diagnose.inventory import resolve_hosts  # noqa: E402
 from diagnose.playbook import load_playbook  # noqa: E402
 from diagnose.results import ResultsStore  # noqa: E402
-from tests.hostkit import healthy_host  # noqa: E402
-from tests.testbed import TestBed  # noqa: E402
+from tests.hostkit import captured, healthy_h100  # noqa: E402
+from tests.testbed import HostSpec, Reply, TestBed  # noqa: E402
 
 ANSIBLE_VENV = ROOT / "bench" / ".venv-ansible"
+PROBE_PYTHON = "bench-python"
+
+
+def bench_host(name: str) -> HostSpec:
+    spec = healthy_h100(name)
+    probe = Reply(stdout=captured("nccl_version/torch_h200x4.txt"))
+    return replace(spec, tools={**spec.tools, PROBE_PYTHON: probe})
 
 
 def ansible_playbook() -> Path:
@@ -84,11 +98,13 @@ def time_floor(bed: TestBed, combined: str, forks: int) -> float:
 
 def time_ansible(inventory: Path, commands: list[str], workdir: Path, forks: int) -> float:
     playbook = workdir / "ansible-bench.yml"
-    tasks = "".join(
-        f"    - name: command {i}\n      ansible.builtin.shell: {cmd!r}\n      ignore_errors: true\n"
+    tasks = [
+        {"name": f"command {i}", "ansible.builtin.shell": cmd, "ignore_errors": True}
         for i, cmd in enumerate(commands)
+    ]
+    playbook.write_text(
+        yaml.safe_dump([{"hosts": "all", "gather_facts": False, "tasks": tasks}], width=1 << 16)
     )
-    playbook.write_text(f"- hosts: all\n  gather_facts: false\n  tasks:\n{tasks}")
     env = {
         "PATH": f"{ANSIBLE_VENV / 'bin'}:/usr/local/bin:/usr/bin:/bin",
         "ANSIBLE_HOST_KEY_CHECKING": "False",
@@ -97,13 +113,20 @@ def time_ansible(inventory: Path, commands: list[str], workdir: Path, forks: int
         "HOME": str(workdir),
     }
     started = time.perf_counter()
-    subprocess.run(
+    done = subprocess.run(
         [str(ansible_playbook()), "-i", str(inventory), "-f", str(forks), str(playbook)],
         env=env,
-        stdout=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
         check=False,
     )
-    return time.perf_counter() - started
+    elapsed = time.perf_counter() - started
+    recap = done.stdout[done.stdout.rfind("PLAY RECAP") :]
+    if "PLAY RECAP" not in done.stdout or "unreachable=0" not in recap:
+        raise SystemExit(
+            f"ansible-playbook did not run every task:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        )
+    return elapsed
 
 
 def main() -> int:
@@ -120,11 +143,14 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="fanout-") as tmp, TestBed(Path(tmp)) as bed:
         workdir = Path(tmp)
         started = time.perf_counter()
-        bed.add_many([healthy_host(f"node{i:02d}") for i in range(1, args.hosts + 1)])
+        bed.add_many([bench_host(f"node{i:02d}") for i in range(1, args.hosts + 1)])
         print(f"started {args.hosts} sshd hosts in {time.perf_counter() - started:.1f} s", file=sys.stderr)
         inventory = bed.write_inventory(
-            workdir / "inventory.yaml", extra_vars={"diagnose_profile": "h100-8x-ndr400"}
+            workdir / "inventory.yaml",
+            extra_vars={"diagnose_profile": "h100-8x-ndr400", "ansible_python_interpreter": PROBE_PYTHON},
         )
+        # Ansible runs its modules with the interpreter variable, so its inventory keeps the real one.
+        ansible_inventory = bed.write_inventory(workdir / "ansible-inventory.yaml")
         playbook = load_playbook("acceptance")
         hosts = resolve_hosts(inventory, playbook, None, {})
         checks, _ = engine.selected_catalog(playbook.checks)
@@ -137,7 +163,9 @@ def main() -> int:
             diagnose_times.append(elapsed)
             floor_times.append(time_floor(bed, combined, args.hosts))
         diag, floor = statistics.median(diagnose_times), statistics.median(floor_times)
-        ansible = None if args.skip_ansible else time_ansible(inventory, commands, workdir, args.hosts)
+        ansible = (
+            None if args.skip_ansible else time_ansible(ansible_inventory, commands, workdir, args.hosts)
+        )
 
     print(f"\nper-host stage, {args.hosts} hosts, {len(commands)} commands each, forks {args.hosts}")
     print(f"{'method':<34}{'seconds':>9}{'vs floor':>10}")

@@ -13,7 +13,6 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -26,12 +25,9 @@ from diagnose.connection import connect
 from diagnose.hosts import Host
 from diagnose.model import CheckResult
 from diagnose.vars import Vars
-from tests.testbed import HostSpec, TestBed, TestHost, prerequisite_problem
+from tests.testbed import HostSpec, TestBed, TestHost
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(prerequisite_problem() is not None, reason=str(prerequisite_problem())),
-]
+pytestmark = pytest.mark.integration
 
 # One process per host keeps two torch imports on the 2-core CI machine; the sweep is small on purpose.
 PLAN = SimpleNamespace(
@@ -57,10 +53,9 @@ HANG_PLAN = SimpleNamespace(**{**vars(LONG_PLAN), "timeout_s": 15})
 
 
 @pytest.fixture
-def bed(tmp_path: Path) -> Iterator[TestBed]:
-    with TestBed(tmp_path / "bed") as testbed:
-        testbed.add_many([HostSpec("node1"), HostSpec("node2")])
-        yield testbed
+def bed(testbed: TestBed) -> TestBed:
+    testbed.add_many([HostSpec("node1"), HostSpec("node2")])
+    return testbed
 
 
 def hosts_of(bed: TestBed) -> list[Host]:
