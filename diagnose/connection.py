@@ -11,10 +11,12 @@ from __future__ import annotations
 import io
 import logging
 import os
+import re
 import secrets
 import shlex
 import socket
 import subprocess
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -24,6 +26,7 @@ import paramiko
 from fabric import Config
 from fabric import Connection as FabricConnection
 from invoke.exceptions import CommandTimedOut
+from paramiko.hostkeys import HostKeyEntry
 
 from diagnose.check import Command
 from diagnose.hosts import Host
@@ -38,6 +41,7 @@ DEFAULT_CONNECT_TIMEOUT_S = 10.0
 # abandoned: covers `timeout -k` grace periods and shell start-up.
 _BATCH_SLACK_S = 10.0
 _KILL_GRACE_S = 2
+_PLAIN_COMMAND = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./=:,+-]*( [A-Za-z0-9_./=:,+-]+)*")
 
 
 class ConnectError(Exception):
@@ -54,70 +58,74 @@ def _exit_code_of(text: str) -> int | None:
 def batch_script(commands: Sequence[Command], token: str, timeout_cap: float | None = None) -> str:
     """One POSIX shell script running every command with its own timeout and framed output.
 
-    Each command's stdout, then its exit code and stderr, are written between marker lines carrying a
-    random token, so no command output can forge a boundary. ``timeout`` (coreutils/busybox) bounds each
-    command on the host; where it is missing the command runs unbounded and the channel timeout is the
-    backstop.
+    Marker lines carrying a random token frame each command on both streams — stdout gets the command's
+    output and then its exit code, stderr gets its error output — so no output can forge a boundary, and
+    the batch costs the host no temporary files and no process beyond the command itself and its
+    ``timeout`` (coreutils/busybox). Where ``timeout`` is missing the command runs unbounded and the
+    channel timeout is the backstop.
     """
-    lines = [
-        'd=$(mktemp -d 2>/dev/null || { mkdir -p "/tmp/diagnose.$$" && echo "/tmp/diagnose.$$"; })',
-        "if command -v timeout >/dev/null 2>&1; then t=timeout; else t=; fi",
-    ]
+    lines = ["if command -v timeout >/dev/null 2>&1; then t=timeout; else t=; fi"]
     for command in commands:
         seconds = command.timeout if timeout_cap is None else min(command.timeout, timeout_cap)
         limit = f"{max(1, round(seconds))}"
-        quoted = shlex.quote(command.script)
+        # A plain command line (words only) is exec'd by timeout directly: one process instead of two.
+        plain = _PLAIN_COMMAND.fullmatch(command.script) is not None
+        run = command.script if plain else f"sh -c {shlex.quote(command.script)}"
+        begin = f"{token} OUT {command.key}"
         lines += [
-            f"printf '%s\\n' '{token} OUT {command.key}'",
-            f'if [ -n "$t" ]; then timeout -k {_KILL_GRACE_S} {limit} sh -c {quoted} </dev/null 2>"$d/err"; '
-            f'else sh -c {quoted} </dev/null 2>"$d/err"; fi',
+            f"printf '%s\\n' '{begin}'; printf '%s\\n' '{begin}' >&2",
+            f'if [ -n "$t" ]; then timeout -k {_KILL_GRACE_S} {limit} {run} </dev/null; '
+            f"else {run} </dev/null; fi",
             "rc=$?",
-            f"printf '\\n%s %s\\n' '{token} ERR {command.key}' \"$rc $t\"",
-            'cat "$d/err"',
-            f"printf '\\n%s\\n' '{token} END {command.key}'",
+            f"printf '\\n%s %s\\n' '{token} END {command.key}' \"$rc $t\"; printf '\\n%s\\n' '{token} END {command.key}' >&2",
         ]
-    lines.append('rm -rf "$d"')
     return "\n".join(lines) + "\n"
 
 
-def parse_batch_output(text: str, commands: Sequence[Command], token: str) -> dict[str, CommandOutput]:
-    """Split a batch script's stdout back into one CommandOutput per command key.
-
-    A command whose markers are missing (the batch was cut short) gets ``error`` set, so the check that
-    needed it reports an ERROR instead of judging half an output.
-    """
-    results: dict[str, CommandOutput] = {}
+def _sections(text: str, token: str) -> dict[str, tuple[str, str]]:
+    """{key: (body, tail of the END marker)} for every complete OUT…END section of one stream."""
+    sections: dict[str, tuple[str, str]] = {}
     current: str | None = None
-    section = ""
     buffer: list[str] = []
-    pending: CommandOutput | None = None
     for line in text.splitlines(keepends=True):
         if line.startswith(token + " "):
             _, kind, rest = line.rstrip("\n").split(" ", 2)
             key, _, tail = rest.partition(" ")
-            body = "".join(buffer)
             if kind == "OUT":
-                current, section, buffer = key, "out", []
-                pending = CommandOutput()
-                continue
-            if current != key or pending is None:
-                continue
-            if kind == "ERR":
-                pending.stdout = body[:-1] if body.endswith("\n") else body
-                code_text, _, wrapper = tail.partition(" ")
-                code = _exit_code_of(code_text)
-                pending.exit_code = code
-                pending.timed_out = bool(wrapper) and code in (124, 137)
-                section, buffer = "err", []
-            elif kind == "END" and section == "err":
-                pending.stderr = body[:-1] if body.endswith("\n") else body
-                results[key] = pending
-                current, pending, buffer = None, None, []
+                current, buffer = key, []
+            elif kind == "END" and key == current:
+                body = "".join(buffer)
+                sections[key] = (body[:-1] if body.endswith("\n") else body, tail)
+                current = None
             continue
-        buffer.append(line)
+        if current is not None:
+            buffer.append(line)
+    return sections
+
+
+def parse_batch_output(
+    stdout: str, stderr: str, commands: Sequence[Command], token: str
+) -> dict[str, CommandOutput]:
+    """Split a batch script's two streams back into one CommandOutput per command key.
+
+    A command whose markers are missing (the batch was cut short) gets ``error`` set, so the check that
+    needed it reports an ERROR instead of judging half an output.
+    """
+    outs, errs = _sections(stdout, token), _sections(stderr, token)
+    results: dict[str, CommandOutput] = {}
     for command in commands:
-        if command.key not in results:
+        if command.key not in outs:
             results[command.key] = CommandOutput(error="the batch ended before this command finished")
+            continue
+        body, tail = outs[command.key]
+        code_text, _, wrapper = tail.partition(" ")
+        code = _exit_code_of(code_text)
+        results[command.key] = CommandOutput(
+            stdout=body,
+            stderr=errs.get(command.key, ("", ""))[0],
+            exit_code=code,
+            timed_out=bool(wrapper) and code in (124, 137),
+        )
     return results
 
 
@@ -156,7 +164,7 @@ class Connection(ABC):
         script = batch_script(commands, token, timeout_cap)
         budget = sum(min(c.timeout, timeout_cap or c.timeout) + _KILL_GRACE_S for c in commands)
         result = self.run(script, timeout=budget + _BATCH_SLACK_S)
-        outputs = parse_batch_output(result.stdout, commands, token)
+        outputs = parse_batch_output(result.stdout, result.stderr, commands, token)
         if result.error or result.timed_out:
             reason = result.error or f"the command batch exceeded {budget + _BATCH_SLACK_S:.0f} s"
             for output in outputs.values():
@@ -243,6 +251,60 @@ def _describe_connect_error(exc: BaseException, host: Host, port: int, timeout: 
     return f"SSH to {where} failed: {type(exc).__name__}: {exc}"
 
 
+class _KnownHostsCache:
+    """known_hosts files parsed once per run and indexed by host name, shared by every connection.
+
+    Letting each of N connections parse an N-line known_hosts file costs O(N²) key decodings: seconds at
+    a few hundred hosts, spent before the first command runs.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._files: dict[str, tuple[float, dict[str, list[paramiko.PKey]], list[HostKeyEntry]]] = {}
+
+    def _load(self, path: str) -> tuple[dict[str, list[paramiko.PKey]], list[HostKeyEntry]]:
+        try:
+            mtime = os.stat(path).st_mtime
+        except OSError:
+            return {}, []
+        with self._lock:
+            cached = self._files.get(path)
+            if cached is not None and cached[0] == mtime:
+                return cached[1], cached[2]
+            plain: dict[str, list[paramiko.PKey]] = {}
+            hashed: list[HostKeyEntry] = []
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                for raw in handle:
+                    line = raw.strip()
+                    if not line or line.startswith(("#", "@")):
+                        continue
+                    try:
+                        entry = HostKeyEntry.from_line(line)
+                    except (paramiko.SSHException, ValueError):
+                        continue
+                    if entry is None or entry.key is None:
+                        continue
+                    for hostname in entry.hostnames:
+                        if hostname.startswith("|1|"):
+                            hashed.append(entry)
+                        else:
+                            plain.setdefault(hostname, []).append(entry.key)
+            self._files[path] = (mtime, plain, hashed)
+            return plain, hashed
+
+    def keys_for(self, path: str, name: str) -> list[paramiko.PKey]:
+        plain, hashed = self._load(path)
+        keys = list(plain.get(name, []))
+        for entry in hashed:
+            for hostname in entry.hostnames:
+                if hostname.startswith("|1|") and paramiko.HostKeys.hash_host(name, hostname) == hostname:
+                    keys.append(entry.key)
+        return keys
+
+
+_KNOWN_HOSTS = _KnownHostsCache()
+
+
 class SSHConnection(Connection):
     """A remote host over SSH, honouring the ansible_* variables and ~/.ssh/config.
 
@@ -286,13 +348,13 @@ class SSHConnection(Connection):
 
     def _prepare_host_keys(self) -> None:
         client = self._fabric.client
-        client.load_system_host_keys()
-        configured = self._fabric.ssh_config.get("userknownhostsfile")
-        for path in [configured, self.known_hosts]:
-            for one in (path or "").split():
-                expanded = os.path.expanduser(one)
-                if os.path.exists(expanded):
-                    client.load_host_keys(expanded)
+        files = [os.path.expanduser("~/.ssh/known_hosts")]
+        for path in [self._fabric.ssh_config.get("userknownhostsfile"), self.known_hosts]:
+            files += [os.path.expanduser(one) for one in (path or "").split()]
+        name = self.host.address if self.port == 22 else f"[{self.host.address}]:{self.port}"
+        for path in files:
+            for key in _KNOWN_HOSTS.keys_for(path, name):
+                client.get_host_keys().add(name, key.get_name(), key)
         policy = paramiko.WarningPolicy() if self.accept_unknown else paramiko.RejectPolicy()
         client.set_missing_host_key_policy(policy)
 

@@ -70,7 +70,6 @@ def default_out_dir(inventory: Path | None, now: datetime) -> Path:
 def _save_evidence(out_dir: Path, host: str, command: Command, output: CommandOutput) -> str:
     """Raw output as the operator would have seen it; stderr and exit status beside it when they matter."""
     folder = out_dir / "raw" / safe_name(host)
-    folder.mkdir(parents=True, exist_ok=True)
     name = safe_name(command.key)
     (folder / f"{name}.txt").write_text(output.stdout, encoding="utf-8", errors="replace")
     if output.stderr or output.exit_code not in (0, None) or output.timed_out or output.error:
@@ -126,6 +125,7 @@ def assess_host(
     timeout_cap = host.vars.float("command_timeout_s", None)
     commands = commands_of(checks, host.vars)
     outputs = connection.run_batch(commands, timeout_cap=timeout_cap)
+    (out_dir / "raw" / safe_name(host.name)).mkdir(parents=True, exist_ok=True)
     evidence = {c.key: _save_evidence(out_dir, host.name, c, outputs[c.key]) for c in commands}
     for check in checks:
         check_commands = check.host_commands(host.vars)

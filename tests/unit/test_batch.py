@@ -13,7 +13,7 @@ TOKEN = "@@diagnose-test"
 def run_batch_locally(commands: list[Command], timeout_cap: float | None = None) -> dict:
     script = batch_script(commands, TOKEN, timeout_cap)
     done = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=60)
-    return parse_batch_output(done.stdout, commands, TOKEN)
+    return parse_batch_output(done.stdout, done.stderr, commands, TOKEN)
 
 
 def test_outputs_exit_codes_and_stderr_stay_apart() -> None:
@@ -52,10 +52,8 @@ def test_output_that_imitates_a_marker_cannot_end_a_section() -> None:
 
 def test_a_truncated_batch_marks_the_missing_commands() -> None:
     commands = [Command("a", "echo a"), Command("b", "echo b")]
-    full = subprocess.run(
-        ["/bin/sh", "-c", batch_script(commands, TOKEN)], capture_output=True, text=True
-    ).stdout
-    cut = full[: full.index(f"{TOKEN} OUT b")]
-    out = parse_batch_output(cut, commands, TOKEN)
+    done = subprocess.run(["/bin/sh", "-c", batch_script(commands, TOKEN)], capture_output=True, text=True)
+    cut = done.stdout[: done.stdout.index(f"{TOKEN} OUT b")]
+    out = parse_batch_output(cut, done.stderr, commands, TOKEN)
     assert out["a"].stdout == "a\n"
     assert out["b"].error and not out["b"].ok
