@@ -305,6 +305,15 @@ class _KnownHostsCache:
 _KNOWN_HOSTS = _KnownHostsCache()
 
 
+class _AcceptUnknown(paramiko.MissingHostKeyPolicy):
+    """Admit a host that known_hosts does not list, for this connection only and without a warning on
+    stderr (cron mails stderr); a listed host whose key differs never reaches a policy: paramiko refuses
+    it as a changed key."""
+
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+        client.get_host_keys().add(hostname, key.get_name(), key)
+
+
 class SSHConnection(Connection):
     """A remote host over SSH, honouring the ansible_* variables and ~/.ssh/config.
 
@@ -355,7 +364,7 @@ class SSHConnection(Connection):
         for path in files:
             for key in _KNOWN_HOSTS.keys_for(path, name):
                 client.get_host_keys().add(name, key.get_name(), key)
-        policy = paramiko.WarningPolicy() if self.accept_unknown else paramiko.RejectPolicy()
+        policy = _AcceptUnknown() if self.accept_unknown else paramiko.RejectPolicy()
         client.set_missing_host_key_policy(policy)
 
     def open(self) -> None:
