@@ -116,25 +116,23 @@ class ResultsStore:
                     self._timer.start()
                 return
             self._last_write = now
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-            document = self._document_locked()
-            self._seq += 1
-            seq = self._seq
+            document, seq = self._snapshot_locked()
         self._write(document, seq, durable=False)
 
     def finish(self, **run_fields: Any) -> dict[str, Any]:
         with self._lock:
             self.run.update(run_fields)
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-            document = self._document_locked()
-            self._seq += 1
-            seq = self._seq
+            document, seq = self._snapshot_locked()
         self._write(document, seq)
         return document
+
+    def _snapshot_locked(self) -> tuple[dict[str, Any], int]:
+        """The document to write now and its sequence number; a pending delayed write becomes moot."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._seq += 1
+        return self._document_locked(), self._seq
 
     def _write(self, document: dict[str, Any], seq: int, durable: bool = True) -> None:
         """Write unless a newer snapshot already landed (a timer's flush may lose the race to finish)."""
