@@ -239,7 +239,7 @@ def cmd_checks(args: argparse.Namespace) -> int:
     from diagnose.catalog import load_catalog
 
     rows = [(e.id, e.checklist, e.needs, e.summary) for e in load_catalog()]
-    rows += [
+    rows += [  # results made by the stages after the host checks, listed so every id in a report is here
         (
             "nccl.transport",
             "3",
@@ -251,6 +251,25 @@ def cmd_checks(args: argparse.Namespace) -> int:
             "3",
             "benchmark stage (torchrun)",
             "busbw over the size sweep vs the expected range",
+        ),
+        (
+            "bench.straggler",
+            "3",
+            "benchmark stage (host pairs)",
+            "the slow host(s) behind a result below range",
+        ),
+        ("bench.cleanup", "3", "benchmark stage", "no benchmark process left behind on any host"),
+        (
+            "history.regression",
+            "–/3",
+            "--history database",
+            "PASS→FAIL, busbw drop, version change, host gone",
+        ),
+        (
+            "custom.<module>::<test>",
+            "–",
+            "testinfra (playbook custom_checks)",
+            "a site's own testinfra assertion",
         ),
     ]
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
