@@ -360,7 +360,8 @@ class SSHConnection(Connection):
         files = [os.path.expanduser("~/.ssh/known_hosts")]
         for path in [self._fabric.ssh_config.get("userknownhostsfile"), self.known_hosts]:
             files += [os.path.expanduser(one) for one in (path or "").split()]
-        name = self.host.address if self.port == 22 else f"[{self.host.address}]:{self.port}"
+        host = self._fabric.host  # after ~/.ssh/config HostName: the name paramiko checks
+        name = host if self.port == 22 else f"[{host}]:{self.port}"
         for path in files:
             for key in _KNOWN_HOSTS.keys_for(path, name):
                 client.get_host_keys().add(name, key.get_name(), key)

@@ -187,3 +187,23 @@ def test_checks_lists_the_catalog(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["checks"]) == 0
     listing = capsys.readouterr().out
     assert "host.reachable" in listing and "net.port_range" in listing
+
+
+def test_ssh_config_supplies_address_port_user_and_key(testbed: TestBed, tmp_path: Path) -> None:
+    host = testbed.add(HostSpec("real-name"))
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "config").write_text(
+        f"Host gpu-alias\n  HostName {host.address}\n  Port {host.port}\n  User root\n"
+        f"  IdentityFile {testbed.client_key}\n  UserKnownHostsFile {testbed.known_hosts}\n"
+    )
+    inventory = tmp_path / "inv.ini"
+    inventory.write_text("[gpu]\ngpu-alias\n")
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "diagnose.cli", "run", "-i", str(inventory), "--playbook"]
+    argv += [str(spine_playbook(tmp_path)), "-o", str(out), "--format", "json"]
+    done = subprocess.run(
+        argv, capture_output=True, text=True, env={**os.environ, "HOME": str(home)}, timeout=120
+    )
+    results = json.loads((out / "results.json").read_text())
+    assert by_host(results, "host.reachable")["gpu-alias"]["status"] == "PASS", done.stderr
