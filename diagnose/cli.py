@@ -112,15 +112,17 @@ def _run_locked(
     nightly = playbook.nightly
     deadline = unattended.Deadline(nightly.time_budget_s if nightly else None)
     started = datetime.now(timezone.utc)
+    run_id = engine.new_run_id(started)
     if args.runs_dir:
         out_dir = unattended.dated_run_dir(args.runs_dir)
     elif args.out:
         out_dir = Path(args.out)
+        out_dir.mkdir(parents=True, exist_ok=True)
     else:
-        out_dir = engine.default_out_dir(Path(args.inventory) if args.inventory else None, started)
-    out_dir.mkdir(parents=True, exist_ok=True)
+        out_dir = engine.default_out_dir(run_id, Path(args.inventory) if args.inventory else None)
     profiles = sorted({str(h.vars.get("diagnose_profile")) for h in hosts if h.vars.get("diagnose_profile")})
-    header = engine.run_header(inventory, playbook, ",".join(profiles) or None, ["diagnose", *args.argv])
+    profile = ",".join(profiles) or None
+    header = engine.run_header(run_id, started, inventory, playbook, profile, ["diagnose", *args.argv])
     store = engine.ResultsStore(out_dir / "results.json", header)
     states: dict[str, engine.HostState] = {}
     regressions: list[Any] = []
@@ -231,7 +233,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     if written is None:
         return EXIT_INTERNAL
     for item in written:
-        print(item)
+        if item != path:  # the input is not news
+            print(item)
     return EXIT_PASS
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import getpass
 import re
+import secrets
 import socket
 import sys
 import threading
@@ -16,7 +17,7 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -62,9 +63,18 @@ def safe_name(name: str) -> str:
     return cleaned[:120]
 
 
-def default_out_dir(inventory: Path | None, now: datetime) -> Path:
+def new_run_id(now: datetime) -> str:
+    """UTC time for sorting by eye, plus a random tail: two runs in one second must never share an id
+    (the history keys every row by it)."""
+    return f"{now.strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(2)}"
+
+
+def default_out_dir(run_id: str, inventory: Path | None) -> Path:
+    """A new folder under ./diagnose-runs/, created here so that no other run can have it."""
     stem = safe_name(inventory.stem) if inventory else "local"
-    return Path("diagnose-runs") / f"{now.strftime('%Y%m%dT%H%M%S')}-{stem}"
+    folder = Path("diagnose-runs") / f"{run_id}-{stem}"
+    folder.mkdir(parents=True)
+    return folder
 
 
 def _save_evidence(out_dir: Path, host: str, command: Command, output: CommandOutput) -> str:
@@ -245,10 +255,17 @@ def run_cluster_stage(entries: list[ClusterCheck], states: dict[str, HostState],
     store.flush(force=True)
 
 
-def run_header(inventory: Path | None, playbook: Any, profile: str | None, argv: list[str]) -> dict[str, Any]:
+def run_header(
+    run_id: str,
+    started: datetime,
+    inventory: Path | None,
+    playbook: Any,
+    profile: str | None,
+    argv: list[str],
+) -> dict[str, Any]:
     return {
-        "id": datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ"),
-        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "id": run_id,
+        "started": started.isoformat(timespec="seconds"),
         "finished": None,
         "tool_version": __version__,
         "inventory": str(inventory) if inventory else "inventory/local.yaml",
