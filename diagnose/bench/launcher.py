@@ -17,6 +17,10 @@ Life of one launch:
 5. stop what is left on every host still reachable — SIGTERM to the session (torchrun tears its workers
    down), then SIGKILL to every process carrying the token — and count what survived;
 6. fetch each rank's NCCL log into ``<out>/raw/<host>/nccl-rank<N>.log`` and remove the remote folder.
+
+The same life serves other jobs: a subclass of :class:`Launch` changes what is started, how its progress
+reads and where its evidence goes (``diagnose.bench.nccl_tests_run`` runs nccl-tests this way), and
+:func:`run_launch` gives it the same follow, stop and cleanup discipline.
 """
 
 from __future__ import annotations
@@ -46,7 +50,8 @@ FAILURE_GRACE_S = 10.0
 EXIT_GRACE_S = 60.0
 TERM_GRACE_S = 3
 _FILE_MARK = "@@diagnose-file "
-_TOKEN_VAR = "DIAGNOSE_BENCH_TOKEN"
+#: Every process of a launch carries this variable (the launch's token): how stop() finds them all.
+TOKEN_VAR = "DIAGNOSE_BENCH_TOKEN"
 
 
 @dataclass
@@ -101,7 +106,6 @@ def start_script(
     env: Mapping[str, str],
 ) -> str:
     """Shell that starts torchrun detached in its own session and returns at once."""
-    exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
     command = " ".join(
         [
             shlex.quote(python),
@@ -112,25 +116,39 @@ def start_script(
             *map(shlex.quote, program_args),
         ]
     )
+    return detached_script(folder, token, command, env)
+
+
+def detached_script(
+    folder: str, token: str, command: str, env: Mapping[str, str], *, merge_stderr: bool = False
+) -> str:
+    """Shell that starts ``command`` (a shell command line; ``$0`` is the folder) detached in a session of
+    its own, with the token and ``env`` exported, and returns at once.
+
+    Its stdout goes to ``out.txt``, its stderr to ``err.txt`` (or into ``out.txt`` with ``merge_stderr``,
+    where the order of both matters), its exit status to ``rc`` once it ends.
+    """
+    exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
+    errors = "2>&1" if merge_stderr else '2> "$0/err.txt"'
     inner = (
         'echo $$ > "$0/pgid"; '
-        f'{command} > "$0/out.txt" 2> "$0/err.txt"; '
+        f'{command} > "$0/out.txt" {errors}; '
         'echo $? > "$0/rc.tmp"; mv "$0/rc.tmp" "$0/rc"'
     )
     return (
         f"d={shlex.quote(folder)}\n"
         'mkdir -p "$d/logs" || exit 1\n'
         "command -v setsid >/dev/null 2>&1 || { echo 'setsid (util-linux) is not installed' >&2; exit 127; }\n"
-        f"export {_TOKEN_VAR}={shlex.quote(token)}\n"
+        f"export {TOKEN_VAR}={shlex.quote(token)}\n"
         f"{exports}"
         f'setsid sh -c {shlex.quote(inner)} "$d" </dev/null >/dev/null 2>&1 &\n'
         "exit 0\n"
     )
 
 
-def poll_script(folder: str, offset: int | None) -> str:
-    """Exit status (empty while running) and, when ``offset`` is given, new bytes of the results file."""
-    tail = f'tail -c +{offset + 1} "$d/results.jsonl" 2>/dev/null' if offset is not None else ":"
+def poll_script(folder: str, offset: int | None, progress: str = "results.jsonl") -> str:
+    """Exit status (empty while running) and, when ``offset`` is given, new bytes of the progress file."""
+    tail = f'tail -c +{offset + 1} "$d/{progress}" 2>/dev/null' if offset is not None else ":"
     return f'd={shlex.quote(folder)}\nprintf \'rc=%s\\n\' "$(cat "$d/rc" 2>/dev/null)"\n{tail}\n'
 
 
@@ -138,7 +156,7 @@ def kill_script(folder: str, token: str) -> str:
     """Stop the launch's session, then every process still carrying the token; print how many survive."""
     find = (
         "for p in /proc/[0-9]*; do "
-        f"if tr '\\0' '\\n' < \"$p/environ\" 2>/dev/null | grep -qx {shlex.quote(f'{_TOKEN_VAR}={token}')}; "
+        f"if tr '\\0' '\\n' < \"$p/environ\" 2>/dev/null | grep -qx {shlex.quote(f'{TOKEN_VAR}={token}')}; "
         'then echo "${p#/proc/}"; fi; done'
     )
     return (
@@ -185,7 +203,15 @@ def _safe(name: str) -> str:
 
 
 class Launch:
-    """One launch in progress; see the module docstring for its life."""
+    """One launch in progress; see the module docstring for its life.
+
+    ``runner`` names what was started in messages; ``progress_file`` is the file in the remote folder
+    whose new lines :meth:`_decode` turns into progress records (``start``, ``warm``, ``begin``, ``row``,
+    ``done``).
+    """
+
+    runner = "torchrun"
+    progress_file = "results.jsonl"
 
     def __init__(self, spec: LaunchSpec) -> None:
         self.spec = spec
@@ -294,7 +320,12 @@ class Launch:
         while True:
             results = self._each(
                 lambda h: self._run(
-                    h, poll_script(self.folders[h.name], self._offset if h is self.hosts[0] else None)
+                    h,
+                    poll_script(
+                        self.folders[h.name],
+                        self._offset if h is self.hosts[0] else None,
+                        self.progress_file,
+                    ),
                 ),
                 self._reachable(),
             )
@@ -317,7 +348,9 @@ class Launch:
                 if self._done:
                     self._finish("done", "")
                 else:
-                    self._finish("failed", "torchrun exited 0 on every host but the program never finished")
+                    self._finish(
+                        "failed", f"{self.runner} exited 0 on every host but the program never finished"
+                    )
                 return
             if failed:
                 failed_at = failed_at or now
@@ -328,7 +361,7 @@ class Launch:
             elif outcome.start is None and now - started > spec.startup_timeout_s:
                 self._finish(
                     "hung",
-                    f"torchrun did not get the ranks together within {spec.startup_timeout_s:.0f} s "
+                    f"{self.runner} did not get the ranks together within {spec.startup_timeout_s:.0f} s "
                     "(rendezvous or communicator set-up hung)",
                 )
                 return
@@ -347,13 +380,15 @@ class Launch:
                     )
                     return
             elif outcome.start is not None and now - last_progress > EXIT_GRACE_S:
-                # Every row is in; torchrun's exit barrier waits for all agents, so one stuck host keeps
-                # the others from exiting. The measurements are complete: keep them, name the hosts.
+                # Every row is in; torchrun's exit barrier waits for all agents (mpirun for all ranks), so
+                # one stuck host keeps the others from exiting. The measurements are complete: keep them,
+                # name the hosts.
                 stuck = sorted(n for n, c in codes.items() if c is None)
                 status = "done" if self._done else "failed"
                 self._finish(
                     status,
-                    f"torchrun did not exit on {', '.join(stuck) or 'some host'} within {EXIT_GRACE_S:.0f} s "
+                    f"{self.runner} did not exit on {', '.join(stuck) or 'some host'} "
+                    f"within {EXIT_GRACE_S:.0f} s "
                     "after the last row; stopped there",
                 )
                 return
@@ -370,14 +405,15 @@ class Launch:
         elif event == "row":
             self.outcome.rows.append(record)
             key = (record["collective"], record["bytes"])
-            while expected and expected[0] != key:
-                expected.pop(0)
-            if expected:
+            if key in expected:  # a size the plan did not foresee leaves the hang budget as it is
+                while expected[0] != key:
+                    expected.pop(0)
                 expected.pop(0)
         elif event == "begin":
             key = (record["collective"], record["bytes"])
-            while expected and expected[0] != key:
-                expected.pop(0)
+            if key in expected:
+                while expected[0] != key:
+                    expected.pop(0)
         elif event == "warm":
             self._warmed.add(record["collective"])
         elif event == "done":
@@ -389,6 +425,10 @@ class Launch:
         text = self._partial + data
         lines = text.split("\n")
         self._partial = lines.pop()
+        return self._decode(lines)
+
+    def _decode(self, lines: list[str]) -> list[dict[str, Any]]:
+        """Progress records from new complete lines of the progress file: the program's JSON lines."""
         records = []
         for line in lines:
             try:
@@ -407,11 +447,15 @@ class Launch:
         self.outcome.status = status
         self.outcome.message = message
 
+    def _stop_targets(self) -> list[Host]:
+        """The hosts where processes of the launch may run: those it started something on."""
+        return self._reachable()
+
     def stop(self) -> None:
         """Stop every process of the launch on every host still reachable; count the survivors."""
         results = self._each(
             lambda h: self._run(h, kill_script(self.folders[h.name], self.token), timeout=TERM_GRACE_S + 30),
-            self._reachable(),
+            self._stop_targets(),
         )
         for name, result in results.items():
             left = result.stdout.rpartition("left=")[2].strip()
@@ -422,7 +466,7 @@ class Launch:
 
     def collect(self) -> None:
         """Bring logs and program output home, then remove the remote folders."""
-        spec, outcome = self.spec, self.outcome
+        spec = self.spec
         results = self._each(
             lambda h: self._run(h, collect_script(self.folders[h.name]), timeout=120), self._reachable()
         )
@@ -433,13 +477,7 @@ class Launch:
             folder = spec.out_dir / "raw" / _safe(name)
             folder.mkdir(parents=True, exist_ok=True)
             for filename, content in split_files(result.stdout).items():
-                if filename.startswith("nccl-rank") and filename.endswith(".log"):
-                    rank = int(filename[len("nccl-rank") : -len(".log")])
-                    path = folder / f"nccl-rank{rank}{suffix}.log"
-                    outcome.logs[rank] = path
-                else:
-                    path = folder / f"bench{suffix}.{filename}"
-                    outcome.evidence[f"{name}:{filename}"] = str(path.relative_to(spec.out_dir))
+                path = self._place(folder, name, filename, suffix)
                 path.write_text(content, encoding="utf-8", errors="replace")
         run_root = f"/tmp/diagnose-{spec.run_id}"
         self._each(
@@ -450,6 +488,17 @@ class Launch:
             ),
             self._reachable(),
         )
+
+    def _place(self, folder: Path, name: str, filename: str, suffix: str) -> Path:
+        """Where one fetched file of host ``name`` goes, recorded as a rank's NCCL log or as evidence."""
+        if filename.startswith("nccl-rank") and filename.endswith(".log"):
+            rank = int(filename[len("nccl-rank") : -len(".log")])
+            path = folder / f"nccl-rank{rank}{suffix}.log"
+            self.outcome.logs[rank] = path
+        else:
+            path = folder / f"bench{suffix}.{filename}"
+            self.outcome.evidence[f"{name}:{filename}"] = str(path.relative_to(self.spec.out_dir))
+        return path
 
     def failure_detail(self) -> str:
         """The last lines of stderr of the hosts whose torchrun failed, for the message."""
@@ -473,8 +522,12 @@ class LaunchError(Exception):
 
 
 def launch(spec: LaunchSpec) -> LaunchOutcome:
-    """Run one launch to its end and always clean up after it (see the module docstring)."""
-    job = Launch(spec)
+    """Run one torchrun launch to its end and always clean up after it (see the module docstring)."""
+    return run_launch(Launch(spec))
+
+
+def run_launch(job: Launch) -> LaunchOutcome:
+    """Start, follow, stop and clean up one job of any kind; its outcome, with failures explained."""
     try:
         try:
             job.start()

@@ -12,6 +12,26 @@ hosts without GPUs — it proves the plumbing, never the fabric), launches the p
   same verdict: wrong elements fail it, large-message busbw below the normal range for this node count
   fails it, and a run that hung, crashed or lost a host is an ERROR that keeps the rows measured before;
 * when a multi-node result falls short, host pairs isolate the slow host(s) (``bench.straggler``).
+
+The playbook's ``benchmarks.tool`` picks what measures: ``torch`` (diagnose's own program, shipped to the
+hosts and started with torchrun) or ``nccl-tests`` (the site's own binaries, started directly on one node
+or with an MPI launcher across nodes: :mod:`diagnose.bench.nccl_tests_run`). Both are judged alike.
+
+Variables (read from the first host unless said otherwise; any inventory level, the playbook's ``vars``
+or ``-e``):
+
+* ``bench_gpus_per_host`` ranks per host instead of the GPUs the checks found; ``bench_backend: gloo``
+  forces gloo; ``bench_procs_per_host`` gloo ranks per host (default 1);
+* ``bench_dtype`` element type (float32, float16, bfloat16, float64, int32; default float32);
+* ``bench_env`` more environment for the ranks (a mapping, or ``K=V,K=V``);
+* ``bench_startup_timeout_s`` how long the ranks may take to come together (default 300);
+* ``bench_python`` (per host) the Python with torch; ``bench_master_addr`` / ``bench_master_port`` the
+  rendezvous address and port of torchrun (default: the first host's address, a free port);
+* ``bench_tolerance`` and ``expected_busbw_<collective>_gbps``: see :mod:`diagnose.bench.expect`;
+* with ``tool: nccl-tests``: ``nccl_tests_dir`` (the folder of the ``*_perf`` binaries, required),
+  ``mpirun`` (the launcher across nodes, default ``mpirun``), ``nccl_tests_mpi_args`` (more launcher
+  arguments), ``nccl_tests_mpi_host`` (per host: its name in ``mpirun -H``, default its address) and
+  ``nccl_tests_fallback: torch`` (measure with torch what nccl-tests cannot run, instead of an ERROR).
 """
 
 from __future__ import annotations
@@ -42,6 +62,11 @@ ROW_BASE_S = 30.0
 GLOO_FLOOR_GBPS = 0.02
 NCCL_FLOOR_GBPS = 1.0
 DEFAULT_STARTUP_S = 300.0
+
+# The row of results.json, and notes a row may carry: ``max_error`` where old nccl-tests printed the
+# largest deviation instead of a count, ``wrong_is_lower_bound`` where that deviation means "at least one".
+ROW_KEYS = ("bytes", "time_us", "algbw_gbps", "busbw_gbps", "wrong")
+ROW_NOTES = ("max_error", "wrong_is_lower_bound")
 
 TCP_FALLBACK_CAUSES = (
     "likely causes: NCCL_IB_DISABLE=1 or NCCL_NET=Socket in the environment or nccl.conf; no "
@@ -107,7 +132,7 @@ def choose_setup(hosts: list[Host], facts: Mapping[str, Mapping[str, Facts]]) ->
     return Setup("gloo", max(1, procs or 1), list(hosts), notes)
 
 
-def _env(host: Host, backend: str) -> dict[str, str]:
+def launch_env(host: Host, backend: str) -> dict[str, str]:
     """NCCL's INFO log for the transport check, plus the playbook's or inventory's ``bench_env``.
 
     Nothing is ever unset: NCCL_NVLS_ENABLE=0 and its kin in the host's login environment reach the
@@ -125,6 +150,22 @@ def _env(host: Host, backend: str) -> dict[str, str]:
             if sep and key.strip():
                 env[key.strip()] = value.strip()
     return env
+
+
+def wrong_summary(rows: list[dict[str, Any]], wrong: int) -> str:
+    """What the wrong rows say: a count of elements, or (old nccl-tests) deviations beyond tolerance."""
+    bad = [human_bytes(r["bytes"]) for r in rows if r["wrong"]]
+    if not any(r.get("wrong_is_lower_bound") for r in rows):
+        return f"{wrong} wrong elements (at {', '.join(bad)})"
+    largest = max(r.get("max_error") or 0.0 for r in rows if r["wrong"])
+    return (
+        f"results beyond nccl-tests' tolerance at {', '.join(bad)} (largest deviation {largest:g}; this "
+        "nccl-tests version prints the largest deviation, not a count of wrong elements)"
+    )
+
+
+#: Measures one collective on some hosts: (setup, hosts, tag, collectives, min_bytes, max_bytes).
+PairLaunch = Callable[[Setup, list[Host], str, list[str], int, int], LaunchOutcome]
 
 
 class Stage:
@@ -212,7 +253,7 @@ class Stage:
             out_dir=self.ctx.out_dir,
             startup_timeout_s=startup,
             deadline=self.ctx.deadline,
-            env=_env(self.first, setup.backend),
+            env=launch_env(self.first, setup.backend),
         )
         return launch(spec)
 
@@ -284,11 +325,12 @@ class Stage:
         hosts: list[Host],
         outcome: LaunchOutcome,
         transport: dict[str, Any] | None,
+        tool: str = "torch",
     ) -> tuple[dict[str, Any], Expectation]:
         assert self.first is not None
         nodes = len(hosts)
         rows = [
-            {k: r[k] for k in ("bytes", "time_us", "algbw_gbps", "busbw_gbps", "wrong")}
+            {k: r[k] for k in (*ROW_KEYS, *ROW_NOTES) if k in r}
             for r in outcome.rows
             if r["collective"] == collective
         ]
@@ -302,8 +344,7 @@ class Stage:
         status, message = judge_busbw(collective, measured, at_bytes, nodes, expectation, setup.backend)
         wrong = sum(r["wrong"] or 0 for r in rows)
         if wrong:
-            bad = [human_bytes(r["bytes"]) for r in rows if r["wrong"]]
-            status, message = "FAIL", f"{collective}: {wrong} wrong elements (at {', '.join(bad)}); {message}"
+            status, message = "FAIL", f"{collective}: {wrong_summary(rows, wrong)}; {message}"
         if not finished:
             stopped = f"{self._stopped_reason(collective, outcome)}" + (
                 f"; {len(rows)} row(s) measured before are kept" if rows else ""
@@ -316,7 +357,7 @@ class Stage:
             message += f" [{'; '.join(setup.notes)}]"
         record = {
             "collective": collective,
-            "tool": "torch",
+            "tool": tool,
             "backend": setup.backend,
             "hosts": [h.name for h in hosts],
             "nodes": nodes,
@@ -358,11 +399,25 @@ class Stage:
                 )
             return
         setup = choose_setup(ctx.hosts, ctx.facts)
+        judge_transport = True
         if plan.tool == "nccl-tests":
-            setup.notes.append("tool nccl-tests is not run by this version; measured with torch instead")
+            # Imported here: the nccl-tests runner builds on this module's Setup and helpers.
+            from diagnose.bench.nccl_tests_run import NcclTestsBench
+
+            handoff = NcclTestsBench(self, setup).run(collectives)
+            if not handoff.collectives:
+                return
+            collectives, judge_transport = handoff.collectives, not handoff.measured
+            setup.notes.append(handoff.note)
+        self.run_torch(setup, collectives, judge_transport)
+
+    def run_torch(self, setup: Setup, collectives: list[str], judge_transport: bool = True) -> None:
+        """One torchrun launch of every collective, its entries, straggler isolation and cleanup checks."""
+        ctx, plan = self.ctx, self.plan
         outcome = self.launch(setup, setup.hosts, "main", collectives, plan.min_bytes, plan.max_bytes)
         transport = self.transport(outcome) if setup.backend == "nccl" else None
-        ctx.emit_check(self.judge_transport(setup, transport, outcome))
+        if judge_transport:
+            ctx.emit_check(self.judge_transport(setup, transport, outcome))
         short: list[tuple[str, Expectation]] = []
         for collective in collectives:
             record, expectation = self.entry(collective, setup, setup.hosts, outcome, transport)
@@ -375,6 +430,11 @@ class Stage:
                 short.append((collective, expectation))
         if short and plan.straggler_isolation:
             self.isolate(setup, short[0][0])
+        self.report_cleanup(outcome)
+
+    def report_cleanup(self, outcome: LaunchOutcome) -> None:
+        """A WARN when a finished run had to be stopped, an ERROR when its processes survived SIGKILL."""
+        ctx = self.ctx
         if outcome.status == "done" and outcome.message:
             ctx.emit_check(CheckResult("bench.cleanup", None, CHECKLIST, "WARN", message=outcome.message))
         leftovers = {h: n for h, n in outcome.leftovers.items() if n}
@@ -408,9 +468,14 @@ class Stage:
             evidence=evidence,
         )
 
-    def isolate(self, setup: Setup, collective: str) -> None:
-        """Pair runs of ``collective`` at the largest size until the slow host(s) are named."""
+    def isolate(self, setup: Setup, collective: str, launch: PairLaunch | None = None) -> None:
+        """Pair runs of ``collective`` at the largest size until the slow host(s) are named.
+
+        ``launch`` measures one pair (default: :meth:`launch`, torch); the nccl-tests runner passes its own
+        so that pairs are measured with the tool that found the shortfall.
+        """
         ctx, plan = self.ctx, self.plan
+        launch = launch or self.launch
         assert self.first is not None
         two = expected_busbw(collective, 2, setup.nproc, self.first.vars)
         if two.low_gbps is None:
@@ -421,7 +486,7 @@ class Stage:
             if ctx.deadline is not None and time.monotonic() > ctx.deadline:
                 break
             for a, b in pairs:  # sequential: concurrent pairs would share the rendezvous host's ports
-                outcome = self.launch(
+                outcome = launch(
                     setup,
                     [by_name[a], by_name[b]],
                     f"pair-{a}-{b}",

@@ -1,0 +1,685 @@
+"""nccl-tests instead of torch: ``<collective>_perf`` on one host, or under ``mpirun`` across several.
+
+Sites that have built nccl-tests trust its numbers. With ``benchmarks.tool: nccl-tests`` the stage measures
+with those binaries instead of its own program and judges the result the same way
+(:mod:`diagnose.bench.expect`); the entries say ``"tool": "nccl-tests"``.
+
+Variables (read from the first host, so set them for ``all``, in the playbook's ``vars`` or with ``-e``;
+``nccl_tests_mpi_host`` is per host):
+
+* ``nccl_tests_dir``: the folder holding all_reduce_perf, reduce_scatter_perf, all_gather_perf,
+  alltoall_perf, broadcast_perf and sendrecv_perf (nccl-tests' ``build/``), the same path on every host;
+* ``mpirun``: the launcher across nodes, a path or a name on the first host's PATH (default ``mpirun``).
+  Open MPI's options are used (``-np``, ``-H host:slots``, ``-x VAR``); reaching the other hosts is the
+  launcher's business, set up by the site as for any MPI job;
+* ``nccl_tests_mpi_args``: more launcher arguments, as shell words or a YAML list
+  (``--allow-run-as-root -x LD_LIBRARY_PATH``);
+* ``nccl_tests_mpi_host``: the name ``-H`` gives this host (default: its address, ``ansible_host``);
+* ``nccl_tests_fallback``: ``torch`` measures with torch what nccl-tests cannot run; unset, such a
+  collective is an ERROR.
+
+How a run goes:
+
+1. one cheap command per host checks that the binaries exist and are executable and, across nodes, that
+   the launcher is found; the first host also names the NCCL_* variables of its login environment, which
+   ``mpirun -x`` forwards (ranks started by mpirun get its environment, not their host's login). Each
+   host that falls short is a ``bench.nccl_tests`` ERROR saying what is missing there;
+2. per collective, one job on the first host (:class:`NcclTestsLaunch`): the binary itself with
+   ``-g <gpus>`` on one node, ``mpirun -np <nodes × gpus> -H ... <binary> ... -g 1`` across nodes, NCCL's
+   INFO log on. The launcher (:mod:`diagnose.bench.launcher`) follows, stops and cleans it up like a
+   torchrun job: the table is read row by row as it grows, so a hang is named by size, the rows before it
+   are kept, and every process carrying the launch's token is killed on every host of the job;
+3. its output, table and INFO lines together, is the evidence ``raw/<first host>/nccl-tests-<collective>.log``:
+   rows come from the nccl-tests parser, the transport from the NCCL log parser.
+
+Rows keep nccl-tests' out-of-place time and bandwidths (the columns its users read). Wrong results count
+over both placements: a corrupted in-place result is as broken as an out-of-place one. Current nccl-tests
+count wrong elements (``#wrong``). Older ones print the largest deviation from the expected value
+(``error``); a deviation within nccl-tests' own tolerance for the type is rounding (wrong 0), one beyond
+it means at least one element is wrong (wrong 1, marked ``wrong_is_lower_bound``).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from diagnose.bench import program
+from diagnose.bench.expect import Expectation, expected_busbw
+from diagnose.bench.launcher import (
+    TOKEN_VAR,
+    Launch,
+    LaunchError,
+    LaunchOutcome,
+    LaunchSpec,
+    detached_script,
+    remote_dir,
+    run_launch,
+)
+from diagnose.bench.stage import CHECKLIST, DEFAULT_STARTUP_S, Setup, launch_env
+from diagnose.check import ParseError
+from diagnose.hosts import Host
+from diagnose.model import CheckResult, CommandOutput
+from diagnose.parsers.nccl_tests import parse_nccl_tests
+from diagnose.vars import Vars
+
+if TYPE_CHECKING:
+    from diagnose.bench.stage import Stage
+
+#: The nccl-tests binary of each collective.
+BINARIES: dict[str, str] = {
+    "all_reduce": "all_reduce_perf",
+    "reduce_scatter": "reduce_scatter_perf",
+    "all_gather": "all_gather_perf",
+    "all_to_all": "alltoall_perf",
+    "broadcast": "broadcast_perf",
+    "sendrecv": "sendrecv_perf",
+}
+#: nccl-tests' ``-d`` name of each ``bench_dtype``.
+DTYPE_NAMES = {
+    "float32": "float",
+    "float16": "half",
+    "bfloat16": "bfloat16",
+    "float64": "double",
+    "int32": "int32",
+}
+#: The largest deviation old nccl-tests accept per type column (DeltaMaxValue in its common.cu);
+#: integer types, and any type not listed, must be exact.
+TOLERANCE = {
+    "float": 1e-5,
+    "float32": 1e-5,
+    "half": 1e-2,
+    "float16": 1e-2,
+    "bfloat16": 1e-2,
+    "double": 1e-12,
+    "float64": 1e-12,
+}
+CHECK_ID = "bench.nccl_tests"
+FALLBACKS = ("torch",)
+PREFLIGHT_TIMEOUT_S = 30.0
+_MPI_TAG = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:")
+_NCCL_LINE = re.compile(r"\bNCCL (?:INFO|WARN)\b")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+# ---------------------------------------------------------------------------------------------- settings
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The nccl-tests variables of a run; ``problem`` says what is wrong with them, if anything."""
+
+    directory: str | None
+    mpirun: str
+    mpi_args: tuple[str, ...]
+    fallback: str | None
+    problem: str | None = None
+
+    @classmethod
+    def of(cls, host_vars: Vars) -> Settings:
+        raw_args = host_vars.get("nccl_tests_mpi_args")
+        problem = None
+        if isinstance(raw_args, (list, tuple)):
+            words = [str(word) for word in raw_args]
+        else:
+            try:
+                words = shlex.split(str(raw_args)) if raw_args else []
+            except ValueError as exc:
+                words, problem = [], f"nccl_tests_mpi_args is not valid shell words ({exc})"
+        fallback = (host_vars.str("nccl_tests_fallback") or "").strip().lower() or None
+        if fallback in ("none", "false", "no"):
+            fallback = None
+        if fallback is not None and fallback not in FALLBACKS:
+            problem = f"nccl_tests_fallback must be {' or '.join(FALLBACKS)} or unset, got {fallback!r}"
+            fallback = None
+        directory = (host_vars.str("nccl_tests_dir") or "").strip() or None
+        mpirun = (host_vars.str("mpirun") or "").strip() or "mpirun"
+        return cls(directory, mpirun, tuple(words), fallback, problem)
+
+
+def binary_path(directory: str, collective: str) -> str:
+    return f"{directory.rstrip('/')}/{BINARIES[collective]}"
+
+
+def mpi_host(host: Host) -> str:
+    """The name this host has in ``mpirun -H``: ``nccl_tests_mpi_host``, else its address."""
+    return host.vars.str("nccl_tests_mpi_host") or host.address
+
+
+def sweep_args(min_bytes: int, max_bytes: int, factor: int, warmup: int, iters: int, dtype: str) -> list[str]:
+    """nccl-tests' options for the playbook's sweep, with validation on (``-c 1``)."""
+    return [
+        "-b",
+        str(min_bytes),
+        "-e",
+        str(max_bytes),
+        "-f",
+        str(factor),
+        "-w",
+        str(warmup),
+        "-n",
+        str(iters),
+        "-c",
+        "1",
+        "-d",
+        DTYPE_NAMES[dtype],
+    ]
+
+
+def command_argv(
+    settings: Settings,
+    collective: str,
+    hosts: Sequence[Host],
+    gpus: int,
+    sweep: Sequence[str],
+    env: Mapping[str, str],
+    forward: Iterable[str] = (),
+) -> list[str]:
+    """The command line on the first host: the binary on one node, the launcher across several.
+
+    On one node the binary drives every GPU from one process (``-g gpus``) and inherits ``env`` from the
+    shell. Across nodes each rank drives one GPU (``-g 1``); ``env`` is passed with ``-x K=V``, then the
+    variables named in ``forward`` (the first host's NCCL_* settings) and the launch token with ``-x K``,
+    so that every rank on every host has them and the launcher can find them again to stop them.
+    """
+    assert settings.directory is not None
+    binary = binary_path(settings.directory, collective)
+    if len(hosts) == 1:
+        return [binary, *sweep, "-g", str(gpus)]
+    passed = [word for key, value in env.items() for word in ("-x", f"{key}={value}")]
+    names = sorted({n for n in forward if n not in env and n != TOKEN_VAR and _ENV_NAME.fullmatch(n)})
+    passed += [word for name in [*names, TOKEN_VAR] for word in ("-x", name)]
+    slots = ",".join(f"{mpi_host(h)}:{gpus}" for h in hosts)
+    return [
+        settings.mpirun,
+        "-np",
+        str(len(hosts) * gpus),
+        "-H",
+        slots,
+        *settings.mpi_args,
+        *passed,
+        binary,
+        *sweep,
+        "-g",
+        "1",
+    ]
+
+
+# --------------------------------------------------------------------------------------------- preflight
+
+
+def preflight_script(directory: str, binaries: Iterable[str], launcher: str | None, list_env: bool) -> str:
+    """One shell command: a line per binary that is missing or not executable, ``no-launcher`` when the
+    launcher is not found, and with ``list_env`` an ``env NAME`` line per NCCL_* variable."""
+    lines = [f"d={shlex.quote(directory)}"]
+    for name in binaries:
+        path = f'"$d"/{shlex.quote(name)}'
+        lines.append(
+            f"if [ ! -e {path} ]; then echo missing {shlex.quote(name)}; "
+            f"elif [ -d {path} ] || [ ! -x {path} ]; then echo not-executable {shlex.quote(name)}; fi"
+        )
+    if launcher is not None:
+        quoted = shlex.quote(launcher)
+        # dash's `command -v` accepts a path that exists without being executable: test paths directly.
+        lines.append(
+            f"case {quoted} in */*) [ -f {quoted} ] && [ -x {quoted} ] ;; "
+            f"*) command -v {quoted} >/dev/null 2>&1 ;; esac || echo no-launcher"
+        )
+    if list_env:
+        lines.append("env | sed -n 's/^\\(NCCL_[A-Za-z0-9_]*\\)=.*/env \\1/p'")
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class HostCheck:
+    """What one host's preflight found: binaries with what is wrong, the launcher, NCCL_* names."""
+
+    binaries: dict[str, str] = field(default_factory=dict)  # binary -> "missing" | "not executable"
+    launcher_found: bool = True
+    env_names: list[str] = field(default_factory=list)
+    error: str | None = None  # the host could not be checked
+
+
+def read_preflight(output: CommandOutput) -> HostCheck:
+    """The preflight lines of one host (see :func:`preflight_script`)."""
+    if output.error or output.timed_out or output.exit_code not in (0, None):
+        reason = output.error or (
+            f"no answer within {PREFLIGHT_TIMEOUT_S:.0f} s"
+            if output.timed_out
+            else f"the check exited {output.exit_code}: {output.stderr.strip()[:200]}"
+        )
+        return HostCheck(error=reason)
+    found = HostCheck()
+    for line in output.stdout.splitlines():
+        word, _, rest = line.strip().partition(" ")
+        if word == "missing" and rest:
+            found.binaries[rest] = "missing"
+        elif word == "not-executable" and rest:
+            found.binaries[rest] = "not executable"
+        elif word == "no-launcher":
+            found.launcher_found = False
+        elif word == "env" and _ENV_NAME.fullmatch(rest):
+            found.env_names.append(rest)
+    return found
+
+
+def blocked_collectives(
+    checks: Mapping[str, HostCheck], collectives: Iterable[str], launcher: str | None
+) -> dict[str, str]:
+    """Why each collective nccl-tests cannot run here cannot run (hosts in the order given)."""
+    reasons: dict[str, str] = {}
+    unchecked = [name for name, check in checks.items() if check.error]
+    no_launcher = [name for name, check in checks.items() if not check.error and not check.launcher_found]
+    for collective in collectives:
+        binary = BINARIES[collective]
+        parts = []
+        if unchecked:
+            parts.append(f"{', '.join(unchecked)} could not be checked")
+        for state in ("missing", "not executable"):
+            hosts = [n for n, c in checks.items() if c.binaries.get(binary) == state]
+            if hosts:
+                parts.append(f"{binary} is {state} on {', '.join(hosts)}")
+        if no_launcher and launcher is not None:
+            parts.append(f"the launcher {launcher} was not found on {', '.join(no_launcher)}")
+        if parts:
+            reasons[collective] = "; ".join(parts)
+    return reasons
+
+
+# ------------------------------------------------------------------------------------------ the results
+
+
+def tolerance_of(type_name: str | None) -> float:
+    return TOLERANCE.get((type_name or "").lower(), 0.0)
+
+
+def result_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """One parsed nccl-tests row as a results.json row (see the module docstring for ``wrong``)."""
+    result: dict[str, Any] = {
+        "bytes": row["bytes"],
+        "time_us": row["time_us"],
+        "algbw_gbps": row["algbw_gbps"],
+        "busbw_gbps": row["busbw_gbps"],
+        "wrong": None,
+    }
+    placements = [row, row["in_place"]] if "in_place" in row else [row]
+    if "error" not in row:
+        counts = [p["wrong"] for p in placements if p.get("wrong") is not None]
+        result["wrong"] = sum(counts) if counts else None
+        return result
+    deviations = [p["error"] for p in placements if p.get("error") is not None]
+    flagged = any(p.get("error_flagged") for p in placements)
+    if not deviations and not flagged:
+        return result  # validation was off: nothing is known
+    largest = max(deviations, default=None)
+    beyond = flagged or (largest is not None and largest > tolerance_of(row.get("type")))
+    result["wrong"] = 1 if beyond else 0
+    result["max_error"] = largest
+    if beyond:
+        result["wrong_is_lower_bound"] = True
+    return result
+
+
+class TableFollower:
+    """Turns nccl-tests output, fed as it arrives, into the launcher's progress records.
+
+    The table is short, so every feed re-reads it whole with the nccl-tests parser (one parser, however
+    the header looks), leaving NCCL's INFO lines out first: they are most of the output. The header is the
+    ``start`` (the communicators are up), the first row also marks the warm-up as done, the ``Avg bus
+    bandwidth`` line is the ``done``. Rows of 0 bytes (sizes below one element per rank) measure nothing
+    and are dropped, as the torch program never makes them.
+    """
+
+    def __init__(self, collective: str) -> None:
+        self.collective = collective
+        self._lines: list[str] = []
+        self._seen = 0
+        self._started = False
+        self._finished = False
+
+    def feed(self, lines: Iterable[str]) -> list[dict[str, Any]]:
+        fresh = [line for line in lines if not _NCCL_LINE.search(line)]
+        if not fresh:
+            return []
+        self._lines.extend(fresh)
+        try:
+            facts = parse_nccl_tests("\n".join(self._lines))
+        except ParseError:
+            return []
+        records: list[dict[str, Any]] = []
+        if not self._started:
+            self._started = True
+            records.append({"event": "start", "tool": "nccl-tests", "ranks": facts["ranks"]})
+        for row in facts["rows"][self._seen :]:
+            if self._seen == 0:
+                records.append({"event": "warm", "collective": self.collective})
+            self._seen += 1
+            if row["bytes"]:
+                records.append({"event": "row", "collective": self.collective, **result_row(row)})
+        if not self._finished and any("Avg bus bandwidth" in line for line in fresh):
+            self._finished = True
+            records.append({"event": "done"})
+        return records
+
+
+# -------------------------------------------------------------------------------------------- the launch
+
+
+class NcclTestsLaunch(Launch):
+    """One nccl-tests job: a process tree on the first host (the binary, or mpirun and its ranks).
+
+    Only the first host runs something diagnose started, so only it is polled; the other hosts of an
+    mpirun job are in the stop list, where every process carrying the token (``-x`` passed it to the
+    ranks) is killed.
+    """
+
+    progress_file = "out.txt"
+
+    def __init__(
+        self, spec: LaunchSpec, command: str, collective: str, others: Sequence[Host], evidence: str
+    ) -> None:
+        super().__init__(spec)
+        self.command = command
+        self.collective = collective
+        self.others = list(others)
+        self.evidence = evidence
+        self.runner = "mpirun" if self.others else BINARIES[collective]
+        for index, host in enumerate(self.others, start=1):
+            self.folders[host.name] = remote_dir(spec.run_id, spec.tag, index)
+        self.outcome.rank_hosts = {}  # the log names the hosts of its ranks itself
+        self.follower = TableFollower(collective)
+
+    def start(self) -> None:
+        host = self.hosts[0]
+        folder = self.folders[host.name]
+        script = detached_script(folder, self.token, self.command, self.spec.env, merge_stderr=True)
+        result = self._run(host, script)
+        if not result.ok:
+            if result.error:
+                self.lost[host.name] = result.error
+            detail = (result.error or result.stderr or f"exit {result.exit_code}").strip()[:300]
+            raise LaunchError(f"could not start {self.runner} on {host.name}: {detail}", [host.name])
+
+    def _decode(self, lines: list[str]) -> list[dict[str, Any]]:
+        return self.follower.feed(lines)
+
+    def _stop_targets(self) -> list[Host]:
+        return [*self._reachable(), *(h for h in self.others if h.name not in self.lost)]
+
+    def _place(self, folder: Path, name: str, filename: str, suffix: str) -> Path:
+        if filename != "out.txt":
+            return super()._place(folder, name, filename, suffix)
+        path = folder / self.evidence
+        self.outcome.logs[0] = path
+        self.outcome.evidence[f"{name}:{self.evidence}"] = str(path.relative_to(self.spec.out_dir))
+        return path
+
+    def failure_detail(self) -> str:
+        """The last lines of the output that are neither NCCL INFO nor the table: the error."""
+        log = self.outcome.logs.get(0)
+        if log is None or not log.exists():
+            return ""
+        lines = []
+        for raw in log.read_text(errors="replace").splitlines():
+            line = _MPI_TAG.sub("", raw).strip()
+            if line and not _NCCL_LINE.search(line) and not line.startswith("#") and not line[0].isdigit():
+                lines.append(line)
+        return " | ".join(lines[-3:])[-400:]
+
+
+# ----------------------------------------------------------------------------------------------- the run
+
+
+@dataclass
+class Handoff:
+    """What is left for torch: the collectives (with ``nccl_tests_fallback: torch``) and the note their
+    entries carry; ``measured`` says whether nccl-tests ran anything (and so judged the transport)."""
+
+    collectives: list[str]
+    note: str
+    measured: bool
+
+
+class NcclTestsBench:
+    """The nccl-tests side of one benchmark stage; :meth:`run` emits its checks and entries."""
+
+    def __init__(self, stage: Stage, setup: Setup) -> None:
+        assert stage.first is not None
+        self.stage = stage
+        self.ctx = stage.ctx
+        self.plan = stage.plan
+        self.setup = setup
+        self.first = stage.first
+        self.settings = Settings.of(self.first.vars)
+        self.env_names: list[str] = []
+        self.commands: dict[tuple[str, tuple[str, ...]], str] = {}
+
+    # -- what can run -----------------------------------------------------------------------------------
+    def preflight(self, collectives: list[str]) -> dict[str, str]:
+        """Check every host; emit an ERROR per host that falls short; why each collective cannot run."""
+        settings, hosts = self.settings, self.setup.hosts
+        assert settings.directory is not None
+        launcher = settings.mpirun if len(hosts) > 1 else None
+        binaries = [BINARIES[c] for c in collectives]
+
+        def check(host: Host) -> CommandOutput:
+            script = preflight_script(settings.directory or "", binaries, launcher, host is hosts[0])
+            try:
+                return self.ctx.connections[host.name].run(script, timeout=PREFLIGHT_TIMEOUT_S)
+            except Exception as exc:  # a broken connection is this host's problem, not the run's
+                return CommandOutput(error=f"{type(exc).__name__}: {exc}")
+
+        with ThreadPoolExecutor(max_workers=max(1, min(32, len(hosts)))) as pool:
+            outputs = dict(zip([h.name for h in hosts], pool.map(check, hosts), strict=True))
+        checks = {name: read_preflight(output) for name, output in outputs.items()}
+        self.env_names = checks[hosts[0].name].env_names
+        for name, found in checks.items():
+            problems = self._problems(found, launcher)
+            if problems:
+                self._emit_problem(name, problems, found)
+        return blocked_collectives(checks, collectives, launcher)
+
+    def _problems(self, found: HostCheck, launcher: str | None) -> list[str]:
+        if found.error:
+            return [f"could not check for nccl-tests: {found.error}"]
+        problems = [
+            f"{binary} is {state} in {self.settings.directory}" for binary, state in found.binaries.items()
+        ]
+        if launcher is not None and not found.launcher_found:
+            problems.append(f"the launcher {launcher} was not found (variable mpirun)")
+        return problems
+
+    def _emit_problem(
+        self, host: str | None, problems: list[str], found: HostCheck | None = None, then: str | None = None
+    ) -> None:
+        where = f" on {host}" if host else ""
+        if then is None:
+            then = (
+                "; measured with torch instead (nccl_tests_fallback: torch)"
+                if self.settings.fallback
+                else "; the collectives that need it are not measured"
+            )
+        self.ctx.emit_check(
+            CheckResult(
+                CHECK_ID,
+                host,
+                CHECKLIST,
+                "ERROR",
+                observed={"missing": dict(found.binaries), "launcher_found": found.launcher_found}
+                if found is not None and not found.error
+                else None,
+                expected=f"nccl-tests binaries executable in {self.settings.directory}"
+                if self.settings.directory
+                else None,
+                message=f"nccl-tests cannot run{where}: {'; '.join(problems)}{then}",
+                remediation=(
+                    "Build nccl-tests (with MPI=1 for several nodes) into the same folder on every host and "
+                    "point nccl_tests_dir at it, make the launcher findable (variable mpirun), or set "
+                    "nccl_tests_fallback: torch to measure with torch meanwhile."
+                ),
+            )
+        )
+
+    # -- one launch -------------------------------------------------------------------------------------
+    def launch(
+        self,
+        setup: Setup,
+        hosts: list[Host],
+        tag: str,
+        collectives: list[str],
+        min_bytes: int,
+        max_bytes: int,
+    ) -> LaunchOutcome:
+        """One nccl-tests job of one collective on ``hosts``; the same signature as the stage's launch."""
+        stage, plan, ctx = self.stage, self.plan, self.ctx
+        (collective,) = collectives
+        ranks = len(hosts) * setup.nproc
+        sweep = sweep_args(min_bytes, max_bytes, plan.step_factor, plan.warmup_iters, plan.iters, stage.dtype)
+        env = launch_env(self.first, setup.backend)
+        argv = command_argv(self.settings, collective, hosts, setup.nproc, sweep, env, self.env_names)
+        command = shlex.join(argv)
+        self.commands[(collective, tuple(h.name for h in hosts))] = command
+        sizes = program.sweep(min_bytes, max_bytes, float(plan.step_factor))
+        budget = stage.row_budget(setup.backend, len(hosts), setup.nproc)
+        startup = self.first.vars.float("bench_startup_timeout_s", DEFAULT_STARTUP_S) or DEFAULT_STARTUP_S
+        spec = LaunchSpec(
+            run_id=ctx.run_id,
+            tag=f"nccl-tests-{collective}" if tag == "main" else tag,
+            hosts=[hosts[0]],
+            connections=ctx.connections,
+            nproc=setup.nproc,
+            backend=setup.backend,
+            program_args=[],
+            expected_rows=stage.expected_rows([collective], sizes, ranks),
+            # Each size runs twice (out-of-place, in-place): twice the torch program's budget, unless the
+            # playbook fixed the budget itself.
+            row_budget_s=budget if plan.timeout_s else (lambda c, n: 2 * budget(c, n)),
+            out_dir=ctx.out_dir,
+            startup_timeout_s=startup,
+            deadline=ctx.deadline,
+            env=env,
+        )
+        suffix = "" if tag == "main" else "." + re.sub(r"[^A-Za-z0-9._-]", "_", tag)
+        evidence = f"nccl-tests-{collective}{suffix}.log"
+        return run_launch(NcclTestsLaunch(spec, command, collective, hosts[1:], evidence))
+
+    # -- the stage --------------------------------------------------------------------------------------
+    def run(self, collectives: list[str]) -> Handoff:
+        """Measure ``collectives`` with nccl-tests where it can run; hand the rest to torch if allowed."""
+        setup, settings = self.setup, self.settings
+        if settings.problem:
+            self._emit_problem(None, [settings.problem], then="; the variable is ignored")
+        if setup.backend != "nccl":
+            reason = "no GPU was found on the hosts and nccl-tests needs GPUs (bench_gpus_per_host overrides)"
+            self._emit_problem(None, [reason])
+            blocked = dict.fromkeys(collectives, reason)
+        elif settings.directory is None:
+            reason = "the variable nccl_tests_dir (the folder of the *_perf binaries) is not set"
+            self._emit_problem(None, [reason])
+            blocked = dict.fromkeys(collectives, reason)
+        else:
+            blocked = self.preflight(collectives)
+        fallback = [c for c in collectives if c in blocked] if settings.fallback == "torch" else []
+        outcomes: list[LaunchOutcome] = []
+        short: list[str] = []
+        for collective in collectives:
+            if collective in fallback:
+                continue
+            if collective in blocked:
+                self._emit_unmeasured(collective, f"nccl-tests cannot run: {blocked[collective]}")
+                continue
+            outcome = self.launch(
+                setup, setup.hosts, "main", [collective], self.plan.min_bytes, self.plan.max_bytes
+            )
+            outcomes.append(outcome)
+            record, expectation = self._entry(collective, outcome)
+            self.ctx.emit_benchmark(record)
+            self.ctx.emit_check(self.stage.as_check(record, expectation, outcome))
+            self.stage.report_cleanup(outcome)
+            if record["status"] == "FAIL" and "below the normal range" in record["message"]:
+                short.append(collective)
+        if outcomes:
+            self._judge_transport(outcomes)
+        if short and len(setup.hosts) > 2 and self.plan.straggler_isolation:
+            self.stage.isolate(setup, short[0], self.launch)
+        note = ""
+        if fallback:
+            reasons = "; ".join(dict.fromkeys(blocked[c] for c in fallback))
+            note = f"measured with torch: nccl-tests cannot run ({reasons}); nccl_tests_fallback: torch"
+        return Handoff(fallback, note, bool(outcomes))
+
+    def _entry(self, collective: str, outcome: LaunchOutcome) -> tuple[dict[str, Any], Expectation]:
+        setup = self.setup
+        transport = self.stage.transport(outcome)
+        record, expectation = self.stage.entry(
+            collective, setup, setup.hosts, outcome, transport, tool="nccl-tests"
+        )
+        record["command"] = self.commands.get((collective, tuple(h.name for h in setup.hosts)))
+        log = outcome.logs.get(0)
+        summary = None
+        if log is not None and log.exists():
+            try:
+                summary = parse_nccl_tests(log.read_text(errors="replace"))
+            except ParseError:
+                summary = None
+        rows = record["rows"]
+        flagged = summary["out_of_bounds"] if summary else None
+        if flagged and not any(r["wrong"] for r in rows):
+            # nccl-tests counted values out of bounds that no row shows (a size cut off, a format quirk):
+            # its own verdict stands.
+            record["status"] = "FAIL"
+            record["message"] = (
+                f"{collective}: nccl-tests reported {flagged} out-of-bounds value(s) (Out of bounds values : "
+                f"{flagged} FAILED); {record['message']}"
+            )
+        elif rows and all(r["wrong"] is None for r in rows):
+            record["message"] += "; results not validated (nccl-tests printed no #wrong or error values)"
+        elif any("max_error" in r for r in rows) and not any(r["wrong"] for r in rows):
+            largest = max(r.get("max_error") or 0.0 for r in rows)
+            record["message"] += (
+                f"; validated: largest deviation {largest:g}, within nccl-tests' tolerance (this nccl-tests "
+                "version prints a deviation, not a count of wrong elements)"
+            )
+        return record, expectation
+
+    def _emit_unmeasured(self, collective: str, why: str) -> None:
+        setup = self.setup
+        nodes = len(setup.hosts)
+        expectation = expected_busbw(collective, nodes, setup.nproc, self.first.vars)
+        record = {
+            "collective": collective,
+            "tool": "nccl-tests",
+            "backend": setup.backend,
+            "hosts": [h.name for h in setup.hosts],
+            "nodes": nodes,
+            "ranks": nodes * setup.nproc,
+            "transport": {"inter_node": None, "intra_node": None, "gdrdma": None},
+            "rows": [],
+            "expected_busbw_gbps": expectation.expected_gbps if setup.backend == "nccl" else None,
+            "status": "ERROR",
+            "message": f"{collective} not measured: {why}",
+        }
+        self.ctx.emit_benchmark(record)
+        self.ctx.emit_check(
+            CheckResult(
+                f"bench.{collective}",
+                None,
+                CHECKLIST,
+                "ERROR",
+                observed=None,
+                expected=record["expected_busbw_gbps"],
+                message=record["message"],
+            )
+        )
+
+    def _judge_transport(self, outcomes: list[LaunchOutcome]) -> None:
+        """One nccl.transport check over the logs of every nccl-tests job of the stage."""
+        logs = {index: path for index, path in enumerate(p for o in outcomes for p in o.logs.values())}
+        combined = LaunchOutcome("done", "", logs=logs)
+        summary = self.stage.transport(combined)
+        self.ctx.emit_check(self.stage.judge_transport(self.setup, summary, combined))
