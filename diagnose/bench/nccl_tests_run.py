@@ -23,7 +23,7 @@ How a run goes:
 1. one cheap command per host checks that the binaries exist and are executable and, across nodes, that
    the launcher is found; the first host also names the NCCL_* variables of its login environment, which
    ``mpirun -x`` forwards (ranks started by mpirun get its environment, not their host's login). Each
-   host that falls short is a ``bench.nccl_tests`` ERROR saying what is missing there;
+   host that falls short is a ``bench.nccl_tests`` ERROR (WARN with the torch fallback) saying what is missing there;
 2. per collective, one job on the first host (:class:`NcclTestsLaunch`): the binary itself with
    ``-g <gpus>`` on one node, ``mpirun -np <nodes × gpus> -H ... <binary> ... -g 1`` across nodes, NCCL's
    INFO log on. The launcher (:mod:`diagnose.bench.launcher`) follows, stops and cleans it up like a
@@ -509,7 +509,9 @@ class NcclTestsBench:
                 CHECK_ID,
                 host,
                 CHECKLIST,
-                "ERROR",
+                # With a fallback the site asked for, the collectives are still measured: works, not as
+                # recommended. Without one they go unmeasured, so the run cannot be judged.
+                "WARN" if self.settings.fallback else "ERROR",
                 observed={"missing": dict(found.binaries), "launcher_found": found.launcher_found}
                 if found is not None and not found.error
                 else None,
