@@ -263,6 +263,12 @@ def cmd_checks(args: argparse.Namespace) -> int:
         ),
         ("bench.cleanup", "3", "benchmark stage", "no benchmark process left behind on any host"),
         (
+            "bench.nccl_tests",
+            "3",
+            "nccl_tests_dir, mpirun",
+            "nccl-tests binaries and launcher present where needed",
+        ),
+        (
             "history.regression",
             "–/3",
             "--history database",
