@@ -196,6 +196,10 @@ def build_checklist(results: dict[str, Any]) -> list[SectionResult]:
     checks: list[dict[str, Any]] = results.get("checks") or []
     benchmarks: list[dict[str, Any]] = results.get("benchmarks") or []
     mapped = {s for _, _, items in SECTIONS for spec in items for s in spec.sources}
+    # gloo on CPU hosts shows the ranks can talk, not what the GPU fabric delivers: its sweeps answer no
+    # bandwidth item, which then reads NOT COVERED rather than passed.
+    cpu_only = {f"bench.{b.get('collective')}" for b in benchmarks if b.get("backend") == "gloo"}
+    benchmarks = [b for b in benchmarks if b.get("backend") != "gloo"]
     sections: list[SectionResult] = []
     extra: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for row in checks:
@@ -208,9 +212,17 @@ def build_checklist(results: dict[str, Any]) -> list[SectionResult]:
         own_extra = extra.get(number, {})
         for spec in specs:
             if spec.curve:
-                items.append(_curve_item(spec, benchmarks))
+                curve = _curve_item(spec, benchmarks)
+                if cpu_only and curve.status == NOT_COVERED:
+                    curve.note = "only gloo on CPU hosts ran: its curve says nothing about the GPU fabric"
+                items.append(curve)
                 continue
-            rows = [r for r in checks if _matches(str(r.get("id", "?")), spec.sources)]
+            rows = [
+                r
+                for r in checks
+                if _matches(str(r.get("id", "?")), spec.sources)
+                and not (spec.sources == ("bench.*",) and r.get("id") in cpu_only)
+            ]
             if not rows and spec.sources == ("bench.*",):
                 rows = [
                     {**b, "id": f"bench.{b.get('collective')}", "host": None}
@@ -219,7 +231,10 @@ def build_checklist(results: dict[str, Any]) -> list[SectionResult]:
                 ]
             if not spec.sources and own_extra:
                 continue  # the section's own checks below answer it
-            items.append(judge_item(spec.key, spec.title, list(spec.sources), rows))
+            item = judge_item(spec.key, spec.title, list(spec.sources), rows)
+            if cpu_only and item.status == NOT_COVERED and spec.sources == ("bench.*",):
+                item.note = "only gloo on CPU hosts ran: bandwidth is not judged against a GPU fabric"
+            items.append(item)
         for index, (check_id, rows) in enumerate(sorted(own_extra.items()), start=len(items) + 1):
             key = f"{number}.{index}" if number != OTHER_SECTION[0] else OTHER_SECTION[0]
             items.append(judge_item(key, TITLES.get(check_id, check_id), [check_id], rows))

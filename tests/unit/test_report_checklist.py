@@ -104,3 +104,35 @@ def test_summarize_512_hosts_fits_a_cell() -> None:
     assert len(text) < 450
     assert summarize(["x" * 3000]).endswith("…")
     assert "more entries" in summarize([f"h{i}x" for i in range(200)], limit=100)
+
+
+def test_gloo_sweeps_leave_the_bandwidth_items_not_covered() -> None:
+    rows = [
+        {"bytes": 4096 << i, "time_us": 10.0, "algbw_gbps": 0.01 * i, "busbw_gbps": 0.02 * i, "wrong": 0}
+        for i in range(1, 5)
+    ]
+    gloo = {
+        "collective": "all_reduce",
+        "backend": "gloo",
+        "status": "PASS",
+        "rows": rows,
+        "message": "not judged",
+    }
+    check = {
+        "id": "bench.all_reduce",
+        "host": None,
+        "checklist": "3",
+        "status": "PASS",
+        "message": "not judged",
+    }
+    sections = build_checklist({"checks": [check], "benchmarks": [gloo]})
+    items = {i.key: i for section in sections for i in section.items}
+    for key in ("3.2", "3.3"):
+        assert items[key].status == "NOT COVERED" and "gloo" in items[key].note
+    nccl = {**gloo, "backend": "nccl"}
+    items = {
+        i.key: i
+        for section in build_checklist({"checks": [check], "benchmarks": [nccl]})
+        for i in section.items
+    }
+    assert items["3.2"].status == "PASS" and items["3.3"].status == "PASS"
