@@ -71,6 +71,8 @@ class LaunchSpec:
     startup_timeout_s: float = 180.0
     deadline: float | None = None
     env: Mapping[str, str] = field(default_factory=dict)
+    # Per host, on top of ``env``: a host's own bench_env (its GPUs, its NIC names) stays its own.
+    host_env: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -297,7 +299,8 @@ class Launch:
                 "--monitor-interval=1",
             ]
             args = [*spec.program_args, "--results", f"{folder}/results.jsonl", "--log-dir", f"{folder}/logs"]
-            script = start_script(folder, self.token, _python(host), torchrun, args, spec.env)
+            env = {**spec.env, **spec.host_env.get(host.name, {})}
+            script = start_script(folder, self.token, _python(host), torchrun, args, env)
             return self._run(host, script)
 
         results = self._each(begin, self.hosts)

@@ -253,7 +253,7 @@ class Stage:
             out_dir=self.ctx.out_dir,
             startup_timeout_s=startup,
             deadline=self.ctx.deadline,
-            env=launch_env(self.first, setup.backend),
+            host_env={h.name: launch_env(h, setup.backend) for h in hosts},
         )
         return launch(spec)
 
