@@ -122,7 +122,8 @@ def _run_locked(
         out_dir = engine.default_out_dir(run_id, Path(args.inventory) if args.inventory else None)
     profiles = sorted({str(h.vars.get("diagnose_profile")) for h in hosts if h.vars.get("diagnose_profile")})
     profile = ",".join(profiles) or None
-    header = engine.run_header(run_id, started, inventory, playbook, profile, ["diagnose", *args.argv])
+    argv = ["diagnose", *args.argv]
+    header = engine.run_header(run_id, started, inventory, playbook, profile, argv, args.limit)
     store = engine.ResultsStore(out_dir / "results.json", header)
     states: dict[str, engine.HostState] = {}
     regressions: list[Any] = []

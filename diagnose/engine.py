@@ -262,6 +262,7 @@ def run_header(
     playbook: Any,
     profile: str | None,
     argv: list[str],
+    limit: str | None = None,
 ) -> dict[str, Any]:
     return {
         "id": run_id,
@@ -270,6 +271,7 @@ def run_header(
         "tool_version": __version__,
         "inventory": str(inventory) if inventory else "inventory/local.yaml",
         "playbook": playbook.name,
+        "limit": limit,
         "profile": profile,
         "argv": argv,
         "operator": f"{getpass.getuser()}@{socket.gethostname()}",

@@ -217,7 +217,15 @@ def _counts(results: Mapping[str, Any]) -> dict[str, int]:
 
 
 def _series(run: Mapping[str, Any]) -> tuple[str, str]:
-    return str(run.get("inventory") or ""), str(run.get("playbook") or "")
+    """(inventory, playbook) naming the runs that compare with each other.
+
+    A ``--limit`` is part of the playbook side: a run of one rack is not the whole cluster with the other
+    racks gone, and must neither report them as disappeared nor serve as their reference.
+    """
+    playbook = str(run.get("playbook") or "")
+    if run.get("limit"):
+        playbook += f" --limit {run['limit']}"
+    return str(run.get("inventory") or ""), playbook
 
 
 def record_run(db_path: str | Path, results: Mapping[str, Any], run_dir: str | Path | None) -> None:

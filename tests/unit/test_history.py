@@ -426,3 +426,17 @@ def test_trend_for_report_includes_the_current_run(db: Path, tmp_path: Path) -> 
     assert trend["references"] == {"last_good": "r1", "baseline": "r1"}
     record(db, tonight, tmp_path)  # recorded or not, the current run appears once
     assert [r["id"] for r in history.trend_for_report(db, tonight)["runs"]] == ["r1", "r2"]
+
+
+def test_a_limited_run_is_its_own_series(db: Path, tmp_path: Path) -> None:
+    record(db, make_results("r1", night(0)), tmp_path)
+    rack = make_results("r2", night(1))
+    rack["run"]["limit"] = "node01"
+    del rack["hosts"][1]
+    rack["checks"] = [c for c in rack["checks"] if c["host"] != "node02"]
+    assert history.regressions(db, rack) == [], "hosts outside --limit did not disappear"
+    record(db, rack, tmp_path)
+    whole = make_results("r3", night(2))
+    del whole["hosts"][1]
+    whole["checks"] = [c for c in whole["checks"] if c["host"] != "node02"]
+    assert [r.summary for r in history.regressions(db, whole)] == ["node02 disappeared"]
