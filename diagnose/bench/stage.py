@@ -411,9 +411,42 @@ class Stage:
             setup.notes.append(handoff.note)
         self.run_torch(setup, collectives, judge_transport)
 
+    def torch_missing(self, hosts: list[Host]) -> str | None:
+        """Why torchrun cannot start, when the host checks already saw torch fail to import there.
+
+        Launching anyway would end in a wall of tracebacks per host; this names the hosts and the fix.
+        A host with its own ``bench_python`` was not probed, so it is given the benefit of the doubt.
+        """
+        missing = {}
+        for host in hosts:
+            facts = self.ctx.facts.get(host.name, {}).get("nccl.version") or {}
+            if facts.get("torch") is None and facts.get("torch_error") and not host.vars.get("bench_python"):
+                missing[host.name] = f"{facts.get('python') or host.python}: {facts['torch_error']}"
+        if not missing:
+            return None
+        where = "; ".join(f"{name} ({why})" for name, why in missing.items())
+        return (
+            f"torch cannot be imported on {where}. Install torch for that interpreter (on a controller "
+            "assessing itself: pip install 'diagnose[bench]'), or point bench_python / "
+            "ansible_python_interpreter at a Python that has it"
+        )
+
     def run_torch(self, setup: Setup, collectives: list[str], judge_transport: bool = True) -> None:
         """One torchrun launch of every collective, its entries, straggler isolation and cleanup checks."""
         ctx, plan = self.ctx, self.plan
+        reason = self.torch_missing(setup.hosts)
+        if reason is not None:
+            for collective in collectives:
+                ctx.emit_check(
+                    CheckResult(
+                        f"bench.{collective}",
+                        None,
+                        CHECKLIST,
+                        "ERROR",
+                        message=f"{collective} not run: {reason}",
+                    )
+                )
+            return
         outcome = self.launch(setup, setup.hosts, "main", collectives, plan.min_bytes, plan.max_bytes)
         transport = self.transport(outcome) if setup.backend == "nccl" else None
         if judge_transport:

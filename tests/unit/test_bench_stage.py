@@ -68,3 +68,28 @@ def test_backend_and_ranks_come_from_the_gpu_facts() -> None:
     assert (cpu_only.backend, cpu_only.nproc) == ("gloo", 1)
     forced = choose_setup([Host("x", vars=Vars({"bench_gpus_per_host": 2}))], {})
     assert (forced.backend, forced.nproc) == ("nccl", 2)
+
+
+def test_hosts_where_torch_does_not_import_are_named_before_any_launch(tmp_path: Path) -> None:
+    hosts = [Host("gpu1", vars=Vars(host="gpu1")), Host("gpu2", vars=Vars(host="gpu2"))]
+    checks: list = []
+    plan = SimpleNamespace(collectives=["all_reduce"], tool="torch", enabled=True)
+    facts = {
+        "gpu1": {
+            "nccl.version": {"torch": "2.11.0+cu130", "torch_error": None, "python": "/usr/bin/python3"}
+        },
+        "gpu2": {
+            "nccl.version": {
+                "torch": None,
+                "torch_error": "ModuleNotFoundError",
+                "python": "/usr/bin/python3",
+            }
+        },
+    }
+    ctx = BenchContext(hosts, {}, facts, plan, tmp_path, "t", checks.append, lambda b: None)
+    Stage(ctx).run_torch(Setup("gloo", 1, hosts, []), ["all_reduce"])
+    (result,) = checks
+    assert result.id == "bench.all_reduce" and result.status == "ERROR"
+    assert "gpu2 (/usr/bin/python3: ModuleNotFoundError)" in result.message and "gpu1" not in result.message
+    hosts[1].vars = Vars({"bench_python": "/opt/venv/bin/python"}, host="gpu2")
+    assert Stage(ctx).torch_missing(hosts) is None, "a host with its own bench_python was not probed"
