@@ -49,7 +49,7 @@ def _terminate(signum: int, frame: Any) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from diagnose import engine
-    from diagnose.catalog import load_catalog
+    from diagnose.catalog import load_catalog, select
     from diagnose.inventory import parse_extra_vars, resolve_hosts
     from diagnose.playbook import check_unknown_patterns, custom_check_paths, load_playbook
 
@@ -59,9 +59,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         extra_vars = parse_extra_vars(args.extra_vars or [])
         inventory = Path(args.inventory) if args.inventory else _default_inventory()
         hosts = resolve_hosts(inventory, playbook, args.limit, extra_vars)
-        host_checks, cluster_checks = engine.selected_catalog(playbook.checks)
+        catalog = load_catalog()
+        check_unknown_patterns(playbook, [e.id for e in catalog])
+        host_checks, cluster_checks = engine.split_catalog(select(catalog, playbook.checks))
         custom_modules = custom_check_paths(playbook)
-        check_unknown_patterns(playbook, [e.id for e in load_catalog()])
         for host in hosts:  # a bad timeout surfaces now, not mid-run (profile values are checked on load)
             host.vars.float("command_timeout_s")
     except ConfigError as exc:
