@@ -11,9 +11,7 @@ hosts are gone.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -22,12 +20,12 @@ import pytest
 from pypdf import PdfReader
 
 from diagnose.bench.program import bus_factor
+from tests.e2e.cli import diagnose
 from tests.hostkit import PROFILE, healthy_h100, port_down
 from tests.testbed import TestBed
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[2]
 HEALTHY = ("node1", "node2")
 FAULTY, FAULT_CHECK = "node3", "ib.port_state"
 COLLECTIVES = ("all_reduce", "all_gather")
@@ -48,19 +46,6 @@ benchmarks:
   straggler_isolation: false
 """
 GAUGE = {"SKIP": 0, "PASS": 1, "WARN": 2, "ERROR": 3, "FAIL": 4}  # diagnose.prom's HELP line
-
-
-def diagnose(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """The installed command line as an operator runs it: a fresh process, output captured."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "diagnose.cli", *argv],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
 
 
 def run_cluster(tmp_path: Path, inventory: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:

@@ -14,7 +14,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,6 +22,7 @@ import pytest
 import yaml
 
 from diagnose.unattended import acquire_lock, lock_path
+from tests.e2e.cli import diagnose
 from tests.hostkit import PROFILE, healthy_h100, port_down
 from tests.testbed import HostSpec, TestBed
 
@@ -63,15 +63,7 @@ class Night:
         self.db = tmp_path / "h.sqlite3"
 
     def diagnose(self, *argv: str) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        return subprocess.run(
-            [sys.executable, "-m", "diagnose.cli", *argv],
-            cwd=self.cwd,
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=300,
-        )
+        return diagnose(*argv, cwd=self.cwd, timeout=300)
 
     def run(self) -> subprocess.CompletedProcess[str]:
         return self.diagnose(
