@@ -55,6 +55,10 @@ class Check:
     no_hardware: Callable[[Vars], str | None] | None = None
     # Some commands depend on the host's variables (the benchmark interpreter, say).
     commands_for: Callable[[Vars], tuple[Command, ...]] | None = None
+    # Counters that only mean something as a change over the run (NVLink replays, IB symbol errors): the
+    # engine runs the commands again after the benchmark stage and calls ``judge_delta(before, after,
+    # vars)`` with both snapshots' facts; ``judge`` alone decides when the second snapshot is missing.
+    judge_delta: Callable[[Facts, Facts, Vars], Outcome] | None = None
 
     def host_commands(self, host_vars: Vars) -> tuple[Command, ...]:
         return self.commands_for(host_vars) if self.commands_for else self.commands
