@@ -51,6 +51,39 @@ PROFILE_VARIABLES: dict[str, Variable] = {
             "line_rate_gbps", float, "per-NIC line rate the inter-node busbw expectation is computed from"
         ),
         Variable("nvlink_busbw_gbps", float, "intra-node busbw the single-node expectation is computed from"),
+        Variable(
+            "expected_nvlinks_per_gpu",
+            int,
+            "active NVLinks per GPU in `nvidia-smi nvlink --status` (18 on H100/H200 SXM, 12 on A100 SXM)",
+        ),
+        Variable(
+            "expected_nvlink_speed_gbps", float, "speed of every active NVLink, GB/s as nvidia-smi prints it"
+        ),
+        Variable(
+            "expected_nvswitch",
+            bool,
+            "GPUs joined through NVSwitch: fabric state must be Completed and the fabric manager must run",
+        ),
+        Variable(
+            "expected_pcie_width",
+            int,
+            "PCIe link width of every GPU (null: the GPU's own maximum); the generation is judged under load",
+        ),
+        Variable(
+            "min_memlock_kib",
+            int,
+            "smallest acceptable `ulimit -l` in KiB (null: unlimited where an RDMA fabric is expected)",
+        ),
+        Variable(
+            "nvlink_crc_fail_delta",
+            int,
+            "CRC errors on one NVLink during the benchmarks that make gpu.nvlink FAIL (fewer: WARN); default 100",
+        ),
+        Variable(
+            "ib_symbol_error_max_delta",
+            int,
+            "symbol errors on one IB port during the benchmarks that make ib.counters FAIL (fewer: WARN); default 10",
+        ),
     )
 }
 
@@ -80,3 +113,10 @@ def no_gpu_reason(host_vars: Vars) -> str | None:
 
 def fabric_expected(host_vars: Vars) -> bool:
     return (host_vars.int("expected_hca_count") or 0) > 0
+
+
+def no_nvlink_reason(host_vars: Vars) -> str | None:
+    """Why this host is not expected to have NVLink, or None if it is (or nothing is said)."""
+    if host_vars.bool("expected_nvlink") is False:
+        return f"{profile_label(host_vars)} expects no NVLink (expected_nvlink false)"
+    return no_gpu_reason(host_vars)
