@@ -63,8 +63,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         check_unknown_patterns(playbook, [e.id for e in catalog])
         host_checks, cluster_checks = engine.split_catalog(select(catalog, playbook.checks))
         custom_modules = custom_check_paths(playbook)
-        for host in hosts:  # a bad timeout surfaces now, not mid-run (profile values are checked on load)
-            host.vars.float("command_timeout_s")
     except ConfigError as exc:
         print(f"diagnose: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -109,6 +107,7 @@ def _run_locked(
     """The run proper, once configuration is valid and (for history runs) the lock is ours."""
     from diagnose import engine, history, unattended
     from diagnose.custom import run_custom_checks
+    from diagnose.redact import redact_argv
 
     nightly = playbook.nightly
     deadline = unattended.Deadline(nightly.time_budget_s if nightly else None)
@@ -123,7 +122,7 @@ def _run_locked(
         out_dir = engine.default_out_dir(run_id, Path(args.inventory) if args.inventory else None)
     profiles = sorted({str(h.vars.get("diagnose_profile")) for h in hosts if h.vars.get("diagnose_profile")})
     profile = ",".join(profiles) or None
-    argv = ["diagnose", *args.argv]
+    argv = ["diagnose", *redact_argv(args.argv)]
     header = engine.run_header(run_id, started, inventory, playbook, profile, argv, args.limit)
     store = engine.ResultsStore(out_dir / "results.json", header)
     states: dict[str, engine.HostState] = {}
@@ -165,8 +164,20 @@ def _run_locked(
             store.extra["history"] = {"trend": history.trend_for_report(db, store.document())}
         document = store.finish(finished=_now())
     except KeyboardInterrupt:
+        # One bounded stop: a second Ctrl-C must not leave half the hosts with work running.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         store.finish(finished=_now(), interrupted=True)
+        problems = engine.stop_remote_work()
+        if problems:
+            store.finish(finished=_now(), interrupted=True, not_stopped=problems)
         print(f"diagnose: interrupted; results so far are in {out_dir / 'results.json'}", file=sys.stderr)
+        if problems:
+            print("diagnose: could not stop everything it started:", file=sys.stderr)
+            for problem in problems:
+                print(f"  {problem}", file=sys.stderr)
+        else:
+            print("diagnose: everything started on the hosts was stopped", file=sys.stderr)
         sys.stderr.flush()
         os._exit(EXIT_INTERRUPTED)  # worker threads may sit in a network call; do not wait for them
     except Exception:

@@ -4,33 +4,42 @@
 the benchmark launcher never know which transport they use. The per-host checks are sent as one batch
 script: one SSH round trip and one remote shell per host instead of one per command, with each command
 still under its own ``timeout`` on the host and its own stdout, stderr and exit code.
+
+Everything a host prints is read as it arrives and kept within a cap (``diagnose.streams``); a batch must
+make progress — each command ends within its own timeout and a grace — or the host is taken for frozen
+and its batch is abandoned. Each running batch is registered with its remote session, so that an
+interrupt, a SIGTERM or the nightly time budget can stop what was started on every host
+(:func:`stop_running_batches`). Files travel through the exec stream, so hosts without an SFTP subsystem
+work as well.
 """
 
 from __future__ import annotations
 
-import io
 import logging
 import os
 import re
 import secrets
+import selectors
 import shlex
 import socket
 import subprocess
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import IO
 
 import paramiko
 from fabric import Config
 from fabric import Connection as FabricConnection
-from invoke.exceptions import CommandTimedOut
 from paramiko.hostkeys import HostKeyEntry
 
 from diagnose.check import Command
 from diagnose.hosts import Host
 from diagnose.model import CommandOutput
+from diagnose.streams import DEFAULT_MAX_OUTPUT_BYTES, Capped, FramedStream
 
 # paramiko logs every failed handshake with a traceback; the reason reaches the operator as a
 # host.reachable result instead, and cron mail must not fill with tracebacks.
@@ -41,7 +50,14 @@ DEFAULT_CONNECT_TIMEOUT_S = 10.0
 # abandoned: covers `timeout -k` grace periods and shell start-up.
 _BATCH_SLACK_S = 10.0
 _KILL_GRACE_S = 2
+# How long past a command's own timeout (and its kill grace) the batch may stay silent before the host is
+# taken for frozen: shell start-up, a loaded host, the network.
+FREEZE_GRACE_S = 8.0
+# What a plain ``run`` (launcher polls, fetched logs) keeps: a safety net, well above any real output.
+RUN_OUTPUT_CAP = 64 * 1024 * 1024
+STOP_TIMEOUT_S = 5.0
 _PLAIN_COMMAND = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./=:,+-]*( [A-Za-z0-9_./=:,+-]+)*")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 class ConnectError(Exception):
@@ -64,7 +80,10 @@ def batch_script(commands: Sequence[Command], token: str, timeout_cap: float | N
     ``timeout`` (coreutils/busybox). Where ``timeout`` is missing the command runs unbounded and the
     channel timeout is the backstop.
     """
-    lines = ["if command -v timeout >/dev/null 2>&1; then t=timeout; else t=; fi"]
+    lines = [
+        f"printf '%s SID %s\\n' '{token}' \"$$\"",  # the batch shell leads its session (sshd, setsid)
+        "if command -v timeout >/dev/null 2>&1; then t=timeout; else t=; fi",
+    ]
     for command in commands:
         seconds = command.timeout if timeout_cap is None else min(command.timeout, timeout_cap)
         limit = f"{max(1, round(seconds))}"
@@ -82,95 +101,257 @@ def batch_script(commands: Sequence[Command], token: str, timeout_cap: float | N
     return "\n".join(lines) + "\n"
 
 
-def _sections(text: str, token: str) -> dict[str, tuple[str, str]]:
-    """{key: (body, tail of the END marker)} for every complete OUT…END section of one stream."""
-    sections: dict[str, tuple[str, str]] = {}
-    current: str | None = None
-    buffer: list[str] = []
-    for line in text.splitlines(keepends=True):
-        if line.startswith(token + " "):
-            _, kind, rest = line.rstrip("\n").split(" ", 2)
-            key, _, tail = rest.partition(" ")
-            if kind == "OUT":
-                current, buffer = key, []
-            elif kind == "END" and key == current:
-                body = "".join(buffer)
-                sections[key] = (body[:-1] if body.endswith("\n") else body, tail)
-                current = None
-            continue
-        if current is not None:
-            buffer.append(line)
-    return sections
-
-
-def parse_batch_output(
-    stdout: str, stderr: str, commands: Sequence[Command], token: str
+def framed_outputs(
+    out: FramedStream, err: FramedStream, commands: Sequence[Command]
 ) -> dict[str, CommandOutput]:
-    """Split a batch script's two streams back into one CommandOutput per command key.
+    """One CommandOutput per command key from a batch's two framed streams.
 
     A command whose markers are missing (the batch was cut short) gets ``error`` set, so the check that
     needed it reports an ERROR instead of judging half an output.
     """
-    outs, errs = _sections(stdout, token), _sections(stderr, token)
     results: dict[str, CommandOutput] = {}
     for command in commands:
-        if command.key not in outs:
+        done = out.finished(command.key)
+        if done is None:
             results[command.key] = CommandOutput(error="the batch ended before this command finished")
             continue
-        body, tail = outs[command.key]
+        body, tail = done
         code_text, _, wrapper = tail.partition(" ")
         code = _exit_code_of(code_text)
+        stderr = err.finished(command.key)
         results[command.key] = CommandOutput(
             stdout=body,
-            stderr=errs.get(command.key, ("", ""))[0],
+            stderr=stderr[0] if stderr else "",
             exit_code=code,
-            timed_out=bool(wrapper) and code in (124, 137),
+            timed_out=bool(wrapper.strip()) and code in (124, 137),
         )
     return results
 
 
+def parse_batch_output(
+    stdout: str, stderr: str, commands: Sequence[Command], token: str, limit: int = DEFAULT_MAX_OUTPUT_BYTES
+) -> dict[str, CommandOutput]:
+    """Split a batch script's two complete streams back into one CommandOutput per command key."""
+    out, err = FramedStream(token, limit), FramedStream(token, limit)
+    out.feed(stdout.encode())
+    out.close()
+    err.feed(stderr.encode())
+    err.close()
+    return framed_outputs(out, err, commands)
+
+
+def kill_session_script(session: int) -> str:
+    """Shell that stops every process of a session: TERM, a short wait, KILL; prints ``left=<n>``.
+
+    Killing by session rather than process group matters: ``timeout`` moves each command into a process
+    group of its own, but nothing leaves the batch's session.
+    """
+    return (
+        f"s={int(session)}\n"
+        'p() { if command -v pgrep >/dev/null 2>&1; then pgrep -s "$s"; '
+        "else ps -eo pid=,sid= | awk -v s=\"$s\" '$2==s{print $1}'; fi; }\n"
+        'k() { for q in $(p); do kill "-$1" "$q" 2>/dev/null; done; }\n'
+        "k TERM; i=0\n"
+        'while [ -n "$(p)" ] && [ $i -lt 15 ]; do sleep 0.1; i=$((i+1)); done\n'
+        "k KILL; sleep 0.1\n"
+        'printf "left=%s\\n" "$(p | wc -l | tr -d \' \')"\n'
+    )
+
+
+def env_prefix(env: dict[str, str] | None) -> str:
+    """``export K=V;`` for each variable; a name that is not a POSIX environment name is refused here
+    too, whatever the callers validated, so no variable name ever reaches a shell unchecked."""
+    parts = []
+    for key, value in (env or {}).items():
+        if not ENV_NAME.match(key):
+            raise ValueError(f"{key!r} is not a valid environment variable name")
+        parts.append(f"export {key}={shlex.quote(value)}; ")
+    return "".join(parts)
+
+
+@dataclass
+class _Exec:
+    """How one remote script ended: an exit code, or abandoned (``timed_out``), or never ran (``error``)."""
+
+    exit_code: int | None = None
+    timed_out: bool = False
+    error: str | None = None
+
+
+Sink = Callable[[bytes], None]
+
+_RUNNING: dict[int, Connection] = {}  # id(connection) -> connection with a batch in flight
+_RUNNING_LOCK = threading.Lock()
+
+
 class Connection(ABC):
-    """A host we can run commands on."""
+    """A host we can run commands on.
+
+    Subclasses provide :meth:`_execute` (start a shell script, stream its two outputs to sinks, give up
+    at a deadline the caller may move) and :meth:`open`; running, batching, capping, stopping and file
+    transfer are shared, so every transport behaves the same.
+    """
 
     def __init__(self, host: Host) -> None:
         self.host = host
         self.name = host.name
+        self.max_output_bytes = host.vars.int("max_output_bytes", None) or DEFAULT_MAX_OUTPUT_BYTES
+        self._session: int | None = None  # the remote session of the batch in flight
 
     @abstractmethod
     def open(self) -> None:
         """Connect now; raise ConnectError with the reason if the host cannot be used."""
 
     @abstractmethod
-    def run(
-        self, script: str, timeout: float, env: dict[str, str] | None = None, stdin: str | None = None
-    ) -> CommandOutput:
-        """Run one shell script; a script still running after ``timeout`` seconds is abandoned."""
-
-    @abstractmethod
-    def put_text(self, remote_path: str, content: str, mode: int = 0o644) -> None:
-        """Write a file on the host (the benchmark program, say)."""
+    def _execute(
+        self, script: str, stdin: bytes | None, out: Sink, err: Sink, deadline: Callable[[], float]
+    ) -> _Exec:
+        """Run ``script`` with ``/bin/sh`` semantics; abandon it once ``time.monotonic()`` passes
+        ``deadline()`` (asked again as output arrives, so a caller can extend it on progress)."""
 
     def close(self) -> None:
         """Release the connection; safe to call twice."""
         return None
 
+    def run(
+        self, script: str, timeout: float, env: dict[str, str] | None = None, stdin: str | None = None
+    ) -> CommandOutput:
+        """Run one shell script; a script still running after ``timeout`` seconds is abandoned."""
+        started = time.monotonic()
+        out, err = Capped(RUN_OUTPUT_CAP), Capped(RUN_OUTPUT_CAP)
+        ended = self._execute(
+            env_prefix(env) + script,
+            stdin.encode() if stdin is not None else None,
+            out.add,
+            err.add,
+            lambda: started + timeout,
+        )
+        return CommandOutput(
+            stdout=out.text(),
+            stderr=err.text(),
+            exit_code=ended.exit_code,
+            timed_out=ended.timed_out,
+            error=ended.error,
+            duration_s=time.monotonic() - started,
+        )
+
+    def put_text(self, remote_path: str, content: str, mode: int = 0o644) -> None:
+        """Write a file on the host through the exec stream (no SFTP subsystem needed), atomically."""
+        quoted = shlex.quote(remote_path)
+        script = (
+            f"mkdir -p -- {shlex.quote(os.path.dirname(remote_path) or '.')} && "
+            f'cat > {quoted}.part."$$" && chmod {mode:o} {quoted}.part."$$" && '
+            f'mv -f {quoted}.part."$$" {quoted}'
+        )
+        result = self.run(script, timeout=60, stdin=content)
+        if not result.ok:
+            reason = result.error or (result.stderr.strip() or f"exit code {result.exit_code}")[:300]
+            raise OSError(f"could not write {remote_path} on {self.name}: {reason}")
+
     def run_batch(
         self, commands: Sequence[Command], timeout_cap: float | None = None
     ) -> dict[str, CommandOutput]:
-        """Run every command in one round trip; see :func:`batch_script`."""
+        """Run every command in one round trip; see :func:`batch_script`.
+
+        The batch is abandoned when the host stops making progress: no command may stay silent past its
+        own timeout, its kill grace and :data:`FREEZE_GRACE_S` — a frozen host costs the longest single
+        timeout, not the sum of all of them. The sum remains a backstop.
+        """
         if not commands:
             return {}
         token = "@@diagnose-" + secrets.token_hex(8)
         script = batch_script(commands, token, timeout_cap)
-        budget = sum(min(c.timeout, timeout_cap or c.timeout) + _KILL_GRACE_S for c in commands)
-        result = self.run(script, timeout=budget + _BATCH_SLACK_S)
-        outputs = parse_batch_output(result.stdout, result.stderr, commands, token)
-        if result.error or result.timed_out:
-            reason = result.error or f"the command batch exceeded {budget + _BATCH_SLACK_S:.0f} s"
+        limits = [min(c.timeout, timeout_cap or c.timeout) for c in commands]
+        budget = sum(limit + _KILL_GRACE_S for limit in limits) + _BATCH_SLACK_S
+        out = FramedStream(token, self.max_output_bytes)
+        err = FramedStream(token, self.max_output_bytes)
+        started = time.monotonic()
+        progress = {"markers": -1, "at": started}
+
+        def deadline() -> float:
+            now = time.monotonic()
+            if out.markers != progress["markers"]:
+                progress["markers"], progress["at"] = out.markers, now
+                if out.session is not None and self._session is None:
+                    self._session = out.session
+                    with _RUNNING_LOCK:
+                        _RUNNING[id(self)] = self
+            step = self._step_limit(out, commands, limits)
+            return min(started + budget, progress["at"] + step + _KILL_GRACE_S + FREEZE_GRACE_S)
+
+        try:
+            ended = self._execute(script, None, out.feed, err.feed, deadline)
+        finally:
+            with _RUNNING_LOCK:
+                _RUNNING.pop(id(self), None)
+        out.close()
+        err.close()
+        outputs = framed_outputs(out, err, commands)
+        reason = ended.error
+        if ended.timed_out:
+            silent = time.monotonic() - progress["at"]
+            current = out.current or self._next_key(out, commands)
+            if time.monotonic() - started >= budget:
+                reason = f"the command batch exceeded {budget:.0f} s"
+            else:
+                reason = (
+                    f"{self.name} stopped answering: no progress for {silent:.0f} s while `{current}` ran, "
+                    "past that command's own timeout (host or sshd frozen, or the network gone)"
+                )
+            stop_problem = self.stop_batch(timeout=2.0)
+            if stop_problem:
+                reason += f"; {stop_problem}"
+        self._session = None
+        if reason:
             for output in outputs.values():
                 if output.error:
                     output.error = reason
         return outputs
+
+    @staticmethod
+    def _next_key(out: FramedStream, commands: Sequence[Command]) -> str:
+        done = [c.key for c in commands if c.key in out.sections]
+        return commands[len(done)].key if len(done) < len(commands) else commands[-1].key
+
+    @staticmethod
+    def _step_limit(out: FramedStream, commands: Sequence[Command], limits: list[float]) -> float:
+        """The time the command now running (or about to) may take by its own timeout."""
+        started = [i for i, c in enumerate(commands) if c.key in out.sections]
+        if not started:
+            return limits[0]
+        last = started[-1]
+        if out.current is None and last + 1 < len(commands):
+            return limits[last + 1]
+        return limits[last]
+
+    def stop_batch(self, timeout: float = STOP_TIMEOUT_S) -> str | None:
+        """Stop every process of the batch in flight (over a new channel); None, or why it could not."""
+        session = self._session
+        if session is None:
+            return None
+        try:
+            result = self.run(kill_session_script(session), timeout=timeout)
+        except Exception as exc:  # the connection may be the thing that broke
+            return f"could not stop the checks on {self.name}: {type(exc).__name__}: {exc}"
+        left = result.stdout.rpartition("left=")[2].strip()
+        if not result.ok or not left.isdigit():
+            why = result.error or ("no answer" if result.timed_out else f"exit {result.exit_code}")
+            return f"could not stop the checks on {self.name} ({why})"
+        if int(left):
+            return f"{left} process(es) of the checks survived SIGKILL on {self.name}"
+        return None
+
+
+def stop_running_batches(timeout: float = STOP_TIMEOUT_S) -> list[str]:
+    """Stop the remote batch of every connection that has one in flight, in parallel, within about
+    ``timeout`` seconds; the list says what could not be stopped (empty: everything was)."""
+    with _RUNNING_LOCK:
+        running = list(_RUNNING.values())
+    if not running:
+        return []
+    with ThreadPoolExecutor(max_workers=min(64, len(running))) as pool:
+        results = list(pool.map(lambda c: c.stop_batch(timeout), running))
+    return [problem for problem in results if problem]
 
 
 class LocalConnection(Connection):
@@ -179,42 +360,54 @@ class LocalConnection(Connection):
     def open(self) -> None:
         return None
 
-    def run(
-        self, script: str, timeout: float, env: dict[str, str] | None = None, stdin: str | None = None
-    ) -> CommandOutput:
-        started = time.monotonic()
-        full_env = {**os.environ, **(env or {})}
-        with subprocess.Popen(
+    def _execute(
+        self, script: str, stdin: bytes | None, out: Sink, err: Sink, deadline: Callable[[], float]
+    ) -> _Exec:
+        proc = subprocess.Popen(
             ["/bin/sh", "-c", script],
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env=full_env,
-            start_new_session=True,
-        ) as proc:
-            try:
-                out, err = proc.communicate(stdin.encode() if stdin is not None else None, timeout=timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, 9)
-                out, err = proc.communicate()
-                return CommandOutput(
-                    stdout=out.decode(errors="replace"),
-                    stderr=err.decode(errors="replace"),
-                    timed_out=True,
-                    duration_s=time.monotonic() - started,
-                )
-        return CommandOutput(
-            stdout=out.decode(errors="replace"),
-            stderr=err.decode(errors="replace"),
-            exit_code=proc.returncode,
-            duration_s=time.monotonic() - started,
+            start_new_session=True,  # Ctrl-C on the terminal is ours to act on, not the host's
         )
+        if stdin is not None and proc.stdin is not None:
+            threading.Thread(target=_feed_and_close, args=(proc.stdin, stdin), daemon=True).start()
+        assert proc.stdout is not None and proc.stderr is not None
+        selector = selectors.DefaultSelector()
+        selector.register(proc.stdout, selectors.EVENT_READ, out)
+        selector.register(proc.stderr, selectors.EVENT_READ, err)
+        open_streams = 2
+        try:
+            while open_streams:
+                wait = deadline() - time.monotonic()
+                if wait <= 0:
+                    _kill_local_session(proc.pid)
+                    proc.wait()
+                    return _Exec(timed_out=True)
+                for key, _ in selector.select(timeout=min(wait, 0.5)):
+                    data = os.read(key.fd, 65536)
+                    if data:
+                        key.data(data)
+                    else:
+                        selector.unregister(key.fileobj)
+                        open_streams -= 1
+            return _Exec(exit_code=proc.wait())
+        finally:
+            selector.close()
+            proc.stdout.close()
+            proc.stderr.close()
 
-    def put_text(self, remote_path: str, content: str, mode: int = 0o644) -> None:
-        path = Path(remote_path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(content)
-        path.chmod(mode)
+
+def _feed_and_close(pipe: IO[bytes], data: bytes) -> None:
+    try:
+        pipe.write(data)
+        pipe.close()
+    except OSError:
+        pass  # the script ended without reading its input
+
+
+def _kill_local_session(session: int) -> None:
+    subprocess.run(["/bin/sh", "-c", kill_session_script(session)], capture_output=True, timeout=10)
 
 
 def _describe_connect_error(exc: BaseException, host: Host, port: int, timeout: float) -> str:
@@ -380,46 +573,71 @@ class SSHConnection(Connection):
         transport = self._fabric.transport
         if transport is not None:
             transport.set_keepalive(15)
+            _tcp_keepalive(transport.sock)
 
-    def run(
-        self, script: str, timeout: float, env: dict[str, str] | None = None, stdin: str | None = None
-    ) -> CommandOutput:
-        started = time.monotonic()
-        prefix = "".join(f"export {k}={shlex.quote(v)}; " for k, v in (env or {}).items())
+    def _execute(
+        self, script: str, stdin: bytes | None, out: Sink, err: Sink, deadline: Callable[[], float]
+    ) -> _Exec:
+        transport = self._fabric.transport
+        if transport is None or not transport.is_active():
+            return _Exec(error="connection lost: the SSH session is closed")
         try:
-            result = self._fabric.run(
-                prefix + script,
-                hide=True,
-                warn=True,
-                timeout=timeout,
-                in_stream=io.StringIO(stdin) if stdin is not None else False,
-            )
-        except CommandTimedOut as exc:
-            return CommandOutput(
-                stdout=exc.result.stdout,
-                stderr=exc.result.stderr,
-                timed_out=True,
-                duration_s=time.monotonic() - started,
-            )
+            channel = transport.open_session(timeout=self.connect_timeout)
+            channel.exec_command(script)
+            if stdin:
+                channel.sendall(stdin)
+            channel.shutdown_write()
+            channel.settimeout(0.05)
+            while True:
+                if time.monotonic() > deadline():
+                    channel.close()
+                    return _Exec(timed_out=True)
+                got = False
+                try:
+                    data = channel.recv(65536)
+                    if data:
+                        out(data)
+                        got = True
+                except TimeoutError:
+                    pass
+                while channel.recv_stderr_ready():
+                    err(channel.recv_stderr(65536))
+                    got = True
+                if got:
+                    continue
+                if channel.exit_status_ready() and (channel.eof_received or channel.closed):
+                    break
+                if not transport.is_active():
+                    return _Exec(error="connection lost: the SSH session dropped")
+                if channel.eof_received:  # output done, exit status on its way: recv no longer waits
+                    time.sleep(0.01)
+            while channel.recv_stderr_ready():
+                err(channel.recv_stderr(65536))
+            code = channel.recv_exit_status()
+            channel.close()
         except (paramiko.SSHException, OSError, EOFError) as exc:
-            return CommandOutput(error=f"connection lost: {exc}", duration_s=time.monotonic() - started)
-        return CommandOutput(
-            stdout=result.stdout,
-            stderr=result.stderr,
-            exit_code=result.exited,
-            duration_s=time.monotonic() - started,
-        )
-
-    def put_text(self, remote_path: str, content: str, mode: int = 0o644) -> None:
-        parent = os.path.dirname(remote_path) or "."
-        self.run(f"mkdir -p {shlex.quote(parent)}", timeout=30)
-        sftp = self._fabric.sftp()
-        with sftp.open(remote_path, "w") as handle:
-            handle.write(content)
-        sftp.chmod(remote_path, mode)
+            return _Exec(error=f"connection lost: {exc}")
+        if code == -1:  # the channel closed without an exit status
+            return _Exec(error="connection lost: the command ended without an exit status")
+        return _Exec(exit_code=code)
 
     def close(self) -> None:
         self._fabric.close()
+
+
+def _tcp_keepalive(sock: object) -> None:
+    """Let the kernel notice a peer that vanished (power loss, cable pulled) within about a minute."""
+    if not isinstance(sock, socket.socket):
+        return  # a ProxyCommand pipe
+    options = [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]
+    for name, value in (("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 10), ("TCP_KEEPCNT", 3)):
+        if hasattr(socket, name):
+            options.append((socket.IPPROTO_TCP, getattr(socket, name), value))
+    for level, option, value in options:
+        try:
+            sock.setsockopt(level, option, value)
+        except OSError:
+            return
 
 
 def connect(host: Host, accept_unknown_host_keys: bool = False, known_hosts: str | None = None) -> Connection:

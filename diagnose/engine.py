@@ -24,7 +24,7 @@ from typing import Any
 from diagnose import __version__
 from diagnose.catalog import Entry, load_catalog, select
 from diagnose.check import Check, ClusterCheck, Command, Facts
-from diagnose.connection import ConnectError, Connection, connect
+from diagnose.connection import ConnectError, Connection, connect, stop_running_batches
 from diagnose.environment import environment_from_facts
 from diagnose.evaluate import evaluate_check, evaluate_cluster
 from diagnose.hosts import Host
@@ -144,14 +144,21 @@ def assess_host(
         state.results.append(result)
         if facts is not None:
             state.facts[check.id] = facts
-    identity = outputs.get("identity")
-    if identity is not None and identity.error:
-        record.error = identity.error
-    record.reachable = identity is None or identity.error is None
-    if not record.reachable:
+    broken = next((o.error for o in outputs.values() if o.error), None)
+    if broken is not None:
+        # The host answered at first, then its batch was cut (frozen, connection lost): it is not a host
+        # to launch benchmarks on, and the checks it never answered are ERRORs already.
+        record.error = broken
+        record.reachable = False
         for result in state.results:
             if result.id == "host.reachable":
                 result.status = "FAIL"
+                result.message = f"{host.name} stopped answering during the checks: {broken}"
+                result.observed = broken
+        connection.close()
+        state.connection = None
+    else:
+        record.reachable = True
     record.environment = environment_from_facts(state.facts)
     return state
 
@@ -228,6 +235,8 @@ def run_host_stage(
                 progress.step(host.name)
             pending -= finished
             if deadline is not None and deadline():
+                for problem in stop_running_batches():
+                    print(f"diagnose: time budget exhausted: {problem}", file=sys.stderr)
                 for future in pending:
                     future.cancel()
                     host = futures[future]
@@ -295,6 +304,17 @@ def close_all(states: dict[str, HostState]) -> None:
                 state.connection.close()
             except Exception as exc:
                 print(f"diagnose: closing {state.host.name}: {exc}", file=sys.stderr)
+
+
+def stop_remote_work(timeout: float = 8.0) -> list[str]:
+    """Stop everything this run started on any host — the host checks' batches and the benchmark
+    launches — in parallel, within about ``timeout`` seconds; what could not be stopped, one line each."""
+    from diagnose.bench.launcher import stop_live_launches
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        batches = pool.submit(stop_running_batches, min(5.0, timeout))
+        launches = pool.submit(stop_live_launches, timeout)
+        return batches.result() + launches.result()
 
 
 def run_benchmark_stage(

@@ -30,11 +30,13 @@ def _result(
 
 
 def _blocking_problem(check: Check, outputs: Mapping[str, CommandOutput], host_vars: Vars) -> Outcome | None:
-    """A required command that could not give an answer decides the check before its parser runs."""
+    """A command that could not give an answer decides the check before its parser runs."""
     host = host_vars.host or "this host"
-    for command in check.host_commands(host_vars):
-        if not command.required:
-            continue
+    commands = check.host_commands(host_vars)
+    # Any command that did not complete — never ran, cut off with its batch, timed out — leaves the check
+    # unjudgeable, fallback sources included: a verdict from half the evidence ("no NCCL found" when the
+    # probe never ran) would be a false one.
+    for command in commands:
         output = outputs.get(command.key)
         if output is None or output.error:
             reason = output.error if output else "the command was not run"
@@ -47,7 +49,8 @@ def _blocking_problem(check: Check, outputs: Mapping[str, CommandOutput], host_v
                 remediation="Find out why the command hangs on this host (a wedged driver or HCA often does "
                 "this); the check cannot be judged until it answers.",
             )
-        if output.not_found and command.tool:
+    for command in commands:
+        if command.required and command.tool and outputs[command.key].not_found:
             reason = check.no_hardware(host_vars) if check.no_hardware else None
             if reason:
                 return Outcome("SKIP", f"{command.tool} is not installed on {host}; {reason}")

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from diagnose.errors import ConfigError
+from diagnose.host_settings import first_problem
 from diagnose.hosts import Host
 from diagnose.playbook import (
     PROFILE_VARIABLE,
@@ -35,6 +36,7 @@ from diagnose.playbook import (
     read_text,
     try_parse_yaml,
 )
+from diagnose.redact import redact_extra_vars
 from diagnose.variables import PROFILE_VARIABLES
 from diagnose.vars import Vars
 
@@ -585,7 +587,11 @@ def parse_extra_vars(args: Iterable[str]) -> dict[str, Any]:
     """
     merged: dict[str, Any] = {}
     for arg in args:
-        merged.update(_one_extra_var(arg))
+        try:
+            merged.update(_one_extra_var(arg))
+        except ConfigError as err:  # the message quotes the argument: never with a secret in it
+            shown = repr(redact_extra_vars(arg))
+            raise ConfigError(err.message.replace(repr(arg), shown), err.path, err.line) from None
     return merged
 
 
@@ -691,5 +697,8 @@ def resolve_hosts(
                 _GETTERS[variable.kind](merged, key)
             except ConfigError as err:
                 raise sources.error(err.message, name, key) from None
+        problem = first_problem(merged)
+        if problem is not None:
+            raise sources.error(problem[1], name, problem[0])
         hosts.append(Host(name=name, groups=inventory.groups_of(name), vars=merged))
     return hosts

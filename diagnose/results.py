@@ -20,8 +20,18 @@ SCHEMA = 1
 _MIN_WRITE_INTERVAL_S = 1.0
 
 
-def verdict_of(checks: list[dict[str, Any]], benchmarks: list[dict[str, Any]]) -> str:
-    """FAIL if anything failed; ERROR if something could not be judged; PASS otherwise (WARN allowed)."""
+#: The verdict of a run that was interrupted (Ctrl-C, SIGTERM): whatever it found so far, hosts or stages
+#: are missing, so it is never PASS; it exits 130 and its findings stay in the record.
+INCOMPLETE = "INCOMPLETE"
+
+
+def verdict_of(
+    checks: list[dict[str, Any]], benchmarks: list[dict[str, Any]], interrupted: bool = False
+) -> str:
+    """INCOMPLETE if the run was cut short; FAIL if anything failed; ERROR if something could not be
+    judged; PASS otherwise (WARN allowed)."""
+    if interrupted:
+        return INCOMPLETE
     statuses = [c["status"] for c in checks] + [b["status"] for b in benchmarks]
     if "FAIL" in statuses:
         return "FAIL"
@@ -86,7 +96,7 @@ class ResultsStore:
 
     def verdict(self) -> str:
         with self._lock:
-            return verdict_of(self.checks, self.benchmarks)
+            return verdict_of(self.checks, self.benchmarks, bool(self.run.get("interrupted")))
 
     def document(self) -> dict[str, Any]:
         with self._lock:
@@ -99,7 +109,7 @@ class ResultsStore:
             "hosts": [h.to_dict() for h in self.hosts.values()],
             "checks": list(self.checks),
             "benchmarks": list(self.benchmarks),
-            "verdict": verdict_of(self.checks, self.benchmarks),
+            "verdict": verdict_of(self.checks, self.benchmarks, bool(self.run.get("interrupted"))),
         }
         document.update(self.extra)
         return document

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import secrets
 import shlex
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -454,10 +455,10 @@ class Launch:
         """The hosts where processes of the launch may run: those it started something on."""
         return self._reachable()
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = TERM_GRACE_S + 30) -> None:
         """Stop every process of the launch on every host still reachable; count the survivors."""
         results = self._each(
-            lambda h: self._run(h, kill_script(self.folders[h.name], self.token), timeout=TERM_GRACE_S + 30),
+            lambda h: self._run(h, kill_script(self.folders[h.name], self.token), timeout=timeout),
             self._stop_targets(),
         )
         for name, result in results.items():
@@ -482,12 +483,17 @@ class Launch:
             for filename, content in split_files(result.stdout).items():
                 path = self._place(folder, name, filename, suffix)
                 path.write_text(content, encoding="utf-8", errors="replace")
-        run_root = f"/tmp/diagnose-{spec.run_id}"
+        self.remove_folders()
+
+    def remove_folders(self, timeout: float = POLL_TIMEOUT_S) -> None:
+        """Remove the launch's remote folders (and the run's, once empty) on every host still reachable."""
+        run_root = f"/tmp/diagnose-{self.spec.run_id}"
         self._each(
             lambda h: self._run(
                 h,
                 f"rm -rf {shlex.quote(self.folders[h.name])}; "
-                f"rmdir {shlex.quote(run_root + '/' + spec.tag)} {shlex.quote(run_root)} 2>/dev/null; true",
+                f"rmdir {shlex.quote(run_root + '/' + self.spec.tag)} {shlex.quote(run_root)} 2>/dev/null; true",
+                timeout=timeout,
             ),
             self._reachable(),
         )
@@ -524,13 +530,57 @@ class LaunchError(Exception):
         self.hosts = hosts
 
 
+_LIVE: dict[int, Launch] = {}  # launches started and not yet stopped, for an interrupt to stop
+_LIVE_LOCK = threading.Lock()
+
+
+def stop_live_launches(timeout: float = TERM_GRACE_S + 4) -> list[str]:
+    """Stop every launch still running (an interrupt left them) and remove their folders, within about
+    ``timeout`` seconds; the list says what could not be stopped."""
+    with _LIVE_LOCK:
+        jobs = list(_LIVE.values())
+        _LIVE.clear()
+    problems = []
+    for job in jobs:
+        try:
+            job.stop(timeout=timeout)
+            job.remove_folders(timeout=3)
+        except Exception as exc:  # keep going: the other launches must still be stopped
+            problems.append(f"{job.runner} ({job.spec.tag}): {type(exc).__name__}: {exc}")
+            continue
+        for name, count in sorted(job.outcome.leftovers.items()):
+            if count:
+                problems.append(f"{count} {job.runner} process(es) survived SIGKILL on {name}")
+        for name in sorted(job.lost):
+            problems.append(f"could not stop {job.runner} on {name}: {job.lost[name]}")
+        job.pool.shutdown(wait=False)
+    return problems
+
+
 def launch(spec: LaunchSpec) -> LaunchOutcome:
     """Run one torchrun launch to its end and always clean up after it (see the module docstring)."""
     return run_launch(Launch(spec))
 
 
+def _clean_up(job: Launch) -> None:
+    with _LIVE_LOCK:
+        _LIVE.pop(id(job), None)
+    for step in (job.stop, job.collect):
+        try:
+            step()
+        except Exception as exc:  # cleanup must reach every step; say what could not be done
+            job.outcome.message += f" (cleanup step {step.__name__} failed: {exc})"
+    job.pool.shutdown(wait=False)
+
+
 def run_launch(job: Launch) -> LaunchOutcome:
-    """Start, follow, stop and clean up one job of any kind; its outcome, with failures explained."""
+    """Start, follow, stop and clean up one job of any kind; its outcome, with failures explained.
+
+    An interrupt (Ctrl-C, SIGTERM) leaves the job registered and propagates at once: the caller then stops
+    every launch and every host's checks together, within one bounded wait (:func:`stop_live_launches`).
+    """
+    with _LIVE_LOCK:
+        _LIVE[id(job)] = job
     try:
         try:
             job.start()
@@ -539,13 +589,12 @@ def run_launch(job: Launch) -> LaunchOutcome:
             job.outcome.failed_hosts = exc.hosts
         else:
             job.follow()
-    finally:
-        for step in (job.stop, job.collect):
-            try:
-                step()
-            except Exception as exc:  # cleanup must reach every step; say what could not be done
-                job.outcome.message += f" (cleanup step {step.__name__} failed: {exc})"
-        job.pool.shutdown(wait=False)
+    except KeyboardInterrupt:
+        raise
+    except BaseException:
+        _clean_up(job)
+        raise
+    _clean_up(job)
     outcome = job.outcome
     if outcome.status == "failed" and not outcome.message:
         detail = job.failure_detail()

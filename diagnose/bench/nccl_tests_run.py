@@ -66,6 +66,7 @@ from diagnose.check import ParseError
 from diagnose.hosts import Host
 from diagnose.model import CheckResult, CommandOutput
 from diagnose.parsers.nccl_tests import parse_nccl_tests
+from diagnose.redact import redact_assignments
 from diagnose.vars import Vars
 
 if TYPE_CHECKING:
@@ -545,7 +546,7 @@ class NcclTestsBench:
         env = launch_env(self.first, setup.backend)
         argv = command_argv(self.settings, collective, hosts, setup.nproc, sweep, env, self.env_names)
         command = shlex.join(argv)
-        self.commands[(collective, tuple(h.name for h in hosts))] = command
+        self.commands[(collective, tuple(h.name for h in hosts))] = shlex.join(redact_assignments(argv))
         sizes = program.sweep(min_bytes, max_bytes, float(plan.step_factor))
         budget = stage.row_budget(setup.backend, len(hosts), setup.nproc)
         startup = self.first.vars.float("bench_startup_timeout_s", DEFAULT_STARTUP_S) or DEFAULT_STARTUP_S

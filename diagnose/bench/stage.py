@@ -47,6 +47,7 @@ from diagnose.bench.expect import Expectation, expected_busbw, human_bytes, judg
 from diagnose.bench.launcher import LaunchOutcome, LaunchSpec, launch
 from diagnose.bench.straggler import StragglerSearch
 from diagnose.check import Facts
+from diagnose.host_settings import parse_bench_env
 from diagnose.hosts import Host
 from diagnose.model import CheckResult
 from diagnose.parsers.nccl_log import parse_nccl_log, summarize_transport
@@ -141,14 +142,7 @@ def launch_env(host: Host, backend: str) -> dict[str, str]:
     env: dict[str, str] = {}
     if backend == "nccl":
         env.update({"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET,GRAPH"})
-    extra = host.vars.get("bench_env")
-    if isinstance(extra, Mapping):
-        env.update({str(k): str(v) for k, v in extra.items()})
-    elif extra:
-        for item in str(extra).split(","):
-            key, sep, value = item.partition("=")
-            if sep and key.strip():
-                env[key.strip()] = value.strip()
+    env.update(parse_bench_env(host.vars.get("bench_env")))  # validated when the inventory was read
     return env
 
 

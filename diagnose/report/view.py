@@ -110,7 +110,14 @@ def build_cover(results: dict[str, Any]) -> Cover:
     bench_counts = Counter(str(b.get("status")) for b in results.get("benchmarks") or [])
     verdict = results.get("verdict")
     note = ""
-    if verdict not in ("PASS", "FAIL", "ERROR"):
+    if verdict == "INCOMPLETE":
+        found = ", ".join(f"{counts[s]} {s}" for s in ("FAIL", "ERROR") if counts.get(s))
+        note = "the run was interrupted: hosts or stages are missing" + (
+            f"; found so far: {found}" if found else ""
+        )
+        if run.get("not_stopped"):
+            note += f"; could not stop: {'; '.join(map(str, run['not_stopped']))}"
+    elif verdict not in ("PASS", "FAIL", "ERROR"):
         judged = worst([s for s in counts if s in SEVERITY])
         verdict = "FAIL" if judged == "FAIL" else "ERROR" if judged == "ERROR" else "INCOMPLETE"
         note = "the run did not record a verdict (interrupted?); this one is derived from the checks present"
