@@ -195,7 +195,7 @@ CHECK = Check(
     summary="no hardware Xid in the kernel log (journalctl -k, else dmesg) since boot or since the last run",
     commands=(
         Command("kernel_log", KERNEL_LOG_SCRIPT, timeout=20),
-        replace(GPU_QUERY, required=False),
+        replace(GPU_QUERY, required=False, auxiliary=True),
     ),
     parse=parse,
     judge=judge,

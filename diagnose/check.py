@@ -29,7 +29,10 @@ class Command:
     ``key`` names the evidence file (``raw/<host>/<key>.txt``) and lets several checks share one run of
     the same command (``ibstat`` feeds ``ib.port_state`` and ``ib.link_rate``). ``tool`` is the program
     whose absence (exit 127) means "tool missing" rather than "fault found". A command with
-    ``required=False`` is a fallback source: its failure is left to the parser to weigh.
+    ``required=False`` is a fallback source: its failure is left to the parser to weigh. An ``auxiliary``
+    command only enriches a verdict its check reaches without it (the GPU index of an Xid found in the
+    kernel log): even when it never completes — nvidia-smi hangs on the very GPU that fell off the bus —
+    the parser gets what there is, where any other unfinished command makes the check an ERROR.
     """
 
     key: str
@@ -37,6 +40,7 @@ class Command:
     tool: str | None = None
     timeout: float = 20.0
     required: bool = True
+    auxiliary: bool = False
 
 
 @dataclass(frozen=True)

@@ -197,6 +197,7 @@ class Connection(ABC):
         self.name = host.name
         self.max_output_bytes = host.vars.int("max_output_bytes", None) or DEFAULT_MAX_OUTPUT_BYTES
         self._session: int | None = None  # the remote session of the batch in flight
+        self._stopping = threading.Lock()  # held while a stop runs: closing then would cut it off
 
     @abstractmethod
     def open(self) -> None:
@@ -330,7 +331,8 @@ class Connection(ABC):
         if session is None:
             return None
         try:
-            result = self.run(kill_session_script(session), timeout=timeout)
+            with self._stopping:
+                result = self.run(kill_session_script(session), timeout=timeout)
         except Exception as exc:  # the connection may be the thing that broke
             return f"could not stop the checks on {self.name}: {type(exc).__name__}: {exc}"
         left = result.stdout.rpartition("left=")[2].strip()
@@ -582,7 +584,8 @@ class SSHConnection(Connection):
         if transport is None or not transport.is_active():
             return _Exec(error="connection lost: the SSH session is closed")
         try:
-            channel = transport.open_session(timeout=self.connect_timeout)
+            wait = min(self.connect_timeout, deadline() - time.monotonic())
+            channel = transport.open_session(timeout=max(0.5, wait))  # a frozen sshd never confirms
             channel.exec_command(script)
             if stdin:
                 channel.sendall(stdin)
@@ -618,10 +621,14 @@ class SSHConnection(Connection):
         except (paramiko.SSHException, OSError, EOFError) as exc:
             return _Exec(error=f"connection lost: {exc}")
         if code == -1:  # the channel closed without an exit status
+            if transport.is_active():
+                return _Exec(error="the command was killed on the host (ended by a signal, no exit status)")
             return _Exec(error="connection lost: the command ended without an exit status")
         return _Exec(exit_code=code)
 
     def close(self) -> None:
+        if self._stopping.acquire(timeout=STOP_TIMEOUT_S + 1):  # let a stop in flight finish first
+            self._stopping.release()
         self._fabric.close()
 
 

@@ -37,6 +37,8 @@ def _blocking_problem(check: Check, outputs: Mapping[str, CommandOutput], host_v
     # unjudgeable, fallback sources included: a verdict from half the evidence ("no NCCL found" when the
     # probe never ran) would be a false one.
     for command in commands:
+        if command.auxiliary:
+            continue
         output = outputs.get(command.key)
         if output is None or output.error:
             reason = output.error if output else "the command was not run"
@@ -50,7 +52,7 @@ def _blocking_problem(check: Check, outputs: Mapping[str, CommandOutput], host_v
                 "this); the check cannot be judged until it answers.",
             )
     for command in commands:
-        if command.required and command.tool and outputs[command.key].not_found:
+        if command.required and command.tool and not command.auxiliary and outputs[command.key].not_found:
             reason = check.no_hardware(host_vars) if check.no_hardware else None
             if reason:
                 return Outcome("SKIP", f"{command.tool} is not installed on {host}; {reason}")

@@ -26,20 +26,25 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def parse_bench_env(value: Any, host: str = "") -> dict[str, str]:
-    """``bench_env`` as a mapping (YAML) or ``K=V,K=V`` (INI, ``-e``); raises ValueError naming the
-    offending entry. The names become ``export NAME=...`` on the hosts, so only POSIX names pass."""
+    """``bench_env`` as a mapping (YAML) or ``K=V,K=V`` (INI, ``-e``; a piece without ``=`` continues the
+    value before it); raises ValueError naming the offending entry. The names become ``export NAME=...`` on the hosts, so only POSIX names pass."""
     if value is None or value == "":
         return {}
     if isinstance(value, Mapping):
         items = [(str(k), "" if v is None else str(v)) for k, v in value.items()]
     else:
-        items = []
+        items: list[tuple[str, str]] = []
         for item in str(value).split(","):
             if not item.strip():
                 continue
             key, sep, val = item.partition("=")
             if not sep:
-                raise ValueError(f"bench_env entry {item.strip()!r} is not KEY=VALUE")
+                # NCCL's own lists hold commas (NCCL_SOCKET_IFNAME=^lo,docker0): a piece without "="
+                # belongs to the value before it.
+                if not items:
+                    raise ValueError(f"bench_env entry {item.strip()!r} is not KEY=VALUE")
+                items[-1] = (items[-1][0], f"{items[-1][1]},{item.strip()}")
+                continue
             items.append((key.strip(), val.strip()))
     for key, _ in items:
         if not ENV_NAME.match(key):

@@ -72,6 +72,8 @@ def redact_extra_vars(text: str) -> str:
         words = shlex.split(text)
     except ValueError:  # unbalanced quotes
         return _mask_text(text)
+    if not all("=" in word for word in words):  # not key=value words: keep the shape, mask by pattern
+        return _mask_text(text)
     redacted = redact_assignments(words)
     return text if redacted == words else shlex.join(redacted)
 

@@ -108,6 +108,8 @@ class HostSpec:
     #: What the port serves: "ssh" (sshd), "refused" (nothing listens: connection refused) or
     #: "silent" (TCP accepted, no SSH banner ever: a hung host).
     serve: Literal["ssh", "refused", "silent"] = "ssh"
+    #: False: sshd has no ``Subsystem sftp`` line, as hardened sites configure it.
+    sftp: bool = True
 
 
 class TestbedError(RuntimeError):
@@ -156,6 +158,37 @@ class TestHost:
     def kill(self) -> None:
         """Kill the host at once: sshd and every session die, the port then refuses connections."""
         self.bed._kill(self)
+
+    def freeze(self) -> None:
+        """SIGSTOP sshd and everything it started (sessions, commands): a hung host whose TCP stack
+        still answers. The namespace's own init keeps running, so stopping the bed still works."""
+        self._signal_sshd_tree(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        self._signal_sshd_tree(signal.SIGCONT)
+
+    def _signal_sshd_tree(self, signum: int) -> None:
+        if self.pid_namespace is None:
+            raise TestbedError(f"host {self.name!r} has no known pid namespace")
+        parents: dict[int, int] = {}
+        names: dict[int, str] = {}
+        for pid in _pids_in({self.pid_namespace}):
+            with contextlib.suppress(OSError):
+                stat = Path(f"/proc/{pid}/stat").read_text()
+                names[pid] = stat[stat.index("(") + 1 : stat.rindex(")")]
+                parents[pid] = int(stat[stat.rindex(")") + 2 :].split()[1])
+
+        def under_sshd(pid: int) -> bool:
+            while pid in names:
+                if names[pid].startswith("sshd"):
+                    return True
+                pid = parents[pid]
+            return False
+
+        for pid in names:
+            if under_sshd(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signum)
 
     def restart(self) -> None:
         """Start the host again on the same port with the same host key."""
@@ -437,7 +470,7 @@ class TestBed:
             "MaxStartups 512\n"
             "LoginGraceTime 30\n"
             f"{self._penalties_off}"
-            "Subsystem sftp internal-sftp\n"
+            f"{'Subsystem sftp internal-sftp' if host.spec.sftp else ''}\n"
             f"{setenv}"
         )
 
