@@ -191,4 +191,5 @@ CHECK = Check(
     remediation="Reseat GPUs whose PCIe link trained narrow or slow.",
     no_hardware=no_gpu_reason,
     judge_delta=judge_delta,
+    judge_under_load=judge_under_load,
 )

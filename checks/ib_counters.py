@@ -203,4 +203,5 @@ CHECK = Check(
     judge=judge,
     remediation=REMEDIATION,
     judge_delta=judge_delta,
+    folded_under="ib.devices",
 )

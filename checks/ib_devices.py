@@ -48,6 +48,13 @@ def _dev_summary(dev: dict) -> str:
     return f"/dev/infiniband has {len(dev['uverbs'])} uverbs devices"
 
 
+def absence(facts: Facts, host_vars: Vars) -> str | None:
+    """Why the other ib.* checks have nothing to judge on this host: no RDMA device at all."""
+    if facts["dev"]["uverbs"] or facts["devices"]:
+        return None
+    return f"no RDMA device on {host_vars.host or 'this host'} ({_dev_summary(facts['dev'])})"
+
+
 def judge(facts: Facts, host_vars: Vars) -> Outcome:
     host = host_vars.host or "this host"
     dev, devices = facts["dev"], facts["devices"]
@@ -136,4 +143,5 @@ CHECK = Check(
     remediation="Make every HCA visible to libibverbs: driver loaded (mlx5_ib / efa), ib_uverbs loaded, "
     "/dev/infiniband/uverbsN present, and `ibv_devinfo` listing each device.",
     no_hardware=no_fabric_reason,
+    absence=absence,
 )

@@ -82,4 +82,5 @@ CHECK = Check(
     judge=judge,
     remediation="Bring every fabric port to its rated speed (cable, transceiver, switch port configuration).",
     no_hardware=no_fabric_reason,
+    folded_under="ib.devices",
 )

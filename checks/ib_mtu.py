@@ -72,4 +72,5 @@ CHECK = Check(
     remediation="Make the active MTU the profile's on every port (subnet manager partition MTU on "
     "InfiniBand, interface MTU on RoCE).",
     no_hardware=no_fabric_reason,
+    folded_under="ib.devices",
 )

@@ -110,4 +110,5 @@ CHECK = Check(
     remediation="Bring every fabric port to Active/LinkUp: cable and switch port for Down/Polling, the "
     "subnet manager for Initializing/Armed.",
     no_hardware=no_fabric_reason,
+    folded_under="ib.devices",
 )

@@ -8,7 +8,7 @@ captured outputs alone.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,6 +63,14 @@ class Check:
     # engine runs the commands again after the benchmark stage and calls ``judge_delta(before, after,
     # vars)`` with both snapshots' facts; ``judge`` alone decides when the second snapshot is missing.
     judge_delta: Callable[[Facts, Facts, Vars], Outcome] | None = None
+    # What only shows under load (a PCIe link that downshifts at idle): the engine runs the commands every
+    # few seconds while the benchmarks run and calls ``judge_under_load(samples, vars)`` with their facts.
+    judge_under_load: Callable[[Sequence[Facts], Vars], Outcome] | None = None
+    # The id of a check whose finding explains this one's absence of hardware (every ib.* check when
+    # ib.devices finds no RDMA device): this check then SKIPs pointing there instead of repeating the
+    # cause as its own ERROR or FAIL. The root check says so through ``absence``.
+    folded_under: str | None = None
+    absence: Callable[[Facts, Vars], str | None] | None = None
 
     def host_commands(self, host_vars: Vars) -> tuple[Command, ...]:
         return self.commands_for(host_vars) if self.commands_for else self.commands

@@ -154,8 +154,12 @@ def _run_locked(
                 )
             )
         plan = playbook.benchmarks
+        samples: dict[str, Any] = {}
         if plan and plan.enabled and not args.skip_benchmarks and not deadline.expired():
-            engine.run_benchmark_stage(plan, states, out_dir, store, deadline)
+            samples = engine.run_benchmark_stage(plan, states, out_dir, store, deadline, host_checks)
+        if not deadline.expired():
+            engine.run_after_snapshot_stage(states, host_checks, out_dir, store, args.forks, samples)
+            engine.note_counters_on_slow_collectives(store)
         if db is not None:
             regressions = history.regressions(
                 db, store.document(), nightly.busbw_drop_pct if nightly else 10.0

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -26,9 +26,9 @@ from diagnose.catalog import Entry, load_catalog, select
 from diagnose.check import Check, ClusterCheck, Command, Facts
 from diagnose.connection import ConnectError, Connection, connect, stop_running_batches
 from diagnose.environment import environment_from_facts
-from diagnose.evaluate import evaluate_check, evaluate_cluster
+from diagnose.evaluate import evaluate_check, evaluate_cluster, fold_into_root_causes, outcome_result
 from diagnose.hosts import Host
-from diagnose.model import CheckResult, CommandOutput, HostRecord
+from diagnose.model import SEVERITY, CheckResult, CommandOutput, HostRecord, Outcome
 from diagnose.results import ResultsStore
 from diagnose.vars import Vars
 
@@ -44,6 +44,7 @@ class HostState:
     facts: dict[str, Facts] = field(default_factory=dict)
     results: list[CheckResult] = field(default_factory=list)
     record: HostRecord | None = None
+    results_by_id: dict[str, CheckResult] = field(default_factory=dict)
 
     @property
     def healthy(self) -> bool:
@@ -144,6 +145,7 @@ def assess_host(
         state.results.append(result)
         if facts is not None:
             state.facts[check.id] = facts
+    fold_into_root_causes(state.results, state.facts, checks, host.vars)
     broken = next((o.error for o in outputs.values() if o.error), None)
     if broken is not None:
         # The host answered at first, then its batch was cut (frozen, connection lost): it is not a host
@@ -318,13 +320,22 @@ def stop_remote_work(timeout: float = 8.0) -> list[str]:
 
 
 def run_benchmark_stage(
-    plan: Any, states: dict[str, HostState], out_dir: Path, store: ResultsStore, deadline: Any
-) -> None:
-    """Collectives across the reachable hosts without a FAIL, over the connections the host stage opened."""
+    plan: Any,
+    states: dict[str, HostState],
+    out_dir: Path,
+    store: ResultsStore,
+    deadline: Any,
+    checks: list[Check] | None = None,
+) -> dict[str, dict[str, list[Facts]]]:
+    """Collectives across the reachable hosts, over the connections the host stage opened; meanwhile the
+    checks that judge under load sample the GPU hosts. Returns those samples, by host and check id."""
     from diagnose.bench.stage import BenchContext
     from diagnose.bench.stage import run_benchmark_stage as run_stage
+    from diagnose.sampling import LoadSampler
 
     healthy = [s for s in states.values() if s.healthy]
+    under_load = [c for c in checks or [] if c.judge_under_load is not None]
+    sampled = [s.host for s in healthy if any(_has_gpus(s.facts.get(c.id)) for c in under_load)]
     remaining = deadline.remaining() if deadline is not None else float("inf")
     context = BenchContext(
         hosts=[s.host for s in healthy],
@@ -337,5 +348,112 @@ def run_benchmark_stage(
         emit_benchmark=store.add_benchmark,
         deadline=None if remaining == float("inf") else time.monotonic() + remaining,
     )
-    run_stage(context)
+    with LoadSampler(sampled, context.connections, under_load) as sampler:
+        run_stage(context)
+    store.flush(force=True)
+    return sampler.samples
+
+
+def _has_gpus(facts: Facts | None) -> bool:
+    return bool(facts and facts.get("gpus"))
+
+
+def note_counters_on_slow_collectives(store: ResultsStore) -> None:
+    """Join the fabric's error counters to the collectives: a collective below its range (or one that
+    failed) names the hosts whose IB error counters moved while the benchmarks ran."""
+    moved = []
+    for row in store.document()["checks"]:
+        observed = row.get("observed")
+        if row["id"] != "ib.counters" or not isinstance(observed, dict) or not observed.get("delta"):
+            continue
+        ports = "; ".join(
+            f"{port} " + ", ".join(f"{name} +{change}" for name, change in changes.items())
+            for port, changes in observed["delta"].items()
+        )
+        moved.append(f"{row['host']} ({ports})")
+    if moved:
+        store.annotate_benchmarks(
+            ("FAIL", "WARN"), f" IB error counters moved during the benchmarks on {'; '.join(moved)}."
+        )
+
+
+def _after_snapshot(
+    state: HostState, checks: list[Check], out_dir: Path, samples: dict[str, list[Facts]]
+) -> list[CheckResult]:
+    """One host's checks judged again on what changed since the host stage (and on the load samples)."""
+    host, connection = state.host, state.connection
+    judged = [c for c in checks if c.id in state.facts]
+    if connection is None or not judged:
+        return []
+    commands = commands_of(judged, host.vars)
+    outputs = connection.run_batch(commands, timeout_cap=host.vars.float("command_timeout_s", None))
+    after_commands = {c.key: replace(c, key=f"{c.key}.after") for c in commands}
+    evidence = {
+        key: _save_evidence(out_dir, host.name, after_commands[key], outputs[key]) for key in after_commands
+    }
+    results = []
+    for check in judged:
+        before = state.results_by_id[check.id]
+        keys = [c.key for c in check.host_commands(host.vars)]
+        renamed = {after_commands[k].key: outputs[k] for k in keys}
+        shifted = replace(check, commands=tuple(after_commands[k] for k in keys), commands_for=None)
+        result, after = evaluate_check(shifted, renamed, host.vars, evidence[keys[0]])
+        if after is None:
+            result = replace(
+                before, message=f"{before.message} (no snapshot after the run: {result.message})"
+            )
+        else:
+            outcomes: list[Outcome] = []
+            if check.judge_delta is not None:
+                outcomes.append(
+                    _safe_judge(check.id, check.judge_delta, state.facts[check.id], after, host.vars)
+                )
+            if check.judge_under_load is not None and samples.get(check.id):
+                outcomes.append(_safe_judge(check.id, check.judge_under_load, samples[check.id], host.vars))
+            if not outcomes:
+                continue
+            # The worse verdict stands; on a tie the one measured under load says more.
+            outcome = max(outcomes, key=lambda o: (SEVERITY[o.status], o is outcomes[-1]))
+            result = outcome_result(check, host.name, outcome, evidence[keys[0]])
+        results.append(result)
+    return results
+
+
+def _safe_judge(check_id: str, judge: Callable[..., Outcome], *args: Any) -> Outcome:
+    try:
+        return judge(*args)
+    except Exception as exc:  # a rule bug must cost one result, never the run
+        return Outcome("ERROR", f"rule {check_id} failed: {type(exc).__name__}: {exc}")
+
+
+def run_after_snapshot_stage(
+    states: dict[str, HostState],
+    checks: list[Check],
+    out_dir: Path,
+    store: ResultsStore,
+    forks: int,
+    samples: dict[str, dict[str, list[Facts]]] | None = None,
+) -> None:
+    """Judge the counter checks on the change over the run: their commands run again on every host still
+    connected (after the benchmarks), and each such check's host-stage result is replaced by the verdict
+    on the difference — a link that flapped while the collectives ran is a FAIL even if it recovered."""
+    delta_checks = [c for c in checks if c.judge_delta is not None or c.judge_under_load is not None]
+    connected = [s for s in states.values() if s.connection is not None]
+    if not delta_checks or not connected:
+        return
+    for state in connected:
+        state.results_by_id = {r.id: r for r in state.results}
+    with ThreadPoolExecutor(max_workers=max(1, min(forks, len(connected)))) as pool:
+        futures = {
+            pool.submit(_after_snapshot, s, delta_checks, out_dir, (samples or {}).get(s.host.name, {})): s
+            for s in connected
+        }
+        for future, state in futures.items():
+            try:
+                results = future.result()
+            except Exception as exc:  # a bug costs this host's second snapshot, never the run
+                print(f"diagnose: snapshot after the run on {state.host.name}: {exc}", file=sys.stderr)
+                continue
+            for result in results:
+                store.replace_check(result)
     store.flush(force=True)

@@ -13,7 +13,7 @@ from diagnose.model import CheckResult, CommandOutput, Outcome
 from diagnose.vars import Vars
 
 
-def _result(
+def outcome_result(
     check: Check | ClusterCheck, host: str | None, outcome: Outcome, evidence: str | None
 ) -> CheckResult:
     return CheckResult(
@@ -72,21 +72,21 @@ def evaluate_check(
     host = host_vars.host
     problem = _blocking_problem(check, outputs, host_vars)
     if problem is not None:
-        return _result(check, host, problem, evidence), None
+        return outcome_result(check, host, problem, evidence), None
     try:
         facts = check.parse(outputs, host_vars)
     except Exception as exc:  # ParseError for odd output; anything else is a parser bug on odd output too
         commands = check.host_commands(host_vars)
         first = commands[0].script if commands else check.id
         detail = str(exc) if isinstance(exc, ParseError) else f"{type(exc).__name__}: {exc}"
-        return _result(
+        return outcome_result(
             check, host, Outcome("ERROR", f"unparsable output of `{first}`: {detail}"), evidence
         ), None
     try:
         outcome = check.judge(facts, host_vars)
     except Exception as exc:  # a rule bug must cost one result, never the run
         outcome = Outcome("ERROR", f"rule {check.id} failed: {type(exc).__name__}: {exc}")
-    return _result(check, host, outcome, evidence), facts
+    return outcome_result(check, host, outcome, evidence), facts
 
 
 def evaluate_cluster(
@@ -97,4 +97,30 @@ def evaluate_cluster(
         outcomes = check.judge(facts, host_vars)
     except Exception as exc:
         outcomes = [Outcome("ERROR", f"rule {check.id} failed: {type(exc).__name__}: {exc}")]
-    return [_result(check, o.host, o, None) for o in outcomes]
+    return [outcome_result(check, o.host, o, None) for o in outcomes]
+
+
+def fold_into_root_causes(
+    results: list[CheckResult], facts: Mapping[str, Facts], checks: list[Check], host_vars: Vars
+) -> None:
+    """Where a root check says the hardware is absent (ib.devices: no RDMA device), the checks folded under
+    it SKIP and point there, instead of each repeating the cause as an ERROR "tool missing" or a FAIL."""
+    reasons: dict[str, str] = {}
+    for check in checks:
+        if check.absence is None or check.id not in facts:
+            continue
+        try:
+            reason = check.absence(facts[check.id], host_vars)
+        except Exception:  # a rule bug leaves the results as they are
+            reason = None
+        if reason:
+            reasons[check.id] = reason
+    if not reasons:
+        return
+    folded = {c.id: c.folded_under for c in checks if c.folded_under in reasons}
+    for result in results:
+        root = folded.get(result.id)
+        if root is not None and result.status != "PASS":
+            result.status = "SKIP"
+            result.message = f"not judged: {reasons[root]}; see {root}"
+            result.remediation = None

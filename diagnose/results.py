@@ -89,6 +89,27 @@ class ResultsStore:
             self.checks.extend(r.to_dict() for r in results)
         self.flush()
 
+    def replace_check(self, result: CheckResult) -> None:
+        """Put ``result`` in place of the earlier result of the same check on the same host (a verdict
+        revised by a later stage), or add it if there is none."""
+        row = result.to_dict()
+        with self._lock:
+            for index, old in enumerate(self.checks):
+                if old["id"] == row["id"] and old["host"] == row["host"]:
+                    self.checks[index] = row
+                    break
+            else:
+                self.checks.append(row)
+        self.flush()
+
+    def annotate_benchmarks(self, statuses: tuple[str, ...], note: str) -> None:
+        """Append ``note`` to the message of every benchmark whose status is in ``statuses``."""
+        with self._lock:
+            for entry in self.benchmarks:
+                if entry.get("status") in statuses:
+                    entry["message"] = f"{entry.get('message') or ''}{note}"
+        self.flush(force=True)
+
     def add_benchmark(self, entry: dict[str, Any]) -> None:
         with self._lock:
             self.benchmarks.append(entry)

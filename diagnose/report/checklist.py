@@ -1,4 +1,5 @@
-"""The operational checklist (DESIGN.md, sections 1–5) filled in from a run's check results.
+"""The operational checklist (DESIGN.md, sections 1–5) filled in from a run's check results, followed by
+the node-health section (checklist ``H``).
 
 The checklist is what the cluster owner signs against, so it lists every item whether or not the run
 looked at it: an item with no result is NOT COVERED, an item whose results all say SKIP is SKIPPED, and
@@ -63,6 +64,22 @@ SECTIONS: tuple[tuple[str, str, tuple[ItemSpec, ...]], ...] = (
     ("4", "Training trace", (ItemSpec("4.1", "Compute / communication overlap", ()),)),
     ("5", "Inference trace", (ItemSpec("5.1", "KV-cache transfer latency", ()),)),
 )
+#: Node health, after the five sections of the paper checklist: the faults that interrupt large jobs most
+#: often (GPUs, HBM, links), which the checklist itself does not list.
+HEALTH_SECTION: tuple[str, str, tuple[ItemSpec, ...]] = (
+    "H",
+    "Node health (beyond the checklist)",
+    (
+        ItemSpec("H.1", "No Xid event in the window", ("gpu.xid",)),
+        ItemSpec("H.2", "GPU memory: no uncorrectable ECC, no row remap pending or failed", ("gpu.memory",)),
+        ItemSpec("H.3", "No hardware or thermal clock slowdown", ("gpu.clocks",)),
+        ItemSpec("H.4", "PCIe link at full width (and generation under load)", ("gpu.pcie",)),
+        ItemSpec("H.5", "Every NVLink up at one speed, no error growth", ("gpu.nvlink",)),
+        ItemSpec("H.6", "NVSwitch fabric trained (fabric manager)", ("gpu.fabricmanager",)),
+        ItemSpec("H.7", "No IB error counter growth or link flap during the run", ("ib.counters",)),
+        ItemSpec("H.8", "Locked-memory limit allows RDMA registration", ("host.memlock",)),
+    ),
+)
 OTHER_SECTION = ("–", "Other checks")
 # Plain-language lines for catalog checks that answer no item of the paper checklist by themselves; an id
 # not listed here (a site's own check) is shown by its id.
@@ -105,6 +122,8 @@ def _matches(check_id: str, sources: Iterable[str]) -> bool:
 
 
 def _sections_of(checklist: Any) -> list[str]:
+    if str(checklist or "").strip() == HEALTH_SECTION[0]:
+        return [HEALTH_SECTION[0]]
     found = re.findall(r"[1-5]", str(checklist or ""))
     return list(dict.fromkeys(found)) or [OTHER_SECTION[0]]
 
@@ -195,7 +214,7 @@ def build_checklist(results: dict[str, Any]) -> list[SectionResult]:
     """Every checklist section with its items filled in from ``results`` (schema 1)."""
     checks: list[dict[str, Any]] = results.get("checks") or []
     benchmarks: list[dict[str, Any]] = results.get("benchmarks") or []
-    mapped = {s for _, _, items in SECTIONS for spec in items for s in spec.sources}
+    mapped = {s for _, _, items in (*SECTIONS, HEALTH_SECTION) for spec in items for s in spec.sources}
     # gloo on CPU hosts shows the ranks can talk, not what the GPU fabric delivers: its sweeps answer no
     # bandwidth item, which then reads NOT COVERED rather than passed.
     cpu_only = {f"bench.{b.get('collective')}" for b in benchmarks if b.get("backend") == "gloo"}
@@ -207,7 +226,7 @@ def build_checklist(results: dict[str, Any]) -> list[SectionResult]:
         if not _matches(check_id, mapped):
             for number in _sections_of(row.get("checklist")):
                 extra.setdefault(number, {}).setdefault(check_id, []).append(row)
-    for number, title, specs in (*SECTIONS, (*OTHER_SECTION, ())):
+    for number, title, specs in (*SECTIONS, HEALTH_SECTION, (*OTHER_SECTION, ())):
         items: list[ItemResult] = []
         own_extra = extra.get(number, {})
         for spec in specs:
