@@ -395,9 +395,7 @@ def _after_snapshot(
     for check in judged:
         before = state.results_by_id[check.id]
         keys = [c.key for c in check.host_commands(host.vars)]
-        renamed = {after_commands[k].key: outputs[k] for k in keys}
-        shifted = replace(check, commands=tuple(after_commands[k] for k in keys), commands_for=None)
-        result, after = evaluate_check(shifted, renamed, host.vars, evidence[keys[0]])
+        result, after = evaluate_check(check, outputs, host.vars, evidence[keys[0]])
         if after is None:
             result = replace(
                 before, message=f"{before.message} (no snapshot after the run: {result.message})"

@@ -52,6 +52,11 @@ PROFILE_VARIABLES: dict[str, Variable] = {
         ),
         Variable("nvlink_busbw_gbps", float, "intra-node busbw the single-node expectation is computed from"),
         Variable(
+            "expected_compute_hcas",
+            list,
+            "the compute-fabric HCAs (names or globs, e.g. mlx5_[0-7]); default: the GPU-local NICs of topo -m",
+        ),
+        Variable(
             "expected_nvlinks_per_gpu",
             int,
             "active NVLinks per GPU in `nvidia-smi nvlink --status` (18 on H100/H200 SXM, 12 on A100 SXM)",

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from diagnose.bench import program
 from diagnose.bench.expect import Expectation, expected_busbw, human_bytes, judge_busbw, large_message_busbw
+from diagnose.bench.fabric_nics import nics_phrase, observed_nics, wrong_nics
 from diagnose.bench.launcher import LaunchOutcome, LaunchSpec, launch
 from diagnose.bench.straggler import StragglerSearch
 from diagnose.check import Facts
@@ -304,7 +305,19 @@ class Stage:
             )
             return result
         between = summary["inter_node"] or "no transport seen"
-        result.message = f"between nodes NCCL used {between}; inside nodes {inside}"
+        used = observed_nics(summary)
+        result.observed["nics_used"] = used
+        result.message = f"between nodes NCCL used {between}; inside nodes {inside}{nics_phrase(used)}"
+        wrong = wrong_nics(used, setup.hosts, self.ctx.facts)
+        if wrong:
+            result.status = "FAIL"
+            result.message = f"wrong fabric: {'; '.join(wrong)} — {result.message}"
+            result.remediation = (
+                "Point NCCL at the compute HCAs (NCCL_IB_HCA=mlx5_0,mlx5_1,... or =^mlx5_8 to exclude the "
+                "storage one; NCCL_SOCKET_IFNAME for the bootstrap) and check that the compute ports are "
+                "Active; if the list of compute HCAs is wrong, set expected_compute_hcas."
+            )
+            return result
         if summary["gdrdma"] is False and rdma:
             result.status = "WARN"
             result.message += "; GPUDirect RDMA was not used (no /GDRDMA on the NET connections)"

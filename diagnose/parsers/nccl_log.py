@@ -36,6 +36,11 @@ _NODES = re.compile(r"nRanks (\d+) nNodes (\d+)")
 _VERSION = re.compile(r"NCCL version (\S+)")
 _NETWORK = re.compile(r"Using network (.+?)\s*$")
 _NVLS_CHANNELS = re.compile(r"(\d+) nvls channels")
+# ``NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_3:1/RoCE [RO]; OOB bond0:10.0.0.1<0>`` and
+# ``NET/Socket : Using [0]eth0:10.0.0.1<0>``: the devices behind the index in ``via NET/IB/<index>``.
+_USING = re.compile(r"^NET/(?P<net>IB|Socket)\s*:\s*Using\s+(?P<devices>.*?)\s*(?:;\s*OOB\b.*)?$")
+_DEVICE = re.compile(r"\[(?P<index>\d+)\](?P<name>[^\s\[;]+)")
+_NET_INDEX = re.compile(r"^NET/[^/]+/(?P<index>\d+)")
 
 # How NCCL spells its network transports over the years, and the name diagnose reports.
 _NET_NAMES = {
@@ -85,6 +90,7 @@ def parse_nccl_log(text: str) -> dict[str, Any]:
         "collnet": False,
         "sharp": False,
         "warnings": [],
+        "net_devices": {},  # host -> {"NET/IB" | "NET/Socket": {index: device}}
     }
     widest = 0
     hosts: list[str] = []
@@ -117,6 +123,12 @@ def parse_nccl_log(text: str) -> dict[str, Any]:
             continue
         if (version := _VERSION.search(msg)) and facts["version"] is None:
             facts["version"] = version.group(1)
+        if using := _USING.match(msg):
+            devices = facts["net_devices"].setdefault(host or "?", {}).setdefault(f"NET/{using['net']}", {})
+            for device in _DEVICE.finditer(using["devices"]):
+                name = device["name"]
+                # IB: mlx5_0:1/IB(/SHARP) is device and port; Socket: eth0:10.0.0.1<0> is the interface
+                devices[device["index"]] = name.split("/")[0] if using["net"] == "IB" else name.split(":")[0]
         if (network := _NETWORK.search(msg)) and network.group(1) not in facts["networks"]:
             facts["networks"].append(network.group(1))
         if init := _INIT.search(msg):
@@ -151,8 +163,10 @@ def summarize_transport(
     """What carried the data, over every parsed log of one benchmark run.
 
     Returns the results.json ``transport`` shape (``inter_node``, ``intra_node``, ``gdrdma``) plus the
-    details a rule needs: every inter-node transport seen, the hosts that used each, and whether ranks on
-    one host talked over a network transport (P2P and SHM off).
+    details a rule needs: every inter-node transport seen, the hosts that used each, whether ranks on one
+    host talked over a network transport (P2P and SHM off), and per host the NICs that carried the
+    inter-node traffic (``nics_used``: the index in ``via NET/IB/<i>`` looked up in that host's
+    ``NET/IB : Using [i]<device>`` line).
     """
     facts = list(logs)
     hosts_of: dict[int, str] = {}
@@ -192,6 +206,26 @@ def summarize_transport(
         if one["collnet"] and "CollNet" not in intra:
             intra.append("CollNet")
     nets = sorted(inter, key=lambda t: (t == "NET/Socket", t))
+    devices_of: dict[str, dict[str, dict[str, str]]] = {}
+    for one in facts:
+        for host, nets_of_host in one["net_devices"].items():
+            for net, names in nets_of_host.items():
+                devices_of.setdefault(host, {}).setdefault(net, {}).update(names)
+    used: dict[str, set[str]] = {}
+    for one in facts:
+        for edge in one["edges"]:
+            index = _NET_INDEX.match(edge["via"])
+            if not edge["transport"].startswith("NET/") or index is None:
+                continue
+            src, dst = hosts_of.get(edge["src"]), hosts_of.get(edge["dst"])
+            if src is not None and dst is not None and src == dst:
+                continue
+            where = edge["host"] or hosts_of.get(_emitter(edge)) or "?"
+            known = devices_of.get(where, {}).get(
+                "NET/IB" if edge["transport"] == "NET/IB" else edge["transport"]
+            )
+            name = (known or {}).get(index["index"], f"{edge['transport']} device {index['index']}")
+            used.setdefault(where, set()).add(name)
     return {
         "inter_node": (nets[0] if nets else None),
         "intra_node": intra,
@@ -203,4 +237,5 @@ def summarize_transport(
         "networks": sorted({n for f in facts for n in f["networks"]}),
         "sharp": any(f["sharp"] for f in facts),
         "edges": sum(len(f["edges"]) for f in facts),
+        "nics_used": {host: sorted(names) for host, names in sorted(used.items())},
     }
