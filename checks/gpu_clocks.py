@@ -133,4 +133,5 @@ CHECK = Check(
     judge=judge,
     remediation="Find what holds the clocks down: temperature, airflow, power delivery.",
     no_hardware=no_gpu_reason,
+    folded_under="gpu.topology",
 )

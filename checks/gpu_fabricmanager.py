@@ -172,4 +172,5 @@ CHECK = Check(
     judge=judge,
     remediation=REMEDIATION,
     no_hardware=no_gpu_reason,
+    folded_under="gpu.topology",
 )

@@ -168,4 +168,5 @@ CHECK = Check(
     judge=judge,
     remediation="Reset GPUs with pending remaps; RMA GPUs whose row remapping failed.",
     no_hardware=no_gpu_reason,
+    folded_under="gpu.topology",
 )

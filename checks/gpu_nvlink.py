@@ -230,4 +230,5 @@ CHECK = Check(
     remediation="Bring every NVLink up at full speed; investigate links whose error counters grow.",
     no_hardware=no_nvlink_reason,
     judge_delta=judge_delta,
+    folded_under="gpu.topology",
 )

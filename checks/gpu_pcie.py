@@ -192,4 +192,5 @@ CHECK = Check(
     no_hardware=no_gpu_reason,
     judge_delta=judge_delta,
     judge_under_load=judge_under_load,
+    folded_under="gpu.topology",
 )

@@ -125,6 +125,12 @@ def _run_locked(
     argv = ["diagnose", *redact_argv(args.argv)]
     header = engine.run_header(run_id, started, inventory, playbook, profile, argv, args.limit)
     store = engine.ResultsStore(out_dir / "results.json", header)
+    if nightly is not None and db is not None:
+        since = history.previous_run_started(db, header)
+        if since is not None:  # the inventory or -e may set their own window
+            for host in hosts:
+                if "xid_since" not in host.vars and "xid_window" not in host.vars:
+                    host.vars = host.vars.with_values(xid_since=since)
     states: dict[str, engine.HostState] = {}
     regressions: list[Any] = []
     signal.signal(signal.SIGTERM, _terminate)

@@ -6,11 +6,14 @@ missing tool, timeout, unparsable output, a rule's verdict — is testable on ca
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from diagnose.check import Check, ClusterCheck, Facts, ParseError
 from diagnose.model import CheckResult, CommandOutput, Outcome
 from diagnose.vars import Vars
+
+_MISSING_TOOL = re.compile(r"\S+ is missing on \S+:")
 
 
 def outcome_result(
@@ -103,24 +106,33 @@ def evaluate_cluster(
 def fold_into_root_causes(
     results: list[CheckResult], facts: Mapping[str, Facts], checks: list[Check], host_vars: Vars
 ) -> None:
-    """Where a root check says the hardware is absent (ib.devices: no RDMA device), the checks folded under
-    it SKIP and point there, instead of each repeating the cause as an ERROR "tool missing" or a FAIL."""
+    """Where a root check already names the cause, the checks folded under it SKIP and point there instead
+    of each repeating it: ib.devices finding no RDMA device (its ``absence``), or the root's own tool
+    missing (nvidia-smi for gpu.topology and the GPU health checks)."""
     reasons: dict[str, str] = {}
+    missing_tool: dict[str, str] = {}
+    by_id = {r.id: r for r in results}
     for check in checks:
-        if check.absence is None or check.id not in facts:
-            continue
-        try:
-            reason = check.absence(facts[check.id], host_vars)
-        except Exception:  # a rule bug leaves the results as they are
-            reason = None
-        if reason:
-            reasons[check.id] = reason
-    if not reasons:
-        return
-    folded = {c.id: c.folded_under for c in checks if c.folded_under in reasons}
+        if check.absence is not None and check.id in facts:
+            try:
+                reason = check.absence(facts[check.id], host_vars)
+            except Exception:  # a rule bug leaves the results as they are
+                reason = None
+            if reason:
+                reasons[check.id] = reason
+        root = by_id.get(check.id)
+        if root is not None and root.status == "ERROR" and _MISSING_TOOL.match(root.message):
+            missing_tool[check.id] = root.message.split(":")[0]
     for result in results:
-        root = folded.get(result.id)
-        if root is not None and result.status != "PASS":
-            result.status = "SKIP"
-            result.message = f"not judged: {reasons[root]}; see {root}"
+        check = next((c for c in checks if c.id == result.id), None)
+        root = check.folded_under if check is not None else None
+        if root in reasons and result.status != "PASS":
+            result.status, result.message = "SKIP", f"not judged: {reasons[root]}; see {root}"
+            result.remediation = None
+        elif (
+            root in missing_tool
+            and result.status == "ERROR"
+            and result.message.startswith(missing_tool[root])
+        ):
+            result.status, result.message = "SKIP", f"not judged: {missing_tool[root]}; see {root}"
             result.remediation = None

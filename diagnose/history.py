@@ -228,6 +228,21 @@ def _series(run: Mapping[str, Any]) -> tuple[str, str]:
     return str(run.get("inventory") or ""), playbook
 
 
+def previous_run_started(db_path: str | Path, run: Mapping[str, Any]) -> str | None:
+    """When the newest earlier run of this run's series started (ISO time), or None: the start of the
+    window in which a nightly run looks for new Xid events, so each is reported once."""
+    if not Path(db_path).exists():
+        return None
+    inventory, playbook = _series(run)
+    with _open(db_path) as conn:
+        row = conn.execute(
+            "SELECT started FROM runs WHERE inventory = ? AND playbook = ? AND id != ?"
+            " ORDER BY started_ts DESC LIMIT 1",
+            (inventory, playbook, str(run.get("id") or "")),
+        ).fetchone()
+    return str(row[0]) if row else None
+
+
 def record_run(db_path: str | Path, results: Mapping[str, Any], run_dir: str | Path | None) -> None:
     """Store one complete results document (schema 1). Recording the same run id again replaces it."""
     run = results["run"]

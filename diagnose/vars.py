@@ -81,5 +81,9 @@ class Vars(Mapping[str, Any]):
             return [str(v) for v in value]
         return [part.strip() for part in str(value).split(",") if part.strip()]
 
+    def with_values(self, **values: Any) -> Vars:
+        """A copy with ``values`` added: a default the run computes (the nightly Xid window, say)."""
+        return Vars({**self._values, **values}, host=self.host)
+
     def to_dict(self) -> dict[str, Any]:
         return dict(self._values)
