@@ -4,16 +4,25 @@ Every fake tool prints a real captured output from tests/fixtures/captured (thei
 each was captured). A fault is the healthy node with one output swapped for the real output of a host that
 has that fault, or, where no such capture exists, with the one field that the fault changes edited in the
 healthy capture (a port's state, a port's rate, the active MTU); those edits are named in each builder.
+
+The node-health outputs (the shared ``nvidia-smi --query-gpu`` call, ``nvlink --status``/``-e``, the
+kernel log, /sys/class/infiniband) have no 8x H100 capture; tests/fixtures/captured/hostkit holds them
+composed from the lent H200's captures with the H100 node's bus ids and names (its SOURCE says how). The
+GPU faults are the per-GPU differences of the composed fault files in gpu_query/ and nvlink/ (which differ
+from the H200 healthy capture in the fault's fields only) applied to the same GPU of the H100 output, so
+each fault's values are exactly the ones the unit rule tests judge.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from tests.testbed import HostSpec, Reply
+from diagnose.parsers.gpu_query import FIELD_TIERS, canonical
+from tests.testbed import HostSpec, Reply, Tool
 
 CAPTURED = Path(__file__).resolve().parent / "fixtures" / "captured"
 PROFILE = "h100-8x-ndr400"
@@ -42,9 +51,135 @@ def _script(name: str, replies: dict[str, str]) -> str:
     return '#!/bin/sh\ncase "$*" in\n' + "\n".join([*branches, unknown]) + "\nesac\n"
 
 
+# The H200 capture the composed GPU outputs start from; fault files in gpu_query/ and nvlink/ differ from
+# these in the fault's fields only.
+H200_QUERY = "gpu_query/h200x2_580_healthy.txt"
+H200_NVLINK_STATUS = "nvlink/h200x2_status.txt"
+H100_QUERY = "hostkit/h100x8_gpu_query_healthy.txt"
+H100_NVLINK_STATUS = "hostkit/h100x8_nvlink_status.txt"
+H100_NVLINK_ERRORS = "hostkit/h100x8_nvlink_errors.txt"
+H100_DMESG = "hostkit/h100x8_dmesg_iso_nvrm.txt"
+H100_IB_SYSFS = "hostkit/h100_ib_sysfs_healthy.txt"
+#: The argument string KERNEL_LOG_SCRIPT's dmesg branch uses first.
+DMESG_ISO = "--time-format iso"
+#: The kernel-log source KERNEL_LOG_SCRIPT tries first (answered like the dev container's journalctl).
+JOURNALCTL_KERNEL = "-k -b -q -o short-iso --no-pager"
+#: The fabric manager probe of gpu.fabricmanager; `systemctl is-active` prints the unit's state.
+SYSTEMCTL_FM = "is-active nvidia-fabricmanager"
+#: The port whose link flaps in ib_flap (a port of the ibstat capture, Active at 400 Gb/s).
+FLAP_PORT = ("mlx5_4", 1)
+
+
+def query_arguments(fields: tuple[str, ...]) -> str:
+    """nvidia-smi's arguments (``$*`` of the fake) for one tier of the shared GPU query."""
+    return f"--query-gpu={','.join(fields)} --format=csv,nounits"
+
+
+def _cells(line: str) -> list[str]:
+    return [cell.strip() for cell in line.split(",")]
+
+
+def _query_tiers(text: str) -> dict[str, str]:
+    """The fake's answer to each tier of GPU_QUERY_SCRIPT: the full output for the first, and the same
+    output cut to the tier's columns for the fallbacks (a driver answers any tier it accepts; this node's
+    565 driver accepts the first, so the fallbacks only run if the script changes)."""
+    lines = text.splitlines()
+    header = _cells(lines[0])
+    names = [canonical(column) for column in header]
+    replies = {}
+    for fields in FIELD_TIERS:
+        wanted = [names.index(canonical(field)) for field in fields]
+        rows = [", ".join(_cells(line)[i] for i in wanted) for line in lines]
+        replies[query_arguments(fields)] = "\n".join(rows) + "\n"
+    return replies
+
+
+def _graft_query(fault: str, *, every_gpu: bool = False) -> str:
+    """The H100 query output with the fields a composed H200 fault file changes, on the same GPU index
+    (``every_gpu``: GPU 0's changes on all eight, for faults of the whole node such as the fabric)."""
+    healthy = captured(H200_QUERY).splitlines()
+    broken = captured(fault).splitlines()
+    assert healthy[0] == broken[0], f"{fault} has another header than {H200_QUERY}"
+    changes: dict[str, dict[int, str]] = {}
+    for before, after in zip(healthy[1:], broken[1:], strict=True):
+        old, new = _cells(before), _cells(after)
+        changes[old[0]] = {i: v for i, (u, v) in enumerate(zip(old, new, strict=True)) if u != v}
+    assert any(changes.values()), f"{fault} changes nothing"
+    lines = captured(H100_QUERY).splitlines()
+    out = [lines[0]]
+    for line in lines[1:]:
+        cells = _cells(line)
+        for i, value in changes.get("0" if every_gpu else cells[0], {}).items():
+            cells[i] = value
+        out.append(", ".join(cells))
+    return "\n".join(out) + "\n"
+
+
+def _gpu_blocks(text: str) -> dict[str, list[str]]:
+    """`nvidia-smi nvlink` output as {gpu index: the block's lines after its header}."""
+    blocks: dict[str, list[str]] = {}
+    current: list[str] = []
+    for line in text.splitlines():
+        header = re.match(r"GPU (\d+): ", line)
+        if header:
+            current = blocks.setdefault(header.group(1), [])
+        else:
+            current.append(line)
+    return blocks
+
+
+def _graft_nvlink(fault: str) -> str:
+    """The H100 ``nvlink --status`` with the link lines a composed H200 fault file changes, on the same
+    GPU index."""
+    healthy, broken = _gpu_blocks(captured(H200_NVLINK_STATUS)), _gpu_blocks(captured(fault))
+    text = captured(H100_NVLINK_STATUS)
+    blocks = re.split(r"(?m)^(?=GPU \d+: )", text)
+    for gpu, lines in broken.items():
+        for old, new in zip(healthy[gpu], lines, strict=True):
+            if old != new:
+                at = next(i for i, block in enumerate(blocks) if block.startswith(f"GPU {gpu}: "))
+                assert old in blocks[at], f"H100 GPU {gpu} has no line {old!r}"
+                blocks[at] = blocks[at].replace(old + "\n", new + "\n", 1)
+    grafted = "".join(blocks)
+    assert grafted != text, f"{fault} changes nothing"
+    return grafted
+
+
+def _nvidia_smi(query: str, nvlink_status: str) -> str:
+    """The fake nvidia-smi: the plain table, topo -m, the GPU query's tiers, and nvlink."""
+    return _script(
+        "nvidia-smi",
+        {
+            "": captured("nvidia_smi/h100_sxm_8gpu_565.txt"),
+            "topo -m": captured("topo/h100_8gpu_8nic_pix.txt"),
+            **_query_tiers(query),
+            "nvlink --status": nvlink_status,
+            "nvlink -e": captured(H100_NVLINK_ERRORS),
+        },
+    )
+
+
+def sysfs_from_lines(text: str) -> dict[str, str]:
+    """A /sys/class/infiniband tree from IB_COUNTERS_SCRIPT's "<dev> <port> <name> <value>" lines: the
+    files the script read them from (state, link_layer, counters/<name>)."""
+    tree = {}
+    for line in text.splitlines():
+        device, port, name, value = line.split(maxsplit=3)
+        file = name if name in ("state", "link_layer") else f"counters/{name}"
+        tree[f"{device}/ports/{port}/{file}"] = value + "\n"
+    return tree
+
+
 def healthy_h100(name: str) -> HostSpec:
     """ConnectX-7 NDR ibstat and ibv_devinfo, 8x H100 nvidia-smi and topo (NIC per GPU at PIX),
-    nvidia_peermem loaded, libnccl2 2.28.3 (dpkg-query as captured on the lent H200)."""
+    nvidia_peermem loaded, libnccl2 2.28.3 (dpkg-query as captured on the lent H200).
+
+    Node health: the GPU query (idle, ECC on, nothing remapped, Gen5 x16, fabric Completed/Success),
+    18 NVLinks per GPU at 26.562 GB/s with zero error counters, a kernel log with NVRM lines and no Xid
+    (journalctl kept no kernel message, dmesg readable), nvidia-fabricmanager active under systemd,
+    memlock unlimited (where the machine allows, see testbed.memlock_ceiling_kib), and a
+    /sys/class/infiniband of 8 Active InfiniBand ports plus the Ethernet bond without link errors.
+    """
     libs = captured("nccl_version/libs_h200x4.txt")
     package = next(line for line in libs.splitlines() if line.startswith("libnccl2\t")) + "\n"
     return HostSpec(
@@ -52,21 +187,23 @@ def healthy_h100(name: str) -> HostSpec:
         tools={
             "ibstat": Reply(stdout=captured("ibstat/h100_cx7_ndr400_8hca_bond.txt")),
             "ibv_devinfo": Reply(stdout=captured("ibv_devinfo/h100_cx7_ib_8hca.txt")),
-            "nvidia-smi": _script(
-                "nvidia-smi",
-                {
-                    "": captured("nvidia_smi/h100_sxm_8gpu_565.txt"),
-                    "topo -m": captured("topo/h100_8gpu_8nic_pix.txt"),
-                },
-            ),
+            "nvidia-smi": _nvidia_smi(captured(H100_QUERY), captured(H100_NVLINK_STATUS)),
             "lsmod": Reply(stdout=captured("gpudirect/modules_gpu_operator_peermem.txt")),
             "dpkg-query": _dpkg_query(package),
+            # Without these two the machine's own kernel log would be read: not the test host's.
+            "journalctl": {
+                JOURNALCTL_KERNEL: Reply(stdout=captured("hostkit/devbox_root_journalctl_kernel_empty.txt"))
+            },
+            "dmesg": {DMESG_ISO: Reply(stdout=captured(H100_DMESG))},
+            "systemctl": {SYSTEMCTL_FM: Reply(stdout="active\n")},
         },
         infiniband=list(DEV_INFINIBAND),
+        memlock_kib=None,
+        sysfs_infiniband=sysfs_from_lines(captured(H100_IB_SYSFS)),
     )
 
 
-def _with_tool(spec: HostSpec, name: str, tool: Reply | None) -> HostSpec:
+def _with_tool(spec: HostSpec, name: str, tool: Tool) -> HostSpec:
     return replace(spec, tools={**spec.tools, name: tool})
 
 
@@ -89,7 +226,10 @@ def port_down(name: str) -> HostSpec:
         "mlx5_9",
         {"State": "Down", "Physical state": "Polling", "Rate": "10", "Base lid": "0", "SM lid": "0"},
     )
-    return _with_tool(healthy_h100(name), "ibstat", Reply(stdout=text))
+    spec = _with_tool(healthy_h100(name), "ibstat", Reply(stdout=text))
+    # sysfs agrees with ibstat: the kernel's state file of a Down port.
+    assert spec.sysfs_infiniband is not None
+    return replace(spec, sysfs_infiniband={**spec.sysfs_infiniband, "mlx5_9/ports/1/state": "1: DOWN\n"})
 
 
 def link_200(name: str) -> HostSpec:
@@ -119,7 +259,7 @@ def p2p_disabled_in_nccl_conf(name: str) -> HostSpec:
 
 def no_dev_infiniband(name: str) -> HostSpec:
     """No /dev/infiniband and no RDMA tools, as on the lent H200 (ibstat: command not found)."""
-    spec = replace(healthy_h100(name), infiniband=None)
+    spec = replace(healthy_h100(name), infiniband=None, sysfs_infiniband={})
     return _with_tool(_with_tool(spec, "ibstat", None), "ibv_devinfo", None)
 
 
@@ -137,8 +277,67 @@ def mtu_2048(name: str) -> HostSpec:
     return _with_tool(healthy_h100(name), "ibv_devinfo", Reply(stdout=text))
 
 
+def _with_query(spec: HostSpec, query: str) -> HostSpec:
+    return _with_tool(spec, "nvidia-smi", _nvidia_smi(query, captured(H100_NVLINK_STATUS)))
+
+
+def xid_79(name: str) -> HostSpec:
+    """The kernel log gains the NVRM lines of gpud's Xid 79 example (kernel_log/xid79_gpud_sxid_readme.txt:
+    "GPU has fallen off the bus") for GPU 4: its PCI address 0000:91:00 becomes GPU 4's 0000:9a:00 and the
+    ``[secs]`` stamps become ``--time-format iso`` stamps after the module-loading lines, since this
+    node's dmesg prints ISO times."""
+    lines = []
+    for line in captured("kernel_log/xid79_gpud_sxid_readme.txt").splitlines():
+        stamp, _, rest = line.partition("] ")
+        micro = stamp.split(".")[1]
+        lines.append(f"2026-11-22T18:24:07,{micro}+00:00 " + rest.replace("0000:91:00", "0000:9a:00"))
+    log = captured(H100_DMESG) + "\n".join(lines) + "\n"
+    return _with_tool(healthy_h100(name), "dmesg", {DMESG_ISO: Reply(stdout=log)})
+
+
+def remap_pending(name: str) -> HostSpec:
+    """GPU 1 with 4 uncorrectable remapped rows pending a reset (gpu_query/remap_pending_gpu1.txt)."""
+    return _with_query(healthy_h100(name), _graft_query("gpu_query/remap_pending_gpu1.txt"))
+
+
+def pcie_x8(name: str) -> HostSpec:
+    """GPU 1's PCIe link trained at x8 of x16 (gpu_query/pcie_x8_gpu1.txt)."""
+    return _with_query(healthy_h100(name), _graft_query("gpu_query/pcie_x8_gpu1.txt"))
+
+
+def hw_slowdown(name: str) -> HostSpec:
+    """GPU 1 held by HW slowdown and HW thermal slowdown at 91 C, busy (gpu_query/hw_slowdown_gpu1.txt)."""
+    return _with_query(healthy_h100(name), _graft_query("gpu_query/hw_slowdown_gpu1.txt"))
+
+
+def fabric_init(name: str) -> HostSpec:
+    """Fabric state In Progress on all eight GPUs (gpu_query/fabric_in_progress.txt, whose two GPUs both
+    show it: the fabric manager registers a node's GPUs together)."""
+    return _with_query(healthy_h100(name), _graft_query("gpu_query/fabric_in_progress.txt", every_gpu=True))
+
+
+def nvlink_down(name: str) -> HostSpec:
+    """GPU 1 link 3 ``<inactive>`` (nvlink/h200x2_status_gpu1_link3_inactive.txt)."""
+    status = _graft_nvlink("nvlink/h200x2_status_gpu1_link3_inactive.txt")
+    return _with_tool(healthy_h100(name), "nvidia-smi", _nvidia_smi(captured(H100_QUERY), status))
+
+
+def memlock_64(name: str) -> HostSpec:
+    """`ulimit -l` 64 KiB soft and hard: the kernel's default RLIMIT_MEMLOCK where nothing raised it."""
+    return replace(healthy_h100(name), memlock_kib=64)
+
+
+def ib_flap(name: str) -> HostSpec:
+    """A healthy node whose FLAP_PORT link goes down and up during a run: the test raises its
+    ``link_downed`` counter with ``TestHost.set_ib_counter`` between the host stage's snapshot and the
+    one after the benchmarks, as the HCA does when the link retrains. Nothing is wrong before the run."""
+    return healthy_h100(name)
+
+
+Builder = Callable[[str], HostSpec]
+
 # host name -> (builder, the check that must name it, the status it must give)
-FAULTS = {
+FAULTS: dict[str, tuple[Builder, str, str]] = {
     "port-down": (port_down, "ib.port_state", "FAIL"),
     "link-200": (link_200, "ib.link_rate", "FAIL"),
     "no-peermem": (no_peermem, "gpu.gpudirect", "FAIL"),
@@ -148,4 +347,15 @@ FAULTS = {
     "no-ib": (no_dev_infiniband, "ib.devices", "FAIL"),
     "hung-ibstat": (hanging_ibstat, "ib.port_state", "ERROR"),
     "mtu-2048": (mtu_2048, "ib.mtu", "FAIL"),
+    "xid-79": (xid_79, "gpu.xid", "FAIL"),
+    "remap-pending": (remap_pending, "gpu.memory", "FAIL"),
+    "pcie-x8": (pcie_x8, "gpu.pcie", "FAIL"),
+    "nvlink-down": (nvlink_down, "gpu.nvlink", "FAIL"),
+    "hw-slowdown": (hw_slowdown, "gpu.clocks", "FAIL"),
+    "memlock-64": (memlock_64, "host.memlock", "FAIL"),
+    "fabric-init": (fabric_init, "gpu.fabricmanager", "FAIL"),
 }
+
+# A fault that happens during a run, not before it: the host is judged on the change between snapshots,
+# so it is started by its own test, which makes the change (see test_check_faults).
+FLAP = ("ib-flap", ib_flap, "ib.counters", "FAIL")

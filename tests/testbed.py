@@ -11,6 +11,9 @@ under ``unshare --mount --pid --fork``; inside its namespaces (see ``tests/testb
   tools, so they shadow the machine's real ones;
 * extra files are bound at absolute paths; missing mount points are made inside the namespace
   (an overlay), so the machine and the other hosts never see them;
+* a directory of the host's own is bound over ``/sys/class/infiniband`` (RDMA port state and
+  counters), so a test can change a counter on the machine side while a run reads it;
+* sshd starts under the host's ``ulimit -l`` (memlock), which every session inherits;
 * the login environment comes from ``SetEnv`` in the host's own sshd_config, PATH included
   (``TestBed.login_path`` unless the spec sets one), and root's ~/.bashrc and ~/.profile are
   Debian's defaults from /etc/skel rather than the machine's own.
@@ -30,6 +33,7 @@ import contextlib
 import os
 import pwd
 import re
+import resource
 import shlex
 import shutil
 import signal
@@ -58,6 +62,8 @@ DEFAULT_PORT_RANGE = "32768\t60999\n"
 HANG_SECONDS = 3600
 #: Exit status of a fake tool called with arguments it has no reply for (EX_USAGE).
 NO_REPLY_RC = 64
+#: Where RDMA port counters live; HostSpec.sysfs_infiniband replaces it inside a host.
+SYSFS_INFINIBAND = "/sys/class/infiniband"
 
 _NS_FLAGS = ["--mount", "--pid", "--fork", "--kill-child", "--propagation", "private"]
 _SPAWN_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"}
@@ -110,6 +116,17 @@ class HostSpec:
     serve: Literal["ssh", "refused", "silent"] = "ssh"
     #: False: sshd has no ``Subsystem sftp`` line, as hardened sites configure it.
     sftp: bool = True
+    #: RLIMIT_MEMLOCK (``ulimit -l``, KiB, soft and hard) that sshd and so every session inherits; None:
+    #: unlimited, as RDMA nodes are configured, where the machine lets the bed raise it (see
+    #: ``memlock_ceiling_kib``; elsewhere the machine's own limit stays). Set where sshd starts because
+    #: ``ulimit`` is a shell builtin: no fake tool can answer for it. A value above the machine's ceiling
+    #: makes the host fail to start.
+    memlock_kib: int | None = None
+    #: The host's /sys/class/infiniband: path relative to it (``mlx5_0/ports/1/counters/link_downed``)
+    #: -> content. The tree lives in the host's directory on the machine and is bound over the path, so
+    #: ``TestHost.set_ib_counter`` changes what the host reads while a run goes on. None: the machine's
+    #: own (absent on a machine without RDMA devices); an empty mapping: an empty directory.
+    sysfs_infiniband: Mapping[str, str] | None = None
 
 
 class TestbedError(RuntimeError):
@@ -189,6 +206,36 @@ class TestHost:
             if under_sshd(pid):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signum)
+
+    @property
+    def sysfs_infiniband(self) -> Path:
+        """The machine-side directory bound over the host's /sys/class/infiniband."""
+        return self.dir / "sysfs_infiniband"
+
+    def set_sysfs_infiniband(self, relative: str, content: str) -> None:
+        """Replace one file of the host's /sys/class/infiniband while the host runs.
+
+        The new content is written beside the file and renamed over it, so a reader on the host sees
+        the old value or the new one, never a half-written or empty file (the check's ``read`` would
+        skip an empty one and miss the change).
+        """
+        if self.spec.sysfs_infiniband is None:
+            raise TestbedError(f"host {self.name!r} shows the machine's /sys/class/infiniband, not its own")
+        target = self.sysfs_infiniband / _sysfs_relative(relative)
+        if not target.is_file():
+            raise TestbedError(f"host {self.name!r} has no /sys/class/infiniband/{relative}")
+        temporary = target.with_name(f".{target.name}.new")
+        temporary.write_text(content)
+        temporary.replace(target)
+
+    def set_ib_counter(self, device: str, port: int | str, counter: str, value: int) -> None:
+        """Set one port counter as the HCA would count it (a flap: ``link_downed`` one higher)."""
+        self.set_sysfs_infiniband(f"{device}/ports/{port}/counters/{counter}", f"{value}\n")
+
+    def ib_counter(self, device: str, port: int | str, counter: str) -> int:
+        """The value the host reads now for one port counter."""
+        relative = _sysfs_relative(f"{device}/ports/{port}/counters/{counter}")
+        return int((self.sysfs_infiniband / relative).read_text())
 
     def restart(self) -> None:
         """Start the host again on the same port with the same host key."""
@@ -398,10 +445,14 @@ class TestBed:
         binds += [
             (source, target) for target, source in self._login_files.items() if target not in spec.files
         ]
+        if spec.sysfs_infiniband is not None:
+            _write_sysfs_tree(host.sysfs_infiniband, spec.sysfs_infiniband)
         (directory / "ns").mkdir()
         wanted = {target: "f" for _, target in binds}
         wanted["/run/sshd"] = "d"
         wanted[TOOLS_DIR] = "d"
+        if spec.sysfs_infiniband is not None:
+            wanted[SYSFS_INFINIBAND] = "d"
         lines = [
             f". {shlex.quote(str(NS_SCRIPT))}",
             f"ns_scratch {shlex.quote(str(directory / 'ns'))}",
@@ -415,6 +466,9 @@ class TestBed:
         )
         lines.append(_join("ns_tools", str(tools), TOOLS_DIR))
         lines += [_join("ns_bind", str(source), target) for source, target in binds]
+        if spec.sysfs_infiniband is not None:
+            lines.append(_join("ns_bind", str(host.sysfs_infiniband), SYSFS_INFINIBAND))
+        lines.append(_join("ns_memlock", _memlock_word(spec.memlock_kib)))
         lines.append(_join("ns_sshd", SSHD, str(directory / "sshd_config")))
         (directory / "init.sh").write_text("\n".join(lines) + "\n")
 
@@ -718,6 +772,58 @@ def _infiniband_nodes(names: list[str] | None) -> list[str]:
         else:
             args += [name, "-", "-"]
     return args
+
+
+def _sysfs_relative(relative: str) -> str:
+    """A path under /sys/class/infiniband, refused if it is absolute or climbs out."""
+    normal = os.path.normpath(relative)
+    if not relative or relative.startswith("/") or normal != relative or normal.split("/")[0] == "..":
+        raise ValueError(f"/sys/class/infiniband entry must be a normalized relative path: {relative!r}")
+    return normal
+
+
+def _write_sysfs_tree(root: Path, entries: Mapping[str, str]) -> None:
+    """The host's /sys/class/infiniband as plain directories and files (real ones are a symlink per
+    device into /sys/devices; the checks only glob and read through them)."""
+    root.mkdir()
+    for relative, content in sorted(entries.items()):
+        path = root / _sysfs_relative(relative)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content)
+
+
+def memlock_ceiling_kib() -> int | None:
+    """The highest ``ulimit -l`` (KiB) a host can get here; None: unlimited.
+
+    Raising RLIMIT_MEMLOCK above the hard limit needs CAP_SYS_RESOURCE in the machine's own user
+    namespace; some containers (the dev container: hard limit 8192 KiB) drop it even for root, and then
+    no host can be made ``unlimited`` for real. Tests that judge memlock read this to know what a
+    healthy host shows.
+    """
+    hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)[1]
+    if hard == resource.RLIM_INFINITY or _has_capability(_CAP_SYS_RESOURCE):
+        return None
+    return hard // 1024
+
+
+_CAP_SYS_RESOURCE = 24
+
+
+def _has_capability(bit: int) -> bool:
+    with contextlib.suppress(OSError, ValueError, StopIteration):
+        status = Path("/proc/self/status").read_text().splitlines()
+        effective = next(line for line in status if line.startswith("CapEff:"))
+        return bool(int(effective.split()[1], 16) >> bit & 1)
+    return False
+
+
+def _memlock_word(kib: int | None) -> str:
+    """ns_memlock's argument: KiB, "unlimited", or "keep" (the machine's limit, where unlimited is refused)."""
+    if kib is None:
+        return "unlimited" if memlock_ceiling_kib() is None else "keep"
+    if isinstance(kib, bool) or not isinstance(kib, int) or kib < 0:
+        raise ValueError(f"memlock_kib must be a number of KiB or None, got {kib!r}")
+    return str(kib)
 
 
 def _check_target(target: str, workdir: Path) -> None:

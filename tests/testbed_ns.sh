@@ -144,6 +144,16 @@ ns_tools() {
     cp -a "$1/." "$2/"
 }
 
+# ns_memlock KIB|unlimited|keep: the locked-memory limit (soft and hard) sshd and every session
+# inherit. `ulimit -l` is a shell builtin, so the login's value can only come from here. Raising it
+# above the inherited hard limit needs CAP_SYS_RESOURCE; "keep" (the bed's choice where that is
+# missing) leaves the machine's limit.
+ns_memlock() {
+    if [ "$1" != keep ]; then
+        ulimit -l "$1" || die "ulimit -l $1 refused (raising the limit needs CAP_SYS_RESOURCE)"
+    fi
+}
+
 # ns_sshd SSHD CONFIG: run sshd in the foreground and live as long as both it and the test bed do.
 # Standard input is a pipe whose write end only the test bed holds: it reads EOF when the bed closes
 # it or the bed's process dies for any reason, and then sshd is killed. Once this shell (PID 1)

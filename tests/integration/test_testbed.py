@@ -20,7 +20,17 @@ import paramiko
 import pytest
 import yaml
 
-from tests.testbed import NO_REPLY_RC, TOOLS_DIR, HostSpec, Reply, TestBed, TestHost
+from tests.testbed import (
+    NO_REPLY_RC,
+    SYSFS_INFINIBAND,
+    TOOLS_DIR,
+    HostSpec,
+    Reply,
+    TestBed,
+    TestbedError,
+    TestHost,
+    memlock_ceiling_kib,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -150,6 +160,74 @@ def test_tools_shadow_real_ones_and_answer_by_arguments(testbed: TestBed) -> Non
     assert sh(testbed, faked, "ibstat") == (3, "", "ibpanic: [1] couldn't init\n")
     assert sh(testbed, faked, "args a 'b c'") == (0, "2 args: a b c\n", "")
     assert not os.path.exists(f"{TOOLS_DIR}/uname")
+
+
+# Every counter file under the host's /sys/class/infiniband with its value, one per line.
+COUNTERS_GLOB = (
+    f'for f in {SYSFS_INFINIBAND}/*/ports/*/counters/*; do printf \'%s %s\\n\' "$f" "$(cat $f)"; done'
+)
+
+
+def test_memlock_limit_is_per_host_and_inherited_by_sessions(testbed: TestBed) -> None:
+    """`ulimit -l` is a builtin: the value a login shows is what sshd was started with."""
+    low, default = testbed.add_many([HostSpec("low", memlock_kib=64), HostSpec("default")])
+    ceiling = memlock_ceiling_kib()
+
+    assert sh(testbed, low, "sh -c 'ulimit -S -l; ulimit -H -l'") == (0, "64\n64\n", "")
+    shown = "unlimited" if ceiling is None else str(ceiling)
+    assert sh(testbed, default, "sh -c 'ulimit -S -l; ulimit -H -l'") == (0, f"{shown}\n{shown}\n", "")
+
+
+def test_memlock_above_the_machine_ceiling_fails_to_start(testbed: TestBed) -> None:
+    ceiling = memlock_ceiling_kib()
+    if ceiling is None:
+        pytest.skip("this machine lets the bed raise memlock to unlimited")
+    with pytest.raises(TestbedError, match=r"ulimit -l \d+ refused"):
+        testbed.add(HostSpec("high", memlock_kib=ceiling * 2))
+
+
+def test_sysfs_infiniband_is_per_host_and_changes_while_the_host_runs(testbed: TestBed) -> None:
+    tree = {
+        "mlx5_0/ports/1/state": "4: ACTIVE\n",
+        "mlx5_0/ports/1/link_layer": "InfiniBand\n",
+        "mlx5_0/ports/1/counters/link_downed": "0\n",
+        "mlx5_0/ports/1/counters/symbol_error": "0\n",
+    }
+    machine_has_it = os.path.exists(SYSFS_INFINIBAND)
+    fabric, empty, plain = testbed.add_many(
+        [
+            HostSpec("fabric", sysfs_infiniband=tree),
+            HostSpec("empty", sysfs_infiniband={}),
+            HostSpec("plain"),
+        ]
+    )
+
+    rc, out, _ = sh(testbed, fabric, COUNTERS_GLOB)
+    assert rc == 0
+    assert out.splitlines() == [
+        f"{SYSFS_INFINIBAND}/mlx5_0/ports/1/counters/link_downed 0",
+        f"{SYSFS_INFINIBAND}/mlx5_0/ports/1/counters/symbol_error 0",
+    ]
+    assert sh(testbed, fabric, f"cat {SYSFS_INFINIBAND}/mlx5_0/ports/1/state")[1] == "4: ACTIVE\n"
+    assert sh(testbed, empty, f"ls -A {SYSFS_INFINIBAND}") == (0, "", "")
+    # A host without a tree of its own shows the machine's (absent on a machine without RDMA devices);
+    # /sys/class's other entries stay visible on every host.
+    assert (sh(testbed, plain, f"test -e {SYSFS_INFINIBAND}")[0] == 0) == machine_has_it
+    assert sorted(sh(testbed, fabric, "ls /sys/class/net")[1].split()) == sorted(os.listdir("/sys/class/net"))
+
+    # A flap while the host runs: the next read on the host sees it, in the same session too.
+    with connect(testbed, fabric) as client:
+        before = run(client, f"cat {SYSFS_INFINIBAND}/mlx5_0/ports/1/counters/link_downed")
+        fabric.set_ib_counter("mlx5_0", 1, "link_downed", 1)
+        after = run(client, f"cat {SYSFS_INFINIBAND}/mlx5_0/ports/1/counters/link_downed")
+    assert (before[1], after[1]) == ("0\n", "1\n")
+    assert fabric.ib_counter("mlx5_0", 1, "link_downed") == 1
+    assert sh(testbed, empty, f"ls -A {SYSFS_INFINIBAND}") == (0, "", "")
+    assert os.path.exists(SYSFS_INFINIBAND) == machine_has_it
+    with pytest.raises(TestbedError, match="no /sys/class/infiniband/mlx5_9"):
+        fabric.set_ib_counter("mlx5_9", 1, "link_downed", 1)
+    with pytest.raises(TestbedError, match="machine's"):
+        plain.set_ib_counter("mlx5_0", 1, "link_downed", 1)
 
 
 def test_absent_tool_is_command_not_found(testbed: TestBed) -> None:
@@ -391,6 +469,8 @@ def test_inventories_reach_the_hosts(testbed: TestBed, tmp_path: Path) -> None:
         (HostSpec("dir", files={"/etc": ""}), "directory"),
         (HostSpec("top", files={"/diagnose-testbed-top/x": ""}), "only / exists"),
         (HostSpec("env", env={"BAD NAME": "1"}), "variable name"),
+        (HostSpec("sysfs", sysfs_infiniband={"../escape": "1"}), "normalized relative"),
+        (HostSpec("lock", memlock_kib=-1), "memlock_kib"),
     ],
 )
 def test_bad_specs_are_rejected(testbed: TestBed, spec: HostSpec, message: str) -> None:
