@@ -120,8 +120,11 @@ def _verdict(
         return Outcome(
             "FAIL", f"{host}: " + "; ".join(fails + idle), observed, wanted, remediation=remediation
         )
-    widths = sorted({g["width"] for g in gpus if g["width"] is not None})
-    summary = f"{len(gpus)} GPUs at x" + "/x".join(map(str, widths)) if widths else f"{len(gpus)} GPUs"
+    links = sorted(
+        {f"Gen{g['gen']} x{g['width']}" for g in gpus if g["width"] is not None and g["gen"] is not None}
+    )
+    loaded = " under load" if gpus and all(g["under_load"] for g in gpus) else ""
+    summary = f"{len(gpus)} GPUs at {'/'.join(links)}{loaded}" if links else f"{len(gpus)} GPUs"
     return Outcome("PASS", f"{host}: {summary}" + ("; " + "; ".join(idle) if idle else ""), observed, wanted)
 
 

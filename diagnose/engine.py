@@ -410,8 +410,12 @@ def _after_snapshot(
                 outcomes.append(_safe_judge(check.id, check.judge_under_load, samples[check.id], host.vars))
             if not outcomes:
                 continue
-            # The worse verdict stands; on a tie the one measured under load says more.
+            # The worse verdict stands; on a tie the one measured under load says more. A part that could
+            # not be judged (no sample under load) is said, not dropped.
             outcome = max(outcomes, key=lambda o: (SEVERITY[o.status], o is outcomes[-1]))
+            unjudged = [o.message for o in outcomes if o.status == "SKIP" and o is not outcome]
+            if unjudged:
+                outcome = replace(outcome, message=f"{outcome.message} ({'; '.join(unjudged)})")
             result = outcome_result(check, host.name, outcome, evidence[keys[0]])
         results.append(result)
     return results
