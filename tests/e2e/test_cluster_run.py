@@ -21,7 +21,7 @@ from pypdf import PdfReader
 
 from diagnose.bench.program import bus_factor
 from tests.e2e.cli import diagnose
-from tests.hostkit import PROFILE, healthy_h100, port_down
+from tests.hostkit import PROFILE, healthy_h100, memlock_vars, port_down
 from tests.testbed import TestBed
 
 pytestmark = pytest.mark.e2e
@@ -65,6 +65,7 @@ def run_cluster(tmp_path: Path, inventory: Path, out: Path, *extra: str) -> subp
         f"diagnose_profile={PROFILE}",
         "-e",
         "bench_backend=gloo",
+        *memlock_vars(),
         *extra,
         cwd=tmp_path,
     )

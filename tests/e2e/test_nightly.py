@@ -23,7 +23,7 @@ import yaml
 
 from diagnose.unattended import acquire_lock, lock_path
 from tests.e2e.cli import diagnose
-from tests.hostkit import PROFILE, healthy_h100, port_down
+from tests.hostkit import PROFILE, healthy_h100, memlock_vars, port_down
 from tests.testbed import HostSpec, TestBed
 
 pytestmark = pytest.mark.e2e
@@ -80,6 +80,7 @@ class Night:
             f"diagnose_profile={PROFILE}",
             "-e",
             "bench_backend=gloo",
+            *memlock_vars(),
             "--quiet",
         )
 
