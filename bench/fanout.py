@@ -12,7 +12,7 @@ fake that prints the probe's output captured on a lent H200 machine: a real `imp
 1.5 CPU-seconds per host, the same for all three methods, and on this 2-core machine 64 of them would
 measure torch's import time rather than the orchestration the bench compares.
 
-    python3 bench/fanout.py [--hosts 64] [--repeat 3] [--skip-ansible]
+    python3 bench/fanout.py [--hosts 64] [--repeat 3] [--skip-ansible] [--without-node-health]
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from diagnose.inventory import resolve_hosts  # noqa: E402
 from diagnose.playbook import load_playbook  # noqa: E402
 from diagnose.results import ResultsStore  # noqa: E402
 from tests.hostkit import captured, healthy_h100  # noqa: E402
-from tests.testbed import HostSpec, Reply, TestBed  # noqa: E402
+from tests.testbed import HostSpec, Reply, TestBed, memlock_ceiling_kib  # noqa: E402
 
 ANSIBLE_VENV = ROOT / "bench" / ".venv-ansible"
 PROBE_PYTHON = "bench-python"
@@ -138,6 +138,9 @@ def main() -> int:
         "--repeat", type=int, default=3, help="runs of diagnose and of the floor (median kept)"
     )
     parser.add_argument("--skip-ansible", action="store_true")
+    parser.add_argument(
+        "--without-node-health", action="store_true", help="leave the node-health checks (section H) out"
+    )
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="fanout-") as tmp, TestBed(Path(tmp)) as bed:
@@ -147,13 +150,20 @@ def main() -> int:
         print(f"started {args.hosts} sshd hosts in {time.perf_counter() - started:.1f} s", file=sys.stderr)
         inventory = bed.write_inventory(
             workdir / "inventory.yaml",
-            extra_vars={"diagnose_profile": "h100-8x-ndr400", "ansible_python_interpreter": PROBE_PYTHON},
+            extra_vars={
+                "diagnose_profile": "h100-8x-ndr400",
+                "ansible_python_interpreter": PROBE_PYTHON,
+                # Where the machine cannot raise `ulimit -l`, healthy hosts have its limit (tests/hostkit.py).
+                **({"min_memlock_kib": memlock_ceiling_kib()} if memlock_ceiling_kib() else {}),
+            },
         )
         # Ansible runs its modules with the interpreter variable, so its inventory keeps the real one.
         ansible_inventory = bed.write_inventory(workdir / "ansible-inventory.yaml")
         playbook = load_playbook("acceptance")
         hosts = resolve_hosts(inventory, playbook, None, {})
         checks, _ = engine.selected_catalog(playbook.checks)
+        if args.without_node_health:  # the catalog as it was before the node-health checks
+            checks = [c for c in checks if c.checklist != "H"]
         commands = [c.script for c in engine.commands_of(checks, hosts[0].vars)]
         combined = " ; ".join(f"( {c} )" for c in commands)
 

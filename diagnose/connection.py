@@ -267,18 +267,22 @@ class Connection(ABC):
         out = FramedStream(token, self.max_output_bytes)
         err = FramedStream(token, self.max_output_bytes)
         started = time.monotonic()
-        progress = {"markers": -1, "at": started}
+        progress = {"markers": -1, "at": started, "until": started + budget}
 
         def deadline() -> float:
-            now = time.monotonic()
-            if out.markers != progress["markers"]:
-                progress["markers"], progress["at"] = out.markers, now
+            if out.markers != progress["markers"]:  # progress: the next command's own timeout starts now
+                now = time.monotonic()
+                step = self._step_limit(out, commands, limits)
+                progress.update(
+                    markers=out.markers,
+                    at=now,
+                    until=min(started + budget, now + step + _KILL_GRACE_S + FREEZE_GRACE_S),
+                )
                 if out.session is not None and self._session is None:
                     self._session = out.session
                     with _RUNNING_LOCK:
                         _RUNNING[id(self)] = self
-            step = self._step_limit(out, commands, limits)
-            return min(started + budget, progress["at"] + step + _KILL_GRACE_S + FREEZE_GRACE_S)
+            return progress["until"]
 
         try:
             ended = self._execute(script, None, out.feed, err.feed, deadline)
