@@ -507,3 +507,24 @@ def test_bad_connection_values_exit_2_naming_file_and_line(
     assert "\n" not in line and "Traceback" not in line
     assert words in line and variable in line
     assert line.startswith(f"diagnose: {inventory}:")
+
+
+def test_a_custom_check_path_with_shell_characters_runs_as_a_file_name(
+    testbed: TestBed, tmp_path: Path
+) -> None:
+    """Custom testinfra modules are handed to pytest as argv words, never through a shell."""
+    marker = tmp_path / "pwned"
+    module = tmp_path / f"site;touch {marker.name};x.py"
+    module.write_text("def test_root_exists(host):\n    assert host.file('/').is_directory\n")
+    testbed.add(HostSpec("node1"))
+    inventory = testbed.write_inventory(tmp_path / "inv.yaml")
+    text = PORTS_ONLY + f"custom_checks: [{json.dumps(module.name)}]\n"
+    done = diagnose(
+        "run", "-i", str(inventory), "--playbook", str(playbook(tmp_path, text)),
+        "-o", str(tmp_path / "out"), "--format", "json", cwd=tmp_path, timeout=240,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert not marker.exists()
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    custom = [c for c in results["checks"] if c["id"].startswith("custom.")]
+    assert custom and all(c["status"] == "PASS" for c in custom), custom
