@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import socket
 import sys
 import traceback
 from datetime import datetime, timezone
@@ -20,6 +21,7 @@ from typing import Any
 from diagnose import __version__
 from diagnose.errors import ConfigError
 
+CPU_PROFILE = "cpu-testbed"
 EXIT_PASS, EXIT_FAIL, EXIT_CONFIG, EXIT_INTERNAL, EXIT_LOCKED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 FORMATS = ("html", "pdf", "json", "junit", "prom")
 DEFAULT_FORMATS = "json,html,pdf"
@@ -51,14 +53,28 @@ def cmd_run(args: argparse.Namespace) -> int:
     from diagnose import engine
     from diagnose.catalog import load_catalog, select
     from diagnose.inventory import parse_extra_vars, resolve_hosts
-    from diagnose.playbook import check_unknown_patterns, custom_check_paths, load_playbook
+    from diagnose.local_machine import no_gpu_reason
+    from diagnose.playbook import PROFILE_VARIABLE, check_unknown_patterns, custom_check_paths, load_playbook
+    from diagnose.variables import unknown_variable_warnings
 
     try:
         formats = _formats(args.format)
         playbook = load_playbook(args.playbook)
         extra_vars = parse_extra_vars(args.extra_vars or [])
         inventory = Path(args.inventory) if args.inventory else _default_inventory()
+        profile_note = None
+        if args.inventory is None and PROFILE_VARIABLE not in extra_vars:
+            reason = no_gpu_reason()
+            if reason:  # judge this machine for what it is, and say so (issue: the first run tells the truth)
+                extra_vars[PROFILE_VARIABLE] = CPU_PROFILE
+                profile_note = (
+                    f"{reason}: judged with the {CPU_PROFILE} profile (-e {PROFILE_VARIABLE}=... to choose)"
+                )
+        if args.known_hosts and not Path(args.known_hosts).expanduser().is_file():
+            raise ConfigError(f"--known-hosts {args.known_hosts}: no such file")
         hosts = resolve_hosts(inventory, playbook, args.limit, extra_vars)
+        for warning in unknown_variable_warnings(hosts):
+            print(f"diagnose: warning: {warning}", file=sys.stderr)
         catalog = load_catalog()
         check_unknown_patterns(playbook, [e.id for e in catalog])
         host_checks, cluster_checks = engine.split_catalog(select(catalog, playbook.checks))
@@ -87,6 +103,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             custom_modules,
             formats,
             db if use_history else None,
+            profile_note,
         )
     finally:
         if lock is not None:
@@ -103,6 +120,7 @@ def _run_locked(
     custom_modules: list[Path],
     formats: set[str],
     db: Path | None,
+    profile_note: str | None = None,
 ) -> int:
     """The run proper, once configuration is valid and (for history runs) the lock is ours."""
     from diagnose import engine, history, unattended
@@ -113,17 +131,29 @@ def _run_locked(
     deadline = unattended.Deadline(nightly.time_budget_s if nightly else None)
     started = datetime.now(timezone.utc)
     run_id = engine.new_run_id(started)
-    if args.runs_dir:
-        out_dir = unattended.dated_run_dir(args.runs_dir)
-    elif args.out:
-        out_dir = Path(args.out)
-        out_dir.mkdir(parents=True, exist_ok=True)
-    else:
-        out_dir = engine.default_out_dir(run_id, Path(args.inventory) if args.inventory else None)
+    try:
+        if args.runs_dir:
+            out_dir = unattended.dated_run_dir(args.runs_dir)
+        elif args.out:
+            out_dir = Path(args.out)
+            out_dir.mkdir(parents=True, exist_ok=True)
+        else:
+            out_dir = engine.default_out_dir(run_id, Path(args.inventory) if args.inventory else None)
+    except OSError as exc:
+        where = "--runs-dir" if args.runs_dir else "--out" if args.out else "./diagnose-runs"
+        print(f"diagnose: {where}: cannot create the run folder: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_CONFIG
     profiles = sorted({str(h.vars.get("diagnose_profile")) for h in hosts if h.vars.get("diagnose_profile")})
     profile = ",".join(profiles) or None
     argv = ["diagnose", *redact_argv(args.argv)]
     header = engine.run_header(run_id, started, inventory, playbook, profile, argv, args.limit)
+    header["cluster"] = args.cluster_name or (
+        Path(args.inventory).stem if args.inventory else socket.gethostname()
+    )
+    if args.operator:
+        header["operator"] = args.operator
+    if profile_note:
+        header["profile_note"] = profile_note
     store = engine.ResultsStore(out_dir / "results.json", header)
     if nightly is not None and db is not None:
         since = history.previous_run_started(db, header)
@@ -220,11 +250,11 @@ def _run_locked(
     return EXIT_PASS if document["verdict"] == "PASS" else EXIT_FAIL
 
 
-def _render(results_path: Path, formats: set[str]) -> list[Path] | None:
+def _render(results_path: Path, formats: set[str], out_dir: Path | None = None) -> list[Path] | None:
     from diagnose.report.render import render
 
     try:
-        return render(results_path, formats)
+        return render(results_path, formats, out_dir)
     except Exception:
         traceback.print_exc()
         print(f"diagnose: rendering failed; {results_path} is complete", file=sys.stderr)
@@ -237,22 +267,42 @@ def _print_summary(document: dict[str, Any], out_dir: Path, written: list[Path])
         counts[item["status"]] = counts.get(item["status"], 0) + 1
     tally = ", ".join(f"{counts[s]} {s}" for s in ("FAIL", "ERROR", "WARN", "PASS", "SKIP") if counts.get(s))
     hosts = len(document["hosts"])
-    print(f"diagnose: {document['verdict']} — {hosts} host(s), {tally or 'no results'} — {out_dir}")
+    note = document["run"].get("profile_note")
+    verdict = f"{document['verdict']} ({note})" if note else document["verdict"]
+    print(f"diagnose: {verdict} — {hosts} host(s), {tally or 'no results'} — {out_dir}")
     for path in written:
         print(f"  {path}")
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from diagnose.report.load import read_results
+    from diagnose.results import SCHEMA
+
     try:
         formats = _formats(args.format)
+        path = Path(args.results)
+        if path.is_dir():  # a run folder
+            path = path / "results.json"
+        if not path.is_file():
+            raise ConfigError(f"{args.results}: no such results file or run folder")
+        try:
+            document = read_results(path)
+        except ValueError as exc:
+            raise ConfigError(f"{path}: not a results.json: {str(exc).splitlines()[0]}") from None
+        if document.get("schema") != SCHEMA:
+            raise ConfigError(
+                f"{path}: results schema {document.get('schema')!r}, this diagnose reads {SCHEMA}"
+            )
+        out = Path(args.out) if args.out else None
+        if out is not None:
+            try:
+                out.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ConfigError(f"--out {out}: cannot create: {exc.strerror or exc}") from None
     except ConfigError as exc:
         print(f"diagnose: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    path = Path(args.results)
-    if not path.is_file():
-        print(f"diagnose: {path}: no such results file", file=sys.stderr)
-        return EXIT_CONFIG
-    written = _render(path, formats)
+    written = _render(path, formats, out)
     if written is None:
         return EXIT_INTERNAL
     for item in written:
@@ -370,10 +420,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--history", help="history database (default: the user data dir; nightly playbooks use it)"
     )
     run.add_argument("--runs-dir", help="write the run into a new dated folder under this one (for cron)")
+    run.add_argument(
+        "--cluster-name", help="the cluster the report names (default: the inventory's name, or this host's)"
+    )
+    run.add_argument("--operator", help="who ran the acceptance, for the sign-off (default: the login)")
     run.set_defaults(func=cmd_run)
 
     report = sub.add_parser("report", help="re-render reports from a results.json without touching any host")
-    report.add_argument("results")
+    report.add_argument("results", help="a results.json, or the run folder holding it")
+    report.add_argument("-o", "--out", help="write the reports here (default: beside results.json)")
     report.add_argument("--format", default="html,pdf", help=f"comma list of {', '.join(FORMATS)}")
     report.set_defaults(func=cmd_report)
 

@@ -10,8 +10,12 @@ same thing, in the same words, when a profile rules the hardware out.
 
 from __future__ import annotations
 
+import difflib
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from diagnose.hosts import Host
 from diagnose.vars import Vars
 
 
@@ -125,3 +129,29 @@ def no_nvlink_reason(host_vars: Vars) -> str | None:
     if host_vars.bool("expected_nvlink") is False:
         return f"{profile_label(host_vars)} expects no NVLink (expected_nvlink false)"
     return no_gpu_reason(host_vars)
+
+
+# expected_busbw_<collective>_gbps: the benchmark stage's per-collective override (diagnose/bench/expect.py).
+_BUSBW_OVERRIDE = re.compile(r"expected_busbw_[a-z_]+_gbps")
+
+
+def unknown_variable_warnings(hosts: Sequence[Host]) -> list[str]:
+    """A warning per variable that looks like an expected value but is none: ``expectd_mtu`` would
+    otherwise leave the profile's ``expected_mtu`` in force without a word. Site variables of any other
+    shape are the inventory's own business and pass silently."""
+    known = set(PROFILE_VARIABLES)
+    seen: dict[str, list[str]] = {}
+    for host in hosts:
+        for name in host.vars:
+            if name in known or _BUSBW_OVERRIDE.fullmatch(name):
+                continue
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.85)
+            if close or name.startswith(("expected_", "min_")):
+                seen.setdefault(name, []).append(host.name)
+    warnings = []
+    for name, names in sorted(seen.items()):
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]}?" if close else f" (known: {', '.join(sorted(known))})"
+        where = names[0] if len(names) == 1 else f"{len(names)} hosts"
+        warnings.append(f"variable {name!r} (set for {where}) is not a known expected value{hint}")
+    return warnings

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -170,9 +171,31 @@ def sysfs_from_lines(text: str) -> dict[str, str]:
     return tree
 
 
+# The torch probe's answer on a real CUDA node (the lent H200: torch 2.11.0+cu130, NCCL 2.28.9), and the
+# same node with another NCCL (composed: only the version tuple changed, to the 2.27.7 of OTHER_NCCL_PACKAGE).
+TORCH_PROBE = "nccl_version/torch_h200x4.txt"
+OTHER_NCCL_PROBE = "2.11.0+cu130 13.0 (2, 27, 7) /opt/torch/.venv/bin/python3\n"
+
+
+def probing_python(probe: str) -> str:
+    """A ``python3`` first on the login PATH: nccl.version's torch probe gets a real CUDA node's answer,
+    anything else (torchrun for the gloo benchmarks, custom checks) runs the Python of these tests.
+
+    Without it the hosts report whichever torch the test machine has: a CPU build has no NCCL (so the
+    system package's version is reported), a CUDA build its own bundled NCCL, and the suite's results
+    would depend on which torch ``pip install`` happened to pull.
+    """
+    return (
+        '#!/bin/sh\nif [ "$1" = -c ]; then\n  case "$2" in\n    *torch.cuda.nccl.version*)\n'
+        f"      cat <<'{_END}'\n{probe.rstrip(chr(10))}\n{_END}\n      exit 0 ;;\n  esac\nfi\n"
+        f'exec {shlex.quote(sys.executable)} "$@"\n'
+    )
+
+
 def healthy_h100(name: str) -> HostSpec:
     """ConnectX-7 NDR ibstat and ibv_devinfo, 8x H100 nvidia-smi and topo (NIC per GPU at PIX),
-    nvidia_peermem loaded, libnccl2 2.28.3 (dpkg-query as captured on the lent H200).
+    nvidia_peermem loaded, libnccl2 2.28.3 (dpkg-query as captured on the lent H200), torch 2.11.0+cu130
+    with NCCL 2.28.9 (the H200's torch probe, see ``probing_python``).
 
     Node health: the GPU query (idle, ECC on, nothing remapped, Gen5 x16, fabric Completed/Success),
     18 NVLinks per GPU at 26.562 GB/s with zero error counters, a kernel log with NVRM lines and no Xid
@@ -190,6 +213,7 @@ def healthy_h100(name: str) -> HostSpec:
             "nvidia-smi": _nvidia_smi(captured(H100_QUERY), captured(H100_NVLINK_STATUS)),
             "lsmod": Reply(stdout=captured("gpudirect/modules_gpu_operator_peermem.txt")),
             "dpkg-query": _dpkg_query(package),
+            "python3": probing_python(captured(TORCH_PROBE)),
             # Without these two the machine's own kernel log would be read: not the test host's.
             "journalctl": {
                 JOURNALCTL_KERNEL: Reply(stdout=captured("hostkit/devbox_root_journalctl_kernel_empty.txt"))
@@ -250,7 +274,9 @@ def narrow_port_range(name: str) -> HostSpec:
 
 
 def other_nccl(name: str) -> HostSpec:
-    return _with_tool(healthy_h100(name), "dpkg-query", _dpkg_query(OTHER_NCCL_PACKAGE))
+    """NCCL 2.27.7 both in torch and as the system package."""
+    spec = _with_tool(healthy_h100(name), "dpkg-query", _dpkg_query(OTHER_NCCL_PACKAGE))
+    return replace(spec, tools={**spec.tools, "python3": probing_python(OTHER_NCCL_PROBE)})
 
 
 def p2p_disabled_in_nccl_conf(name: str) -> HostSpec:

@@ -52,6 +52,7 @@ from diagnose.host_settings import parse_bench_env
 from diagnose.hosts import Host
 from diagnose.model import CheckResult
 from diagnose.parsers.nccl_log import parse_nccl_log, summarize_transport
+from diagnose.variables import no_gpu_reason
 
 if TYPE_CHECKING:
     from diagnose.connection import Connection
@@ -406,6 +407,13 @@ class Stage:
                 )
             return
         setup = choose_setup(ctx.hosts, ctx.facts)
+        if setup.backend == "gloo" and len(setup.hosts) == 1 and no_gpu_reason(setup.hosts[0].vars):
+            # One host without GPUs: a gloo collective there copies memory, it crosses no fabric. Whether
+            # torch happens to be installed must not decide the verdict of such a run.
+            why = f"one host without GPU ({no_gpu_reason(setup.hosts[0].vars)}): no fabric to measure"
+            for check_id in ("nccl.transport", *(f"bench.{c}" for c in collectives)):
+                ctx.emit_check(CheckResult(check_id, None, CHECKLIST, "SKIP", message=f"not measured: {why}"))
+            return
         judge_transport = True
         if plan.tool == "nccl-tests":
             # Imported here: the nccl-tests runner builds on this module's Setup and helpers.

@@ -138,7 +138,8 @@ def build_cover(results: dict[str, Any]) -> Cover:
         tool_version=str(run.get("tool_version") or "—"),
         operator=str(run.get("operator") or os.environ.get("USER") or "—"),
         playbook=str(run.get("playbook") or "—"),
-        profile=str(run.get("profile") or "—"),
+        profile=str(run.get("profile") or "—")
+        + (f" — {run['profile_note']}" if isinstance(run.get("profile_note"), str) else ""),
         argv=" ".join(str(a) for a in argv) if isinstance(argv, list) else show(argv),
         nodes=len(hosts),
         reachable=sum(1 for h in hosts if h.get("reachable")),

@@ -145,7 +145,7 @@ def test_healthy_node_health_messages(run: dict[str, Any]) -> None:
 def test_cluster_rules_name_only_the_odd_hosts(run: dict[str, Any]) -> None:
     versions = results_for(run, "versions.consistency")
     assert set(versions) == {None, "other-nccl"}
-    assert versions["other-nccl"]["message"] == "other-nccl runs NCCL 2.27.7, the other hosts 2.28.3"
+    assert versions["other-nccl"]["message"] == "other-nccl runs NCCL 2.27.7, the other hosts 2.28.9"
     fabric = results_for(run, "ib.consistency")
     assert set(fabric) == {None, "link-200", "mtu-2048"}
     assert fabric[None]["status"] == "FAIL"
@@ -198,12 +198,13 @@ def test_node_health_fault_messages_name_the_gpu_or_port(run: dict[str, Any]) ->
 def test_environment_and_evidence(run: dict[str, Any]) -> None:
     hosts = {h["name"]: h for h in run["results"]["hosts"]}
     env = hosts["node1"]["environment"]
-    assert (env["gpu_model"], env["gpu_count"], env["driver"], env["cuda"], env["nccl"]) == (
+    assert (env["gpu_model"], env["gpu_count"], env["driver"], env["cuda"], env["nccl"], env["torch"]) == (
         "NVIDIA H100 80GB HBM3",
         8,
         "565.57.01",
         "12.7",
-        "2.28.3",
+        "2.28.9",
+        "2.11.0+cu130",
     )
     assert hosts["p2p-off"]["environment"]["nccl_env"]["NCCL_P2P_DISABLE"] == "1"
     evidence = results_for(run, "ib.port_state")["port-down"]["evidence"]
