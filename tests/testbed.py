@@ -22,6 +22,15 @@ The pid namespace is what makes cleanup certain: when its first process exits, t
 everything left in it, sessions and hanging tools included. That process exits when the bed closes
 a pipe, which also happens when the test process dies, so no sshd outlives its test.
 
+Jump hosts (``HostSpec(jump=True)``) and the hosts behind them (``behind_jump=True``) live in one private
+network namespace of the bed, with its own loopback. A host behind a jump host listens on 127.0.0.1
+*of that namespace* only: from the machine (the test process, diagnose) its port refuses connections,
+and only a jump host's sshd, whose direct-tcpip connections are made inside the namespace, reaches it.
+A jump host is reachable from the machine on ``127.0.0.1:<its port>`` through a port map the bed
+keeps (a listening socket on the machine whose connections the bed joins to the jump host's sshd
+inside the namespace, as a container runtime publishes a port). Nothing of the machine's own
+network is changed.
+
 Hosts are root@127.0.0.1 with a throwaway client key; ``known_hosts`` holds every host's key as
 ``[127.0.0.1]:port`` lines, and ``write_inventory`` writes an Ansible inventory that points at all
 of it. The bed needs root, ``unshare`` (util-linux) and openssh-server.
@@ -30,10 +39,12 @@ of it. The bed needs root, ``unshare`` (util-linux) and openssh-server.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import pwd
 import re
 import resource
+import selectors
 import shlex
 import shutil
 import signal
@@ -43,7 +54,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -127,6 +138,12 @@ class HostSpec:
     #: ``TestHost.set_ib_counter`` changes what the host reads while a run goes on. None: the machine's
     #: own (absent on a machine without RDMA devices); an empty mapping: an empty directory.
     sysfs_infiniband: Mapping[str, str] | None = None
+    #: A jump host (bastion): its sshd runs in the bed's private network, so it reaches the hosts
+    #: ``behind_jump``, and the bed maps its port on the machine's 127.0.0.1 to it.
+    jump: bool = False
+    #: The host's sshd listens only in the bed's private network: a direct connection from the machine
+    #: is refused; a jump host of the bed reaches it at 127.0.0.1:<port>.
+    behind_jump: bool = False
 
 
 class TestbedError(RuntimeError):
@@ -156,6 +173,7 @@ class TestHost:
         self._proc: subprocess.Popen[bytes] | None = None
         self._lifeline: int | None = None
         self._socket: socket.socket | None = None
+        self._port_map: _PortMap | None = None
 
     def __repr__(self) -> str:
         return f"TestHost({self.name!r}, port={self.port}, serve={self.spec.serve!r}, alive={self.alive})"
@@ -278,6 +296,7 @@ class TestBed:
         weakref.finalize(self, _close_all, self._namespace_fds)
         self._ports: set[int] = set()
         self._stopped = False
+        self._network: _PrivateNetwork | None = None
         self.client_key = self.workdir / "client_key"
         self.other_key = self.workdir / "other_key"
         self.known_hosts = self.workdir / "known_hosts"
@@ -307,6 +326,10 @@ class TestBed:
                 raise TestbedError("the test bed is stopped")
             if spec.name in self.hosts:
                 raise ValueError(f"host {spec.name!r} already exists")
+            if (spec.jump or spec.behind_jump) and (spec.serve != "ssh" or spec.jump == spec.behind_jump):
+                raise ValueError(
+                    f"host {spec.name!r}: a jump host or a host behind one serves sshd, not both"
+                )
             directory = self.workdir / "hosts" / spec.name
             host = TestHost(self, spec, 0, directory)
             self.hosts[spec.name] = host
@@ -372,9 +395,12 @@ class TestBed:
             raise ValueError(f"unknown inventory format {fmt!r}")
         return path
 
-    def ssh_argv(self, host: TestHost, command: str, *, timeout: float = 10) -> list[str]:
+    def ssh_argv(
+        self, host: TestHost, command: str, *, timeout: float = 10, jump: TestHost | None = None
+    ) -> list[str]:
         """argv of the real OpenSSH client running ``command`` on ``host`` with the bed's key and
-        known_hosts, ignoring the user's ~/.ssh/config."""
+        known_hosts, ignoring the user's ~/.ssh/config; through ``jump`` (a ProxyCommand carrying the
+        same options, since ``-J`` would not pass the key to the jump host's login) when given."""
         options = {
             "BatchMode": "yes",
             "IdentitiesOnly": "yes",
@@ -388,12 +414,24 @@ class TestBed:
         argv = ["ssh", "-F", "/dev/null", "-p", str(host.port)]
         for key, value in options.items():
             argv += ["-o", f"{key}={value}"]
+        if jump is not None:
+            hop = self.ssh_argv(jump, "", timeout=timeout)[:-2]
+            argv += [
+                "-o",
+                "ProxyCommand=" + shlex.join([*hop, "-W", "[%h]:%p", f"{jump.user}@{jump.address}"]),
+            ]
         return [*argv, f"{host.user}@{host.address}", command]
 
-    def ssh(self, host: TestHost, command: str, *, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    def ssh(
+        self, host: TestHost, command: str, *, timeout: float = 30, jump: TestHost | None = None
+    ) -> subprocess.CompletedProcess[str]:
         """Run ``command`` on ``host`` through the real ssh client; text output, never raises on rc."""
         return subprocess.run(
-            self.ssh_argv(host, command), capture_output=True, text=True, timeout=timeout, check=False
+            self.ssh_argv(host, command, jump=jump),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
         )
 
     def leftover_pids(self) -> list[int]:
@@ -412,6 +450,8 @@ class TestBed:
         deadline = time.monotonic() + 10
         while (left := self.leftover_pids()) and time.monotonic() < deadline:
             time.sleep(0.05)
+        if self._network is not None:
+            self._network.stop()
         if left:
             raise TestbedError(f"processes left behind after stop: {left}")
 
@@ -531,15 +571,25 @@ class TestBed:
     def _start(self, host: TestHost) -> None:
         """Start the host's namespaces and sshd, picking a free port unless it has one; wait for the banner."""
         fixed_port = host.port != 0
+        private = host.spec.jump or host.spec.behind_jump
+        enter = self._private_network().enter_argv() if private else []
         for _attempt in range(_PORT_ATTEMPTS):
-            if not fixed_port:
+            if host.spec.jump:
+                # The machine-side socket first: the port is then ours, and the sshd inside the private
+                # network listens on the same number there.
+                listener = _listen(host.port if fixed_port else 0)
+                host.port = listener.getsockname()[1]
+                with self._lock:
+                    self._ports.add(host.port)  # never given to a host behind it in the private network
+                host._port_map = _PortMap(listener, self._private_network().connect, host.port)
+            elif not fixed_port:
                 host.port = self._free_port()
             (host.dir / "sshd_config").write_text(self._sshd_config(host))
             read_end, write_end = os.pipe()
             with open(host.log, "ab") as log:
                 try:
                     proc = subprocess.Popen(
-                        ["unshare", *_NS_FLAGS, "/bin/sh", str(host.dir / "init.sh")],
+                        [*enter, "unshare", *_NS_FLAGS, "/bin/sh", str(host.dir / "init.sh")],
                         stdin=read_end,
                         stdout=log,
                         stderr=subprocess.STDOUT,
@@ -551,6 +601,8 @@ class TestBed:
                     os.close(read_end)
             host._proc, host._lifeline, host.pid = proc, write_end, proc.pid
             if self._wait_ready(host):
+                if host._port_map is not None:
+                    host._port_map.start()
                 held = _hold_pid_namespace(proc.pid)
                 with self._lock:
                     if held:
@@ -572,12 +624,14 @@ class TestBed:
         """Wait until the port answers with an SSH banner; False if sshd exited or time ran out."""
         deadline = time.monotonic() + self.start_timeout
         assert host._proc is not None
+        private = host.spec.jump or host.spec.behind_jump
+        connect = self._private_network().connect if private else socket.create_connection
         while time.monotonic() < deadline:
             if host._proc.poll() is not None:
                 return False
             with (
                 contextlib.suppress(OSError),
-                socket.create_connection((LOOPBACK, host.port), timeout=2) as s,
+                connect((LOOPBACK, host.port), timeout=2) as s,
             ):
                 s.settimeout(max(0.1, deadline - time.monotonic()))
                 if s.recv(64).startswith(b"SSH-"):
@@ -603,6 +657,9 @@ class TestBed:
         if host._socket is not None:
             host._socket.close()
             host._socket = None
+        if host._port_map is not None:
+            host._port_map.close()
+            host._port_map = None
         if host._lifeline is not None:
             os.close(host._lifeline)
             host._lifeline = None
@@ -617,6 +674,13 @@ class TestBed:
             proc.wait(timeout=10)
         host._proc = None
 
+    def _private_network(self) -> _PrivateNetwork:
+        """The bed's private network of jump hosts and the hosts behind them, started on first use."""
+        with self._lock:
+            if self._network is None:
+                self._network = _PrivateNetwork(self.workdir / "private-network.log")
+            return self._network
+
     def _free_port(self) -> int:
         """A port nothing listens on now and this bed has not used (the kernel picks; sshd retries
         on the rare race)."""
@@ -628,6 +692,188 @@ class TestBed:
                 if port not in self._ports:
                     self._ports.add(port)
                     return port
+
+
+_CLONE_NEWNET = 0x40000000
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class _PrivateNetwork:
+    """A network namespace with only its own loopback, held open by one small process.
+
+    The process is ``unshare --net`` running ``cat`` on a pipe the bed holds: when the bed closes the
+    pipe (or the test process dies) it exits, and the namespace goes with the last host in it.
+    """
+
+    def __init__(self, log: Path) -> None:
+        read_end, self._lifeline = os.pipe()
+        with open(log, "ab") as out:
+            try:
+                self._proc = subprocess.Popen(
+                    ["unshare", "--net", "/bin/sh", "-c", "ip link set lo up && exec cat >/dev/null"],
+                    stdin=read_end,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env=_SPAWN_ENV,
+                    start_new_session=True,
+                )
+            finally:
+                os.close(read_end)
+        self.path = f"/proc/{self._proc.pid}/ns/net"
+        deadline = time.monotonic() + 10
+        mine = os.readlink("/proc/self/ns/net")
+        while time.monotonic() < deadline and self._proc.poll() is None:
+            with contextlib.suppress(OSError):
+                if os.readlink(self.path) != mine and self._loopback_up():
+                    self._fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+                    return
+            time.sleep(0.02)
+        self.stop()
+        raise TestbedError(
+            f"the private network did not start; log {log}:\n{log.read_text(errors='replace')}"
+        )
+
+    def _loopback_up(self) -> bool:
+        try:
+            self.connect((LOOPBACK, 1), timeout=1).close()
+        except ConnectionRefusedError:
+            return True  # lo answers (with a refusal): it is up
+        except OSError:
+            return False
+        return True
+
+    def enter_argv(self) -> list[str]:
+        """Prefix of a command line that runs the command inside the network."""
+        return ["nsenter", f"--net={self.path}"]
+
+    def connect(self, address: tuple[str, int], timeout: float | None = None) -> socket.socket:
+        """A TCP connection made inside the network (from a short-lived thread that enters it: a
+        socket keeps the namespace it was made in, the rest of the process stays where it is)."""
+        got: list[socket.socket | BaseException] = []
+
+        def inside() -> None:
+            try:
+                fd = getattr(self, "_fd", None)
+                if fd is None:
+                    fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+                if _libc.setns(fd, _CLONE_NEWNET) != 0:
+                    errno = ctypes.get_errno()
+                    raise OSError(errno, f"setns into {self.path}: {os.strerror(errno)}")
+                got.append(socket.create_connection(address, timeout=timeout))
+            except BaseException as exc:
+                got.append(exc)
+
+        thread = threading.Thread(target=inside, name="testbed-netns-connect")
+        thread.start()
+        thread.join()
+        if isinstance(got[0], BaseException):
+            raise got[0]
+        return got[0]
+
+    def stop(self) -> None:
+        if self._lifeline is not None:
+            os.close(self._lifeline)
+            self._lifeline = None
+        fd = getattr(self, "_fd", None)
+        if fd is not None:
+            os.close(fd)
+            self._fd = None
+        try:
+            self._proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait(timeout=5)
+
+
+def _listen(port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((LOOPBACK, port))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+class _PortMap:
+    """The machine's 127.0.0.1:<port> joined to a jump host's sshd at 127.0.0.1:<port> inside the
+    private network: one thread accepts, one thread per connection copies bytes both ways. Closing it
+    refuses new connections and cuts the open ones, as a dead bastion does."""
+
+    def __init__(self, listener: socket.socket, connect: Callable[..., socket.socket], port: int) -> None:
+        self._listener = listener
+        self._connect = connect
+        self._port = port
+        self._closed = threading.Event()
+        self._lock = threading.Lock()
+        self._open: set[socket.socket] = set()
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        self._listener.settimeout(0.2)
+        self._spawn(self._accept_loop)
+
+    def _spawn(self, target: Callable[..., None], *args: object) -> None:
+        thread = threading.Thread(target=target, args=args, name="testbed-port-map", daemon=True)
+        with self._lock:
+            self._threads = [t for t in self._threads if t.is_alive()]
+            self._threads.append(thread)
+        thread.start()
+
+    def _accept_loop(self) -> None:
+        while not self._closed.is_set():
+            try:
+                client, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            client.settimeout(None)
+            try:
+                upstream = self._connect((LOOPBACK, self._port), timeout=5)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                if self._closed.is_set():
+                    client.close()
+                    upstream.close()
+                    return
+                self._open.update((client, upstream))
+            self._spawn(self._pump, client, upstream)
+
+    def _pump(self, one: socket.socket, other: socket.socket) -> None:
+        peer = {one: other, other: one}
+        with selectors.DefaultSelector() as selector:
+            for sock in peer:
+                selector.register(sock, selectors.EVENT_READ)
+            try:
+                while not self._closed.is_set():
+                    for key, _ in selector.select(timeout=0.2):
+                        data = key.fileobj.recv(65536)  # type: ignore[union-attr]
+                        if not data:
+                            return
+                        peer[key.fileobj].sendall(data)  # type: ignore[index]
+            except OSError:
+                return
+            finally:
+                with self._lock:
+                    for sock in peer:
+                        self._open.discard(sock)
+                        sock.close()
+
+    def close(self) -> None:
+        self._closed.set()
+        self._listener.close()
+        with self._lock:
+            for sock in self._open:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+            threads = list(self._threads)
+        for thread in threads:
+            thread.join(timeout=5)
 
 
 _prerequisite_cache: list[str | None] = []
