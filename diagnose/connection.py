@@ -11,10 +11,21 @@ and its batch is abandoned. Each running batch is registered with its remote ses
 interrupt, a SIGTERM or the nightly time budget can stop what was started on every host
 (:func:`stop_running_batches`). Files travel through the exec stream, so hosts without an SFTP subsystem
 work as well.
+
+Jump hosts (``ProxyJump`` / ``ProxyCommand`` from ``ansible_ssh_common_args`` / ``ansible_ssh_extra_args``,
+parsed by :mod:`diagnose.ssh_args`, or from ~/.ssh/config) are handled here rather than by Fabric's
+``gateway``: Fabric would open one bastion login per target, admit the bastion's host key unchecked
+(its default AutoAddPolicy) and expand ``%p`` of an inline ProxyCommand as 22. A jump host is logged
+into once per run and path (:class:`_JumpHosts`), its key checked against the same known_hosts files and
+policy as the targets; each target behind it gets a ``direct-tcpip`` channel of that shared transport as
+its socket. The shared login closes when the last target using it closes, and :func:`close_jump_hosts`
+closes whatever is left at the end of a run.
 """
 
 from __future__ import annotations
 
+import contextlib
+import getpass
 import logging
 import os
 import re
@@ -23,6 +34,7 @@ import selectors
 import shlex
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -39,6 +51,7 @@ from paramiko.hostkeys import HostKeyEntry
 from diagnose.check import Command
 from diagnose.hosts import Host
 from diagnose.model import CommandOutput
+from diagnose.ssh_args import Hop, SSHArgs, SSHArgsError, expand_proxy_command, host_ssh_args, parse_jump_spec
 from diagnose.streams import DEFAULT_MAX_OUTPUT_BYTES, Capped, FramedStream
 
 # paramiko logs every failed handshake with a traceback; the reason reaches the operator as a
@@ -416,9 +429,11 @@ def _kill_local_session(session: int) -> None:
     subprocess.run(["/bin/sh", "-c", kill_session_script(session)], capture_output=True, timeout=10)
 
 
-def _describe_connect_error(exc: BaseException, host: Host, port: int, timeout: float) -> str:
+def _describe_connect_error(
+    exc: BaseException, address: str, port: int, timeout: float, user: str | None
+) -> str:
     """Turn paramiko/socket exceptions into the one line an operator acts on."""
-    where = f"{host.address}:{port}"
+    where = f"{address}:{port}"
     if isinstance(exc, paramiko.BadHostKeyException):
         return (
             f"host key for {where} has CHANGED (got {exc.key.get_name()} "
@@ -436,15 +451,17 @@ def _describe_connect_error(exc: BaseException, host: Host, port: int, timeout: 
             "(sshd hung, overloaded, or not an SSH server)"
         )
     if isinstance(exc, paramiko.AuthenticationException):
-        return f"authentication failed for {host.vars.get('ansible_user') or 'the SSH user'}@{where}: {exc}"
+        return f"authentication failed for {user or 'the SSH user'}@{where}: {exc}"
     if isinstance(exc, (socket.timeout, TimeoutError)):
         return f"connection to {where} timed out after {timeout:.0f} s"
     if isinstance(exc, ConnectionRefusedError):
         return f"connection to {where} refused (no SSH server listening?)"
     if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):
+        if exc.errors and all(isinstance(e, ConnectionRefusedError) for e in exc.errors.values()):
+            return f"connection to {where} refused (no SSH server listening?)"
         return f"cannot connect to {where}: {exc.strerror or exc}"
     if isinstance(exc, socket.gaierror):
-        return f"cannot resolve {host.address}: {exc.strerror}"
+        return f"cannot resolve {address}: {exc.strerror}"
     if isinstance(exc, OSError):
         return f"cannot connect to {where}: {exc.strerror or exc}"
     return f"SSH to {where} failed: {type(exc).__name__}: {exc}"
@@ -513,12 +530,236 @@ class _AcceptUnknown(paramiko.MissingHostKeyPolicy):
         client.get_host_keys().add(hostname, key.get_name(), key)
 
 
+@dataclass(frozen=True)
+class _JumpLogin:
+    """How to log into one jump host: the address after ~/.ssh/config, keys and host-key rules."""
+
+    alias: str  # as written in ProxyJump (may be an ssh_config alias)
+    address: str
+    port: int
+    user: str
+    key_files: tuple[str, ...]
+    allow_agent: bool
+    known_hosts: tuple[str, ...]
+    accept_unknown: bool
+    timeout: float
+
+    @property
+    def ident(self) -> tuple[str, str, int]:
+        return (self.user, self.address, self.port)
+
+    def __str__(self) -> str:
+        return f"{self.user}@{self.address}:{self.port}"
+
+
+@dataclass
+class _JumpEntry:
+    """One shared jump-host login; ``users`` counts the target connections (and later hops) on it."""
+
+    lock: threading.Lock
+    client: paramiko.SSHClient | None = None
+    users: int = 0
+    failure: str | None = None
+    failed_at: float = 0.0
+
+
+def _host_key_name(address: str, port: int) -> str:
+    return address if port == 22 else f"[{address}]:{port}"
+
+
+def _load_host_keys(client: paramiko.SSHClient, files: Sequence[str], address: str, port: int) -> None:
+    name = _host_key_name(address, port)
+    for path in files:
+        for key in _KNOWN_HOSTS.keys_for(path, name):
+            client.get_host_keys().add(name, key.get_name(), key)
+
+
+class _JumpHosts:
+    """Jump-host logins shared by every target behind them, keyed by the path to them.
+
+    A hundred targets behind one bastion cost one bastion login, not a hundred: the first target
+    opens it (the others wait on its lock rather than racing), each target then gets a ``direct-tcpip``
+    channel of the one transport. Targets that were waiting while a login failed get the same failure
+    instead of each retrying it; a target that asks later tries again. The key is the whole path
+    (user, host, port of every hop so far), so a chain a→b and a direct b are different logins.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[tuple[tuple[str, str, int], ...], _JumpEntry] = {}
+
+    def _entry(self, key: tuple[tuple[str, str, int], ...]) -> _JumpEntry:
+        with self._lock:
+            return self._entries.setdefault(key, _JumpEntry(lock=threading.Lock()))
+
+    def channel(
+        self, chain: Sequence[_JumpLogin], destination: tuple[str, int], timeout: float
+    ) -> tuple[paramiko.Channel, list[tuple[tuple[str, str, int], ...]]]:
+        """A channel to ``destination`` through the chain, and the keys the caller must release."""
+        held: list[tuple[tuple[str, str, int], ...]] = []
+        try:
+            transport: paramiko.Transport | None = None
+            for index, hop in enumerate(chain):
+                key = tuple(h.ident for h in chain[: index + 1])
+                transport = self._login(key, hop, transport, chain[index - 1] if index else None)
+                held.append(key)
+            assert transport is not None
+            last = chain[-1]
+            try:
+                channel = transport.open_channel("direct-tcpip", destination, ("", 0), timeout=timeout)
+            except paramiko.ChannelException as exc:
+                raise ConnectError(
+                    f"jump host {last} could not connect to {destination[0]}:{destination[1]}: "
+                    f"{exc.text} (SSH channel error {exc.code})"
+                ) from exc
+            except (paramiko.SSHException, OSError, EOFError) as exc:
+                raise ConnectError(
+                    f"jump host {last} gave no channel to {destination[0]}:{destination[1]}: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+            return channel, held
+        except BaseException:
+            self.release(held)
+            raise
+
+    def _login(
+        self,
+        key: tuple[tuple[str, str, int], ...],
+        hop: _JumpLogin,
+        via: paramiko.Transport | None,
+        via_hop: _JumpLogin | None,
+    ) -> paramiko.Transport:
+        entry = self._entry(key)
+        asked = time.monotonic()
+        with entry.lock:
+            client = entry.client
+            transport = client.get_transport() if client is not None else None
+            if transport is not None and transport.is_active():
+                entry.users += 1
+                return transport
+            if entry.failure is not None and entry.failed_at >= asked:
+                raise ConnectError(entry.failure)
+            if client is not None:
+                client.close()
+                entry.client = None
+            try:
+                client = self._connect(hop, via, via_hop)
+            except ConnectError as exc:
+                entry.failure, entry.failed_at = str(exc), time.monotonic()
+                raise
+            entry.client, entry.failure, entry.users = client, None, entry.users + 1
+            transport = client.get_transport()
+            assert transport is not None
+            return transport
+
+    @staticmethod
+    def _connect(
+        hop: _JumpLogin, via: paramiko.Transport | None, via_hop: _JumpLogin | None
+    ) -> paramiko.SSHClient:
+        sock: paramiko.Channel | None = None
+        if via is not None:
+            try:
+                sock = via.open_channel("direct-tcpip", (hop.address, hop.port), ("", 0), timeout=hop.timeout)
+            except (paramiko.SSHException, OSError, EOFError) as exc:
+                text = exc.text if isinstance(exc, paramiko.ChannelException) else f"{exc}"
+                raise ConnectError(
+                    f"jump host {via_hop} could not connect to jump host {hop}: {text}"
+                ) from exc
+        client = paramiko.SSHClient()
+        _load_host_keys(client, hop.known_hosts, hop.address, hop.port)
+        client.set_missing_host_key_policy(
+            _AcceptUnknown() if hop.accept_unknown else paramiko.RejectPolicy()
+        )
+        try:
+            client.connect(
+                hop.address,
+                port=hop.port,
+                username=hop.user,
+                key_filename=list(hop.key_files) or None,
+                look_for_keys=not hop.key_files,
+                allow_agent=hop.allow_agent,
+                timeout=hop.timeout,
+                banner_timeout=hop.timeout,
+                auth_timeout=hop.timeout,
+                channel_timeout=hop.timeout,
+                sock=sock,
+            )
+        except Exception as exc:
+            client.close()
+            reason = _describe_connect_error(exc, hop.address, hop.port, hop.timeout, hop.user)
+            named = f"{hop} ({hop.alias})" if hop.alias != hop.address else f"{hop}"
+            raise ConnectError(f"jump host {named} failed: {reason}") from exc
+        transport = client.get_transport()
+        if transport is not None:
+            transport.set_keepalive(15)
+            _tcp_keepalive(transport.sock)
+        return client
+
+    def release(self, keys: Sequence[tuple[tuple[str, str, int], ...]]) -> None:
+        """One user fewer on each login; a login nobody uses any more is closed (last hop first)."""
+        for key in reversed(keys):
+            entry = self._entry(key)
+            with entry.lock:
+                entry.users = max(0, entry.users - 1)
+                if entry.users == 0 and entry.client is not None:
+                    entry.client.close()
+                    entry.client = None
+
+    def close_all(self) -> None:
+        with self._lock:
+            entries = sorted(self._entries.items(), key=lambda item: -len(item[0]))
+            self._entries.clear()
+        for _, entry in entries:
+            with entry.lock:
+                if entry.client is not None:
+                    entry.client.close()
+                    entry.client = None
+                entry.users = 0
+
+    def open_count(self) -> int:
+        """How many jump-host logins are open now (for tests and the fan-out bench)."""
+        with self._lock:
+            entries = list(self._entries.values())
+        return sum(
+            1
+            for e in entries
+            if e.client is not None and (t := e.client.get_transport()) is not None and t.is_active()
+        )
+
+
+_JUMPS = _JumpHosts()
+
+
+def close_jump_hosts() -> None:
+    """Close every shared jump-host login; the engine calls this when a run ends (idempotent).
+
+    Each login also closes by itself when the last target connection through it is closed; this is the
+    backstop for a run that ends without closing every connection (interrupt, time budget).
+    """
+    _JUMPS.close_all()
+
+
+def open_jump_hosts() -> int:
+    """How many shared jump-host logins are open now."""
+    return _JUMPS.open_count()
+
+
 class SSHConnection(Connection):
     """A remote host over SSH, honouring the ansible_* variables and ~/.ssh/config.
 
     Host keys are verified against known_hosts by default; ``accept_unknown_host_keys`` (Ansible's
     ``host_key_checking = False``) admits a host never seen before, but a key that differs from the one
-    on record is refused either way.
+    on record is refused either way. The options of ``ansible_ssh_common_args`` /
+    ``ansible_ssh_extra_args`` fill in what the ansible_* variables leave unset (the variables come
+    first on Ansible's ssh command line, and OpenSSH keeps the first value).
+
+    Behind a jump host the same rules hold for the jump host: its key is checked against the same
+    known_hosts files (plus its own ``UserKnownHostsFile`` in ~/.ssh/config) under the same policy; its
+    user and port come from the ``user@host:port`` spec, else from ~/.ssh/config for that alias, else
+    the local user and 22, as with OpenSSH. It is offered the keys ~/.ssh/config names for it and the
+    target's own key files (OpenSSH would not pass ``-i`` to the jump login; offering one more key is
+    harmless and is what inventories that give one key for everything expect), the agent as for the
+    target, and the default keys when no key file is named at all.
     """
 
     def __init__(
@@ -526,59 +767,183 @@ class SSHConnection(Connection):
     ) -> None:
         super().__init__(host)
         v = host.vars
-        self.connect_timeout = v.float("ansible_ssh_timeout", None) or v.float(
-            "diagnose_connect_timeout", DEFAULT_CONNECT_TIMEOUT_S
+        try:
+            self.ssh_args: SSHArgs = host_ssh_args(v)
+        except SSHArgsError as exc:  # inventory validation refuses these first; a Host built elsewhere
+            raise ConnectError(str(exc)) from None
+        args = self.ssh_args
+        self.connect_timeout = (
+            v.float("ansible_ssh_timeout", None)
+            or v.float("diagnose_connect_timeout", None)
+            or args.connect_timeout
+            or DEFAULT_CONNECT_TIMEOUT_S
         )
         checking = v.bool("ansible_host_key_checking", None)
+        if checking is None and args.strict_host_key_checking is not None:
+            checking = args.strict_host_key_checking
         self.accept_unknown = accept_unknown_host_keys or checking is False
         self.known_hosts = known_hosts or v.str("diagnose_known_hosts_file")
+        self.allow_agent = bool(v.bool("diagnose_ssh_agent", True))
         connect_kwargs: dict[str, object] = {
             "banner_timeout": self.connect_timeout,
             "auth_timeout": self.connect_timeout,
-            "allow_agent": v.bool("diagnose_ssh_agent", True),
+            "allow_agent": self.allow_agent,
         }
         key_file = v.str("ansible_ssh_private_key_file") or v.str("ansible_private_key_file")
-        if key_file:
-            connect_kwargs["key_filename"] = [os.path.expanduser(key_file)]
+        key_files = [key_file] if key_file else []
+        self.key_files = [os.path.expanduser(k) for k in [*key_files, *args.identity_files]]
+        if self.key_files:
+            connect_kwargs["key_filename"] = list(self.key_files)
             connect_kwargs["look_for_keys"] = False
+        if args.compression:
+            connect_kwargs["compress"] = True
         password = v.str("ansible_password") or v.str("ansible_ssh_pass")
         if password:
             connect_kwargs["password"] = password
         self._fabric = FabricConnection(
             host.address,
-            user=v.str("ansible_user") or v.str("ansible_ssh_user"),
-            port=v.int("ansible_port", None) or v.int("ansible_ssh_port", None),
+            user=v.str("ansible_user") or v.str("ansible_ssh_user") or args.user,
+            port=v.int("ansible_port", None) or v.int("ansible_ssh_port", None) or args.port,
             connect_timeout=self.connect_timeout,
             connect_kwargs=connect_kwargs,
             config=Config(overrides={"load_ssh_configs": True}),
+            gateway=False,  # jump hosts are ours: see the module docstring
         )
         self.port = self._fabric.port
+        self._jump_keys: list[tuple[tuple[str, str, int], ...]] = []
+        self._channel: paramiko.Channel | None = None  # the direct-tcpip channel through a jump host
+        self._proxy: _ProxyCommand | None = None
+
+    def _known_hosts_files(self, config_files: str | list[str] | None = None) -> list[str]:
+        files = [os.path.expanduser("~/.ssh/known_hosts")]
+        if isinstance(config_files, list):
+            config_files = " ".join(config_files)
+        for path in [config_files, self.known_hosts, *self.ssh_args.known_hosts_files]:
+            files += [os.path.expanduser(one) for one in (path or "").split()]
+        return files
 
     def _prepare_host_keys(self) -> None:
         client = self._fabric.client
-        files = [os.path.expanduser("~/.ssh/known_hosts")]
-        for path in [self._fabric.ssh_config.get("userknownhostsfile"), self.known_hosts]:
-            files += [os.path.expanduser(one) for one in (path or "").split()]
-        host = self._fabric.host  # after ~/.ssh/config HostName: the name paramiko checks
-        name = host if self.port == 22 else f"[{host}]:{self.port}"
-        for path in files:
-            for key in _KNOWN_HOSTS.keys_for(path, name):
-                client.get_host_keys().add(name, key.get_name(), key)
+        files = self._known_hosts_files(self._fabric.ssh_config.get("userknownhostsfile"))
+        # after ~/.ssh/config HostName: the name paramiko checks
+        _load_host_keys(client, files, self._fabric.host, self.port)
         policy = _AcceptUnknown() if self.accept_unknown else paramiko.RejectPolicy()
         client.set_missing_host_key_policy(policy)
+
+    def proxy(self) -> tuple[tuple[Hop, ...], str | None, str]:
+        """(jump chain, proxy command, where it was set): the variables first, then ~/.ssh/config."""
+        args = self.ssh_args
+        if args.has_proxy or args.no_proxy:
+            return args.proxy_jump, args.proxy_command, "ansible_ssh_common_args/ansible_ssh_extra_args"
+        config = self._fabric.ssh_config
+        jump = config.get("proxyjump")
+        if jump and jump.strip().lower() != "none":
+            try:
+                return parse_jump_spec(jump), None, "~/.ssh/config"
+            except SSHArgsError as exc:
+                raise ConnectError(f"~/.ssh/config for {self.host.address}: {exc}") from None
+        command = config.get("proxycommand")
+        if command and command.strip().lower() != "none":
+            return (), command, "~/.ssh/config"
+        return (), None, ""
+
+    def _jump_chain(self, hops: Sequence[Hop]) -> list[_JumpLogin]:
+        """Each hop resolved through ~/.ssh/config; the first hop's own ProxyJump there comes first, as
+        OpenSSH's ``ssh -W`` to it would honour it."""
+        base = self._fabric.config.base_ssh_config
+        chain: list[_JumpLogin] = []
+        pending = list(hops)
+        seen: set[str] = set()
+        while pending:
+            hop = pending.pop(0)
+            config = base.lookup(hop.host)
+            if not chain and hop.host not in seen:
+                seen.add(hop.host)
+                own = config.get("proxyjump")
+                if own and own.strip().lower() != "none":
+                    try:
+                        before = [h for h in parse_jump_spec(own) if h.host != hop.host]
+                    except SSHArgsError as exc:
+                        raise ConnectError(f"~/.ssh/config for jump host {hop.host}: {exc}") from None
+                    if before and len(seen) < 8:
+                        pending = [*before, hop, *pending]
+                        continue
+                if config.get("proxycommand", "none").strip().lower() != "none":
+                    raise ConnectError(
+                        f"jump host {hop.host} has a ProxyCommand in ~/.ssh/config; a jump host reached "
+                        "through a ProxyCommand is not supported (write the chain as ProxyJump=a,b)"
+                    )
+            key_files = [os.path.expanduser(k) for k in config.get("identityfile", [])]
+            chain.append(
+                _JumpLogin(
+                    alias=hop.host,
+                    address=config.get("hostname", hop.host),
+                    port=hop.port or int(config.get("port", 22)),
+                    user=hop.user or config.get("user") or getpass.getuser(),
+                    key_files=tuple(dict.fromkeys([*key_files, *self.key_files])),
+                    allow_agent=self.allow_agent,
+                    known_hosts=tuple(self._known_hosts_files(config.get("userknownhostsfile"))),
+                    accept_unknown=self.accept_unknown,
+                    timeout=self.connect_timeout,
+                )
+            )
+        return chain
+
+    def _open_socket(self) -> None:
+        """Give Fabric the socket a jump host or ProxyCommand provides, if the host has one."""
+        hops, command, _where = self.proxy()
+        if hops:
+            chain = self._jump_chain(hops)
+            channel, self._jump_keys = _JUMPS.channel(
+                chain, (self._fabric.host, self.port), self.connect_timeout
+            )
+            self._fabric.connect_kwargs["sock"] = self._channel = channel
+        elif command is not None:
+            if self.ssh_args.proxy_command is not None:  # ~/.ssh/config's was expanded by paramiko
+                command = expand_proxy_command(
+                    command, self._fabric.host, self.port, self._fabric.user, self.host.address
+                )
+            try:
+                self._proxy = _ProxyCommand("/bin/sh -c " + shlex.quote(command))
+            except (OSError, paramiko.SSHException) as exc:
+                raise ConnectError(f"ProxyCommand `{command}` could not start: {exc}") from exc
+            self._fabric.connect_kwargs["sock"] = self._proxy
+
+    def _proxy_failure(self) -> str | None:
+        """Why the ProxyCommand failed, when it ended (its exit and last stderr line); None while it
+        runs, where the SSH error itself says what went wrong."""
+        proxy = self._proxy
+        if proxy is None:
+            return None
+        try:
+            proxy.process.wait(timeout=1)
+        except subprocess.TimeoutExpired:
+            return None
+        said = proxy.said()
+        ended = f"exit {proxy.process.returncode}" + (f": {said}" if said else "")
+        return f"ProxyCommand `{' '.join(proxy.cmd[2:])}` failed ({ended})"
 
     def open(self) -> None:
         self._prepare_host_keys()
         try:
+            self._open_socket()
             self._fabric.open()
-        except Exception as exc:
+        except ConnectError:
             self.close()
-            raise ConnectError(
-                _describe_connect_error(exc, self.host, self.port, self.connect_timeout)
-            ) from exc
+            raise
+        except Exception as exc:
+            reason = _describe_connect_error(
+                exc, self._fabric.host, self.port, self.connect_timeout, self._fabric.user
+            )
+            reason = self._proxy_failure() or reason
+            if self._jump_keys:
+                hops = ", ".join(str(hop) for hop in self.proxy()[0])
+                reason = f"{reason} (through jump host {hops})"
+            self.close()
+            raise ConnectError(reason) from exc
         transport = self._fabric.transport
         if transport is not None:
-            transport.set_keepalive(15)
+            transport.set_keepalive(int(self.ssh_args.server_alive_interval or 15))
             _tcp_keepalive(transport.sock)
 
     def _execute(
@@ -634,6 +999,53 @@ class SSHConnection(Connection):
         if self._stopping.acquire(timeout=STOP_TIMEOUT_S + 1):  # let a stop in flight finish first
             self._stopping.release()
         self._fabric.close()
+        if self._proxy is not None:
+            self._proxy.close()
+            self._proxy.stderr_file.close()
+            self._proxy = None
+        if self._channel is not None:  # a failed handshake leaves it open on the shared login
+            self._channel.close()
+            self._channel = None
+        keys, self._jump_keys = self._jump_keys, []
+        _JUMPS.release(keys)
+
+
+class _ProxyCommand(paramiko.ProxyCommand):
+    """paramiko's ProxyCommand, closable when its process has already ended.
+
+    paramiko's own close sends SIGTERM unconditionally: once the process is gone (a bastion that
+    refused us) that raises in the transport's thread and prints a traceback on stderr. This one
+    stops the process only while it runs, and reaps it so no zombie stays for the run.
+    """
+
+    def __init__(self, command_line: str) -> None:
+        self.cmd = shlex.split(command_line)
+        # A file, not a pipe: the transport's thread may close the proxy before we read why it died.
+        self.stderr_file = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the proxy
+        self.process = subprocess.Popen(
+            self.cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr_file, bufsize=0
+        )
+        self.timeout = None
+
+    def said(self) -> str:
+        """The last line the command wrote on stderr."""
+        with contextlib.suppress(OSError, ValueError):
+            self.stderr_file.seek(0)
+            lines = self.stderr_file.read().decode(errors="replace").strip().splitlines()
+            return lines[-1].strip() if lines else ""
+        return ""
+
+    def close(self) -> None:
+        process = self.process
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=2)
+        for pipe in (process.stdin, process.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
 
 
 def _tcp_keepalive(sock: object) -> None:
