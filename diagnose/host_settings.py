@@ -3,7 +3,7 @@
 They are checked once per host when the inventory is resolved, before any host is touched, so a bad value
 is a configuration error naming the file and line that set it (exit 2) instead of a crash mid-run. This
 is also the gate between inventory text and the places it ends up: a remote shell (``bench_env`` names,
-interpreter paths), a generated ssh_config (address, user, key file) and mpirun's command line (``-H``
+interpreter paths), a generated ssh_config (address, user, key file, ProxyJump/ProxyCommand) and mpirun's command line (``-H``
 names). Values are quoted where they are used; what cannot be quoted — an environment variable's name,
 a line of ssh_config — must be valid here or the run does not start.
 """
@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from diagnose.errors import ConfigError
+from diagnose.ssh_args import SSHArgsError, host_ssh_args, parse_variable
 from diagnose.vars import Vars
 
 CONNECTIONS = ("ssh", "paramiko", "smart", "local")
@@ -102,6 +103,18 @@ def _bench_env(values: Vars, name: str) -> str | None:
     return None
 
 
+def _ssh_args(values: Vars, name: str) -> str | None:
+    """An ssh args variable holding an option diagnose cannot honour stops the run here: the option
+    would otherwise be dropped without a word (see diagnose.ssh_args for what is honoured and why)."""
+    try:
+        parse_variable(name, values.str(name))
+        if name == "ansible_ssh_extra_args":  # the two together, once each alone is valid
+            host_ssh_args(values)
+    except SSHArgsError as exc:
+        return str(exc)
+    return None
+
+
 _PORT = _positive(Vars.int, 1, 65535)
 _SECONDS = _positive(Vars.float, 0.001)
 _ADDRESS_CHECK = _matching(_ADDRESS, "a host name or an IP address")
@@ -129,6 +142,8 @@ SETTINGS: dict[str, Callable[[Vars, str], str | None]] = {
     "bench_startup_timeout_s": _SECONDS,
     "max_output_bytes": _positive(Vars.int, 1024),
     "bench_env": _bench_env,
+    "ansible_ssh_common_args": _ssh_args,
+    "ansible_ssh_extra_args": _ssh_args,
 }
 
 
