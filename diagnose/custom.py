@@ -4,9 +4,13 @@ A playbook's ``custom_checks`` names plain testinfra modules (``def test_x(host)
 in one pytest subprocess with the testinfra plugin, and each test × host becomes a result
 ``custom.<module>::<test>`` with the assertion message. Connection details come from the inventory as for
 the built-in checks: every SSH host gets a ``Host`` block in a generated ssh_config (address, port, user,
-key, known_hosts, host key strictness) under an alias that maps the result back to the inventory name;
+key, known_hosts, host key strictness, and ``ProxyJump`` / ``ProxyCommand`` with the other options of
+``ansible_ssh_common_args`` / ``ansible_ssh_extra_args`` as diagnose.ssh_args reads them) under an alias that
+maps the result back to the inventory name;
 ``ansible_connection: local`` hosts run through testinfra's local backend. ``~/.ssh/config`` is still read,
-after the inventory's values, as Ansible does.
+after the inventory's values, as Ansible does. A jump host gets a ``Host`` block of its own name (OpenSSH
+reads the same file for the jump login) with the target's key and known_hosts and the same strictness, so
+the custom checks reach a host behind a bastion exactly as the built-in checks do.
 
 Outcomes are read from pytest's JUnit XML rather than its console output, which is meant for people.
 """
@@ -23,6 +27,7 @@ from pathlib import Path
 
 from diagnose.hosts import Host
 from diagnose.model import CheckResult
+from diagnose.ssh_args import SSHArgs, host_ssh_args
 
 CHECKLIST = "custom"
 DEFAULT_TIMEOUT_S = 600.0
@@ -38,24 +43,74 @@ def _alias(index: int, host: Host) -> str:
 
 def _ssh_block(alias: str, host: Host, accept_unknown: bool, known_hosts: str | None) -> list[str]:
     v = host.vars
+    args = host_ssh_args(v)
     lines = [f"Host {alias}", f"  HostName {host.address}", "  BatchMode yes"]
-    port = v.int("ansible_port", None) or v.int("ansible_ssh_port", None)
+    port = v.int("ansible_port", None) or v.int("ansible_ssh_port", None) or args.port
     if port:
         lines.append(f"  Port {port}")
-    user = v.str("ansible_user") or v.str("ansible_ssh_user")
+    user = v.str("ansible_user") or v.str("ansible_ssh_user") or args.user
     if user:
         lines.append(f"  User {user}")
+    lines += _auth_lines(host, args, accept_unknown, known_hosts)
+    timeout = v.float("ansible_ssh_timeout", None) or args.connect_timeout
+    if timeout:
+        lines.append(f"  ConnectTimeout {max(1, round(timeout))}")
+    if args.server_alive_interval:
+        lines.append(f"  ServerAliveInterval {max(1, round(args.server_alive_interval))}")
+    if args.compression:
+        lines.append("  Compression yes")
+    if args.proxy_jump:
+        lines.append(f"  ProxyJump {','.join(str(hop) for hop in args.proxy_jump)}")
+    elif args.proxy_command is not None:
+        lines.append(f"  ProxyCommand {args.proxy_command}")  # OpenSSH expands %h %p %r %n itself
+    elif args.no_proxy:
+        lines.append("  ProxyJump none")  # first value wins: the included ~/.ssh/config adds none
+    return lines
+
+
+def _auth_lines(host: Host, args: SSHArgs, accept_unknown: bool, known_hosts: str | None) -> list[str]:
+    """Keys, known_hosts and host key strictness: the same for a target and for its jump hosts."""
+    v = host.vars
+    lines = []
     key = v.str("ansible_ssh_private_key_file") or v.str("ansible_private_key_file")
-    if key:
-        lines += [f'  IdentityFile "{os.path.expanduser(key)}"', "  IdentitiesOnly yes"]
-    known = known_hosts or v.str("diagnose_known_hosts_file")
+    keys = [os.path.expanduser(k) for k in ([key] if key else []) + list(args.identity_files)]
+    for one in keys:
+        lines.append(f'  IdentityFile "{one}"')
+    if keys:
+        lines.append("  IdentitiesOnly yes")
+    known = [k for k in [known_hosts or v.str("diagnose_known_hosts_file"), *args.known_hosts_files] if k]
     if known:
-        lines.append(f'  UserKnownHostsFile "{os.path.expanduser(known)}" ~/.ssh/known_hosts')
+        files = " ".join(f'"{os.path.expanduser(k)}"' for k in known)
+        lines.append(f"  UserKnownHostsFile {files} ~/.ssh/known_hosts")
     # Same policy as the built-in checks: a new host only when told, a changed key never.
     checking = v.bool("ansible_host_key_checking", None)
+    if checking is None:
+        checking = args.strict_host_key_checking
     lines.append(
         "  StrictHostKeyChecking " + ("accept-new" if accept_unknown or checking is False else "yes")
     )
+    return lines
+
+
+def _jump_blocks(hosts: Sequence[Host], accept_unknown: bool, known_hosts: str | None) -> list[str]:
+    """One ``Host`` block per jump host name, for the login OpenSSH makes to it with the same file.
+
+    Only keys and host-key rules are set: address, user and port come from the ProxyJump spec or from
+    the user's ~/.ssh/config for that name, as they would for OpenSSH. The first target naming a jump
+    host decides its block (ssh_config keeps the first value).
+    """
+    lines: list[str] = []
+    seen: set[str] = set()
+    for host in hosts:
+        if host.connection == "local":
+            continue
+        args = host_ssh_args(host.vars)
+        for hop in args.proxy_jump:
+            if hop.host in seen:
+                continue
+            seen.add(hop.host)
+            lines += [f"Host {hop.host}", "  BatchMode yes"]
+            lines += [*_auth_lines(host, args, accept_unknown, known_hosts), ""]
     return lines
 
 
@@ -75,6 +130,7 @@ def write_ssh_config(
         alias = _alias(index, host)
         lines += [*_ssh_block(alias, host, accept_unknown, known_hosts), ""]
         ids[f"ssh://{alias}"] = [host.name]
+    lines += _jump_blocks(hosts, accept_unknown, known_hosts)
     user_config = Path("~/.ssh/config").expanduser()
     if user_config.is_file():
         lines += ["Match all", f'  Include "{user_config}"', ""]
