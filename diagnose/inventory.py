@@ -6,25 +6,32 @@ between them. What Ansible merely warns about (an unknown key in a group, a ``--
 nothing) is an error here: a typo must not quietly shrink the set of hosts an acceptance run judges.
 Every error is a :class:`ConfigError` carrying the file and line, found before any host is touched.
 
-:func:`resolve_hosts` applies the precedence of the design notes, lowest first:
-profile < playbook ``vars`` < inventory ``all`` < groups < host < ``-e``.
+Sources may be several files or folders (``-i`` repeated, an inventory folder), with ``group_vars/`` and
+``host_vars/`` beside them and beside the playbook (:mod:`diagnose.inventory_files`).
+:func:`resolve_hosts` applies the precedence of the design notes, lowest first: profile < playbook ``vars``
+< the inventory's levels in Ansible's own order (:meth:`Inventory.layers`) < ``-e``.
 """
 
 from __future__ import annotations
 
 import ast
 import fnmatch
+import os
 import re
 import shlex
 import string
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from diagnose.errors import ConfigError
+from diagnose.extra_vars import parse_extra_vars as parse_extra_vars
 from diagnose.host_settings import first_problem
 from diagnose.hosts import Host
+from diagnose.inventory_files import Origin, VarLayer, VarsFolders, inventory_files
+from diagnose.inventory_view import list_hosts as list_hosts
+from diagnose.inventory_view import relevant_vars as relevant_vars
 from diagnose.playbook import (
     PROFILE_VARIABLE,
     Playbook,
@@ -36,7 +43,6 @@ from diagnose.playbook import (
     read_text,
     try_parse_yaml,
 )
-from diagnose.redact import redact_extra_vars
 from diagnose.variables import PROFILE_VARIABLES
 from diagnose.vars import Vars
 
@@ -45,6 +51,7 @@ if TYPE_CHECKING:
 
 ALL = "all"
 UNGROUPED = "ungrouped"
+PRIORITY_VARIABLE = "ansible_group_priority"
 
 
 # ------------------------------------------------------------------------------------------------ host ranges
@@ -76,7 +83,9 @@ def _range_items(spec: str, pattern: str) -> list[str]:
     parts = spec.split(":")
     if len(parts) not in (2, 3):
         raise ValueError(f"host range {pattern!r} must be [begin:end] or [begin:end:step]")
-    begin, end = parts[0].strip(), parts[1].strip()
+    begin, end = parts[0].strip() or "0", parts[1].strip()  # [:5] starts at 0, as in Ansible
+    if not end:
+        raise ValueError(f"host range {pattern!r} must give its end value")
     step_text = parts[2].strip() if len(parts) == 3 else "1"
     if not step_text.isdigit() or int(step_text) < 1:
         raise ValueError(f"host range {pattern!r} has step {step_text!r}; it must be a positive integer")
@@ -122,14 +131,25 @@ class Group:
 
 
 class Inventory:
-    """Hosts, groups and variables of one inventory file, with Ansible's precedence between levels."""
+    """Hosts, groups and variables of one or more inventory sources, with Ansible's precedence.
+
+    Sources are parsed into the same object in the order given, as Ansible does: hosts and groups are the
+    union, and a variable set again at the same level by a later source replaces the earlier value.
+    ``path`` is the first source; ``source`` the file being parsed, which parse errors name.
+    """
 
     def __init__(self, path: Path | None = None) -> None:
         self.path = path
+        self.source = path
+        self.sources: list[Path] = [path] if path is not None else []
+        self.vars_folders = VarsFolders([])
         self.groups: dict[str, Group] = {ALL: Group(ALL), UNGROUPED: Group(UNGROUPED)}
         self._host_vars: dict[str, dict[str, Any]] = {}
-        self._var_lines: dict[tuple[str, str, str], int | None] = {}
-        self._edge_lines: dict[tuple[str, str], int | None] = {}
+        self._var_lines: dict[tuple[str, str, str], Origin] = {}
+        self._edge_lines: dict[tuple[str, str], Origin] = {}
+        self._priority: dict[str, int] = {}
+        # Groups that a source defined ([name], [name:children], YAML): what later INI sections may name.
+        self.declared: set[str] = {ALL, UNGROUPED}
         self._parents: dict[str, list[str]] = {}
         self._depth: dict[str, int] = {}
         self._direct: dict[str, list[str]] = {}
@@ -150,21 +170,37 @@ class Inventory:
     def add_child(self, parent: str, child: str, line: int | None) -> None:
         if child == ALL:
             raise ConfigError(
-                f"group {parent!r} cannot contain {ALL!r}: every group is already inside it", self.path, line
+                f"group {parent!r} cannot contain {ALL!r}: every group is already inside it",
+                self.source,
+                line,
             )
         self.add_group(child)
         children = self.add_group(parent).children
         if child not in children:
             children.append(child)
-            self._edge_lines[(parent, child)] = line
+            self._edge_lines[(parent, child)] = (self.source, line)
 
     def set_group_var(self, group: str, key: str, value: Any, line: int | None) -> None:
-        self.add_group(group).vars[key] = value
-        self._var_lines[("group", group, key)] = line
+        """A group variable of the source; ``ansible_group_priority`` orders groups and is not a variable.
+
+        As in Ansible, the priority only counts where the inventory source sets it: group_vars/ files are
+        read after groups are ordered, so a priority there would be an ordinary variable.
+        """
+        self.add_group(group)
+        if key == PRIORITY_VARIABLE:
+            if isinstance(value, bool) or not isinstance(value, (int, str)):
+                raise ConfigError(f"{key} must be an integer, got {value!r}", self.source, line)
+            try:
+                self._priority[group] = int(value)
+            except ValueError:
+                raise ConfigError(f"{key} must be an integer, got {value!r}", self.source, line) from None
+            return
+        self.groups[group].vars[key] = value
+        self._var_lines[("group", group, key)] = (self.source, line)
 
     def set_host_var(self, host: str, key: str, value: Any, line: int | None) -> None:
         self._host_vars[host][key] = value
-        self._var_lines[("host", host, key)] = line
+        self._var_lines[("host", host, key)] = (self.source, line)
 
     def finish(self) -> None:
         """Attach orphan groups to ``all``, reject cycles, compute depths and ``ungrouped``.
@@ -173,7 +209,9 @@ class Inventory:
         and ``ungrouped`` keeps only hosts that belong to no other group.
         """
         if not self._host_vars:
-            raise ConfigError("inventory has no hosts", self.path)
+            if len(self.sources) == 1:
+                raise ConfigError("inventory has no hosts", self.path)
+            raise ConfigError(f"inventories {', '.join(map(str, self.sources))} have no hosts")
         listed = {child for group in self.groups.values() for child in group.children}
         for name in self.groups:
             if name != ALL and name not in listed:
@@ -201,10 +239,9 @@ class Inventory:
             state[name] = 1
             for child in self.groups[name].children:
                 if state.get(child) == 1:
+                    path, line = self._edge_lines.get((name, child), (self.path, None))
                     raise ConfigError(
-                        f"group {child!r} is its own ancestor (listed as a child of {name!r})",
-                        self.path,
-                        self._edge_lines.get((name, child)),
+                        f"group {child!r} is its own ancestor (listed as a child of {name!r})", path, line
                     )
                 if child not in state:
                     visit(child)
@@ -231,22 +268,28 @@ class Inventory:
         """Hosts of a group and of all its descendants, in inventory order."""
         if name == ALL:
             return self.hosts
-        members: set[str] = set()
-        pending = [name]
-        seen: set[str] = set()
-        while pending:
-            group = self.groups[pending.pop()]
-            if group.name in seen:
-                continue
-            seen.add(group.name)
-            members.update(group.hosts)
-            pending.extend(group.children)
+        members = set(self.group_members(name))
         return [h for h in self._host_vars if h in members]
+
+    def group_members(self, name: str) -> list[str]:
+        """Hosts of a group in Ansible's order, the one ``--limit gpu[0]`` indexes: the group's own hosts
+        as listed, then those of its children, grandchildren, ... level by level, each host once."""
+        if name == ALL:
+            return self.hosts
+        order, seen, level = [name], {name}, [name]
+        while level:
+            level = [c for g in level for c in self.groups[g].children if c not in seen and not seen.add(c)]
+            order.extend(level)
+        members: dict[str, None] = {}
+        for group in order:
+            members.update(dict.fromkeys(self.groups[group].hosts))
+        return list(members)
 
     def groups_of(self, host: str) -> list[str]:
         """Every group the host belongs to (with ancestors and ``all``), in the order their vars apply.
 
-        Ansible's order: shallower groups first, then by name; a later group's vars win.
+        Ansible's order: shallower groups first, then by ``ansible_group_priority`` (default 1), then by
+        name; a later group's vars win.
         """
         found: set[str] = set()
         pending = list(self._direct[host])
@@ -256,31 +299,59 @@ class Inventory:
                 found.add(name)
                 pending.extend(self._parents[name])
         found.add(ALL)
-        return sorted(found, key=lambda g: (self._depth[g], g))
+        return sorted(found, key=lambda g: (self._depth[g], self._priority.get(g, 1), g))
+
+    def layers(self, host: str) -> list[VarLayer]:
+        """The host's variable levels, lowest first, in the order Ansible merges them (hostvars):
+
+        1. the inventory sources' group vars (``all``, then the other groups in :meth:`groups_of` order);
+        2. ``group_vars/all`` beside each source in turn, then beside the playbook;
+        3. ``group_vars/<group>`` beside each source (groups in :meth:`groups_of` order), then the playbook's;
+        4. the sources' host vars; 5. ``host_vars/<host>`` beside each source, then beside the playbook.
+
+        So any group_vars/ file beats any group variable written in the inventory file itself, and
+        playbook-side files beat inventory-side ones, as in Ansible's variable precedence table.
+        """
+        groups = self.groups_of(host)
+        layers = [self._own_layer("group", g, self.groups[g].vars) for g in groups]
+        folders = self.vars_folders.folders
+        layers += [layer for f in folders for layer in self.vars_folders.group_layers(ALL, f)]
+        others = [g for g in groups if g != ALL]
+        layers += [layer for f in folders for g in others for layer in self.vars_folders.group_layers(g, f)]
+        layers.append(self._own_layer("host", host, self._host_vars[host]))
+        layers += [layer for f in folders for layer in self.vars_folders.host_layers(host, f)]
+        return layers
+
+    def _own_layer(self, kind: str, name: str, values: dict[str, Any]) -> VarLayer:
+        return VarLayer(values, {k: self._var_lines.get((kind, name, k), (None, None)) for k in values})
 
     def host_vars(self, host: str) -> dict[str, Any]:
-        """Merged variables: ``all`` < parent groups < child groups (same depth: by name) < host."""
+        """Merged variables of one host (Ansible's ``hostvars``): see :meth:`layers` for the order."""
         merged: dict[str, Any] = {}
-        for group in self.groups_of(host):
-            merged.update(self.groups[group].vars)
-        merged.update(self._host_vars[host])
+        for layer in self.layers(host):
+            merged.update(layer.values)
         return merged
 
+    def var_origin(self, host: str, key: str) -> Origin:
+        """The file and line that set the winning value of ``key`` for ``host`` (for error messages)."""
+        for layer in reversed(self.layers(host)):
+            if key in layer.values:
+                return layer.origins.get(key, (None, None))
+        return (None, None)
+
     def var_line(self, host: str, key: str) -> int | None:
-        """The line that set the winning value of ``key`` for ``host`` (for error messages)."""
-        if ("host", host, key) in self._var_lines:
-            return self._var_lines[("host", host, key)]
-        for group in reversed(self.groups_of(host)):
-            if key in self.groups[group].vars:
-                return self._var_lines.get(("group", group, key))
-        return None
+        """The line that set the winning value of ``key`` for ``host``; :meth:`var_origin` names the file."""
+        return self.var_origin(host, key)[1]
 
     def select(self, pattern: str | None) -> list[str]:
         """Host names matched by an Ansible ``--limit`` pattern, in inventory order.
 
         Terms are separated by ``,`` (or ``:`` when there is no comma); a term is a group, a host, a
-        glob over both (``node0*``) or ``~regex``; ``&term`` intersects and ``!term`` excludes. Each
-        term must match some host: a misspelt name would otherwise drop hosts (or keep them) silently.
+        glob over both (``node0*``) or ``~regex``, optionally subscripted (``gpu[0]``, ``gpu[-1]``,
+        ``rack2[1:3]`` with the end included, ``rack2[2:]``); ``&term`` intersects and ``!term`` excludes.
+        A term to include or intersect must match some host: a misspelt name would otherwise drop hosts (or
+        keep them) silently. An exclusion that matches nothing is ignored as Ansible does: the hosts to run
+        on are the same whether or not the excluded host exists.
         """
         if pattern is None:
             return self.hosts
@@ -298,32 +369,71 @@ class Inventory:
                 chosen.intersection_update(self._match_term(term[1:], pattern))
         for term in terms:
             if term.startswith("!"):
-                chosen.difference_update(self._match_term(term[1:], pattern))
+                chosen.difference_update(self._match_term(term[1:], pattern, required=False))
         selected = [h for h in self.hosts if h in chosen]
         if not selected:
             raise ConfigError(f"--limit {pattern!r} matched no hosts")
         return selected
 
-    def _match_term(self, term: str, pattern: str) -> set[str]:
-        if term in (ALL, "*"):
-            return set(self.hosts)
-        if term.startswith("~"):
+    def _match_term(self, term: str, pattern: str, required: bool = True) -> list[str]:
+        expression, subscript = _split_subscript(term)
+        if expression in (ALL, "*"):
+            matched = self.hosts
+        elif expression.startswith("~"):
             try:
-                regex = re.compile(term[1:])
+                regex = re.compile(expression[1:])
             except re.error as err:
                 raise ConfigError(f"--limit {pattern!r}: bad regular expression {term!r}: {err}") from None
-            groups = [g for g in self.groups if regex.search(g)]
-            hosts = [h for h in self.hosts if regex.search(h)]
+            matched = self._matches([g for g in self.groups if regex.search(g)], regex.search, True)
         else:
-            groups = [g for g in self.groups if fnmatch.fnmatchcase(g, term)]
-            glob = any(c in term for c in "*?[")
-            hosts = [h for h in self.hosts if fnmatch.fnmatchcase(h, term)] if glob or not groups else []
-        matched = set(hosts)
-        for group in groups:
-            matched.update(self.group_hosts(group))
-        if not matched:
+            groups = [g for g in self.groups if fnmatch.fnmatchcase(g, expression)]
+            glob = any(c in expression for c in ".*?[")
+            matched = self._matches(groups, lambda h: fnmatch.fnmatchcase(h, expression), glob or not groups)
+        if subscript is not None and matched:
+            matched = _apply_subscript(matched, subscript)
+            if not matched:  # Ansible refuses an index past the end, in exclusions too
+                raise ConfigError(f"--limit {pattern!r}: {term!r} is past the last of its hosts")
+        if not matched and required:
             raise ConfigError(f"--limit {pattern!r}: {term!r} matched no hosts")
         return matched
+
+    def _matches(self, groups: list[str], host_matches: Any, hosts_too: bool) -> list[str]:
+        """Hosts of the matching groups (each group in :meth:`group_members` order), then matching hosts."""
+        found: dict[str, None] = {}
+        for group in groups:
+            found.update(dict.fromkeys(self.group_members(group)))
+        if hosts_too:
+            found.update(dict.fromkeys(h for h in self.hosts if host_matches(h)))
+        return list(found)
+
+
+_SUBSCRIPT = re.compile(r"^(?P<expr>.+)\[(?:(?P<index>-?\d+)|(?P<start>\d+):(?P<end>\d*))\]$")
+
+
+def _split_subscript(term: str) -> tuple[str, tuple[int, int | None] | None]:
+    """``gpu[1:3]`` → ("gpu", (1, 3)); ``gpu[2:]`` → (2, -1); ``gpu[-1]`` → (-1, None). Regexes have none.
+
+    Host names never hold brackets once ranges are expanded, so a trailing ``[...]`` in the shapes Ansible
+    accepts is always a subscript (any other bracket stays a glob character class).
+    """
+    match = None if term.startswith("~") else _SUBSCRIPT.match(term)
+    if match is None:
+        return term, None
+    if match["index"] is not None:
+        return match["expr"], (int(match["index"]), None)
+    return match["expr"], (int(match["start"]), int(match["end"]) if match["end"] else -1)
+
+
+def _apply_subscript(hosts: list[str], subscript: tuple[int, int | None]) -> list[str]:
+    """Ansible's slice: the end is included, ``-1`` as end means the last host; an index past the end
+    selects nothing (the caller reports the term). An end of 0 selects the start host alone, as there."""
+    start, end = subscript
+    if end:
+        return hosts[start : (len(hosts) - 1 if end == -1 else end) + 1]
+    try:
+        return [hosts[start]]
+    except IndexError:
+        return []
 
 
 def _split_terms(pattern: str) -> list[str]:
@@ -352,7 +462,7 @@ def _parse_yaml_inventory(data: YamlMap, inventory: Inventory) -> None:
     if "plugin" in data:
         raise ConfigError(
             "inventory plugin configurations are not supported; list hosts and groups instead",
-            inventory.path,
+            inventory.source,
             data.key_lines["plugin"],
         )
     for name, body in data.items():
@@ -360,8 +470,9 @@ def _parse_yaml_inventory(data: YamlMap, inventory: Inventory) -> None:
 
 
 def _yaml_group(name: str, body: Any, inventory: Inventory, line: int) -> None:
-    path = inventory.path
+    path = inventory.source
     inventory.add_group(name)
+    inventory.declared.add(name)
     if body is None:
         return
     if not isinstance(body, YamlMap):
@@ -399,11 +510,11 @@ def _yaml_group(name: str, body: Any, inventory: Inventory, line: int) -> None:
 
 def _yaml_hosts(group: str, key: Any, hosts: YamlMap, inventory: Inventory) -> None:
     line, host_vars = hosts.key_lines[key], hosts[key]
-    names, port = _expand(str(key), inventory.path, line)
+    names, port = _expand(str(key), inventory.source, line)
     if host_vars is not None and not isinstance(host_vars, YamlMap):
         raise ConfigError(
             f"vars of host {key!r} must be a mapping, got {kind_of(host_vars)}",
-            inventory.path,
+            inventory.source,
             hosts.value_lines[key],
         )
     for host in names:
@@ -412,7 +523,7 @@ def _yaml_hosts(group: str, key: Any, hosts: YamlMap, inventory: Inventory) -> N
             inventory.set_host_var(host, "ansible_port", port, line)
         for var, value in (host_vars or {}).items():
             var_line = host_vars.key_lines[var]
-            inventory.set_host_var(host, _var_name(var, inventory.path, var_line), value, var_line)
+            inventory.set_host_var(host, _var_name(var, inventory.source, var_line), value, var_line)
 
 
 def _var_name(key: Any, path: Path | None, line: int | None) -> str:
@@ -460,9 +571,9 @@ def _plain(value: Any, text: str) -> Any:
 
 
 def _parse_ini_inventory(lines: list[str], inventory: Inventory) -> None:
-    path = inventory.path
+    path = inventory.source
     group, state = UNGROUPED, "hosts"
-    declared = {ALL, UNGROUPED}
+    declared = inventory.declared  # groups of earlier sources count, as in Ansible
     references: list[tuple[str, str, int]] = []  # (group, how it was referenced, line) checked at the end
     for number, raw in enumerate(lines, start=1):
         line = raw.strip()
@@ -510,7 +621,7 @@ def _parse_ini_inventory(lines: list[str], inventory: Inventory) -> None:
 
 
 def _ini_host_line(line: str, group: str, number: int, inventory: Inventory) -> None:
-    path = inventory.path
+    path = inventory.source
     try:
         tokens = shlex.split(line, comments=True)
     except ValueError as err:
@@ -540,22 +651,65 @@ _YAML_SUFFIXES = {".yaml", ".yml", ".json"}
 _INI_SUFFIXES = {".ini", ".cfg"}
 
 
-def load_inventory(path: Path) -> Inventory:
-    """Read an Ansible inventory, YAML or INI.
+def load_inventory(path: Path, playbook_dir: Path | None = None) -> Inventory:
+    """Read one Ansible inventory source (a file or a folder) with its group_vars/ and host_vars/."""
+    return load_inventories([path], playbook_dir)
+
+
+def load_inventories(paths: Sequence[Path], playbook_dir: Path | None = None) -> Inventory:
+    """Read inventory sources as ``ansible -i A -i B`` does, with the group_vars/ and host_vars/ beside them.
+
+    A folder source is every file in it (sorted, recursively, skipping what Ansible skips: hidden files,
+    ``*.orig``, ``*.retry``, ``*.cfg``, ``~`` backups, ..., and the group_vars/host_vars folders). Sources
+    merge in the order given: hosts and groups are the union, a later source's variable at the same level
+    wins. ``playbook_dir`` adds the group_vars/ and host_vars/ beside the playbook, above the inventory's.
+    Every variables file of every known group and host is read here, so its errors (with its own file and
+    line) come before any host is touched.
+    """
+    sources = [Path(p) for p in paths]
+    if not sources:
+        raise ConfigError("no inventory given")
+    inventory = Inventory(sources[0])
+    inventory.sources = sources
+    for source in sources:
+        if source.is_dir():
+            for file in inventory_files(source):
+                _parse_source(file, inventory, in_folder=True)
+        else:
+            _parse_source(source, inventory, in_folder=False)
+    inventory.source = sources[0]
+    inventory.finish()
+    folders = [s if s.is_dir() else s.parent for s in sources]
+    inventory.vars_folders = VarsFolders(folders, playbook_dir)
+    for folder in inventory.vars_folders.folders:
+        for group in inventory.groups:
+            inventory.vars_folders.group_layers(group, folder)
+        for host in inventory.hosts:
+            inventory.vars_folders.host_layers(host, folder)
+    return inventory
+
+
+def _parse_source(path: Path, inventory: Inventory, in_folder: bool) -> None:
+    """One inventory file, YAML or INI.
 
     ``.yaml``/``.yml``/``.json`` are YAML and ``.ini``/``.cfg`` are INI; for any other name (Ansible's
     classic ``hosts`` file has none) the content decides: a YAML mapping of groups is YAML, anything
-    else is read as INI.
+    else is read as INI. In a folder an empty file adds nothing (Ansible reads it as an empty INI file).
     """
-    path = Path(path)
     text = read_text(path, "inventory")
-    inventory = Inventory(path)
+    inventory.source = path
+    if text.startswith("#!") and os.access(path, os.X_OK):
+        raise ConfigError(
+            "dynamic inventory scripts are not supported; list hosts in a file instead", path, 1
+        )
     suffix = path.suffix.lower()
     if suffix in _INI_SUFFIXES:
         _parse_ini_inventory(text.splitlines(), inventory)
     elif suffix in _YAML_SUFFIXES:
         data = parse_yaml(text, path)
         if data is None:
+            if in_folder:
+                return
             raise ConfigError("inventory has no hosts", path)
         if not isinstance(data, YamlMap):
             raise ConfigError(
@@ -570,69 +724,6 @@ def load_inventory(path: Path) -> Inventory:
             _parse_yaml_inventory(data, inventory)
         else:
             _parse_ini_inventory(text.splitlines(), inventory)
-    inventory.finish()
-    return inventory
-
-
-# ------------------------------------------------------------------------------------------------ -e values
-
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def parse_extra_vars(args: Iterable[str]) -> dict[str, Any]:
-    """Merge ``-e`` arguments, later ones winning, as ``ansible-playbook -e`` does.
-
-    Each argument is ``key=value`` pairs (shell-style quoting; values stay strings, as on Ansible's
-    command line), ``@file.yaml`` (a YAML or JSON mapping), or an inline ``{"a": 1}`` mapping.
-    """
-    merged: dict[str, Any] = {}
-    for arg in args:
-        try:
-            merged.update(_one_extra_var(arg))
-        except ConfigError as err:  # the message quotes the argument: never with a secret in it
-            shown = repr(redact_extra_vars(arg))
-            raise ConfigError(err.message.replace(repr(arg), shown), err.path, err.line) from None
-    return merged
-
-
-def _one_extra_var(arg: str) -> dict[str, Any]:
-    text = arg.strip()
-    if text.startswith("@"):
-        file = Path(text[1:]).expanduser()
-        data = parse_yaml(read_text(file, "-e variables"), file)
-        if not isinstance(data, dict):
-            raise ConfigError(
-                f"-e {arg!r}: the file must hold a mapping of variables, got {kind_of(data)}", file
-            )
-        return _checked_keys(data, arg)
-    if text.startswith("{"):
-        try:
-            data = parse_yaml(text, None)
-        except ConfigError as err:
-            raise ConfigError(f"-e {arg!r}: {err.message}") from None
-        if not isinstance(data, dict):
-            raise ConfigError(f"-e {arg!r} must be a mapping")
-        return _checked_keys(data, arg)
-    try:
-        tokens = shlex.split(text)
-    except ValueError as err:
-        raise ConfigError(f"-e {arg!r}: {str(err).lower()}") from None
-    if not tokens:
-        raise ConfigError(f"-e {arg!r} sets nothing; expected key=value")
-    values = {}
-    for token in tokens:
-        key, sep, value = token.partition("=")
-        if not sep:
-            raise ConfigError(f"-e {arg!r}: expected key=value, got {token!r}")
-        values[key] = value
-    return _checked_keys(values, arg)
-
-
-def _checked_keys(values: dict[Any, Any], arg: str) -> dict[str, Any]:
-    for key in values:
-        if not isinstance(key, str) or not _IDENTIFIER.match(key):
-            raise ConfigError(f"-e {arg!r}: {key!r} is not a valid variable name")
-    return dict(values)
 
 
 # ------------------------------------------------------------------------------------------------ the targets
@@ -652,13 +743,21 @@ class _Sources:
         if key in self.extra_vars:
             return ConfigError(f"{message} (set with -e)")
         if key in self.inventory.host_vars(host):
-            return ConfigError(message, self.inventory.path, self.inventory.var_line(host, key))
+            return ConfigError(message, *self.inventory.var_origin(host, key))
         lines = self.playbook.lines
         return ConfigError(message, self.playbook.path, lines.get(("vars", key), lines.get(("", "profile"))))
 
 
+def playbook_folder(playbook: Playbook) -> Path | None:
+    """Where a user's playbook file lies (its group_vars/ and host_vars/ count); None for packaged ones,
+    whose folder holds diagnose's own files, not the operator's variables."""
+    package = Path(__file__).resolve().parent
+    folder = Path(playbook.path).expanduser().resolve().parent
+    return None if folder == package or package in folder.parents else folder
+
+
 def resolve_hosts(
-    inventory_path: Path,
+    inventory_path: Path | str | Sequence[Path | str],
     playbook: Playbook,
     limit: str | None,
     extra_vars: Mapping[str, Any],
@@ -666,13 +765,16 @@ def resolve_hosts(
 ) -> list[Host]:
     """The selected hosts, in inventory order, each with its variables merged.
 
-    Lowest first: profile < playbook ``vars`` < inventory ``all`` < groups < host < ``-e``. The profile is
+    ``inventory_path`` is one source or several (``-i`` repeated), merged as :func:`load_inventories` says.
+    Lowest first: profile < playbook ``vars`` < inventory (its files and group_vars/host_vars beside it and
+    beside a playbook file, in Ansible's order: :meth:`Inventory.layers`) < ``-e``. The profile is
     chosen per host (its merged ``diagnose_profile``, else the playbook's ``profile``), so one inventory can
     mix hardware generations; ``diagnose_profile`` in the result names the profile used (None: no profile).
     Expected-value variables are type-checked here, so a bad ``-e expected_gpu_count=eight`` stops the run
     before any host is touched.
     """
-    inventory = load_inventory(inventory_path)
+    paths = [inventory_path] if isinstance(inventory_path, (str, os.PathLike)) else list(inventory_path)
+    inventory = load_inventories([Path(p) for p in paths], playbook_folder(playbook))
     sources = _Sources(inventory, playbook, extra_vars)
     profiles: dict[str, Profile] = {}
     hosts = []

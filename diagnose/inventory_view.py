@@ -1,0 +1,67 @@
+"""What a dry run shows about the targets: ``--list-hosts`` rows and the variables that matter per host.
+
+Pure functions over resolved :class:`~diagnose.hosts.Host` objects, re-exported by :mod:`diagnose.inventory`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from diagnose.host_settings import SETTINGS
+from diagnose.hosts import Host
+from diagnose.redact import MASK, is_secret_name
+from diagnose.variables import PROFILE_VARIABLES
+
+ALL = "all"
+
+# Variables a dry run shows besides the connection (ansible_*), the profile and the expected values: the
+# settings that change what a run does or how long it may take.
+_RELEVANT_PREFIXES = ("ansible_", "diagnose_", "bench_", "nccl_tests_", "expected_", "min_", "max_")
+_RELEVANT_NAMES = {"command_timeout_s", "mpirun", "line_rate_gbps", "nvlink_busbw_gbps"}
+
+
+def list_hosts(hosts: Sequence[Host]) -> list[dict[str, Any]]:
+    """What ``--list-hosts`` prints per host: where diagnose would connect, as whom, and how.
+
+    ``groups`` are Ansible's ``group_names`` (sorted, without ``all``); ``port`` and ``user`` are None when
+    the inventory leaves them to ``~/.ssh/config`` and ssh's defaults.
+    """
+    rows = []
+    for host in hosts:
+        port = host.vars.get("ansible_port") or host.vars.get("ansible_ssh_port")
+        rows.append(
+            {
+                "name": host.name,
+                "groups": sorted(g for g in host.groups if g != ALL),
+                "address": host.address,
+                "port": int(port) if port not in (None, "") else None,
+                "user": host.vars.get("ansible_user") or host.vars.get("ansible_ssh_user"),
+                "connection": host.connection,
+            }
+        )
+    return rows
+
+
+def _is_relevant(name: str) -> bool:
+    return (
+        name.startswith(_RELEVANT_PREFIXES)
+        or name in _RELEVANT_NAMES
+        or name in PROFILE_VARIABLES
+        or name in SETTINGS
+        or "timeout" in name
+    )
+
+
+def relevant_vars(host: Host) -> dict[str, Any]:
+    """The merged variables a dry run shows for one host, sorted by name, secrets masked.
+
+    Only what changes how diagnose connects or judges (connection variables, ``diagnose_profile``, expected
+    values, benchmark and timeout settings): an Ansible inventory carries hundreds of variables for other
+    tools that would bury these. Values of secret-looking names (``ansible_become_pass``) read ``REDACTED``.
+    """
+    return {
+        name: MASK if is_secret_name(name) else host.vars[name]
+        for name in sorted(host.vars)
+        if _is_relevant(name)
+    }
