@@ -165,3 +165,41 @@ def test_every_fixture_names_its_source() -> None:
         top = FIXTURES / names[0].split("/")[0]
         text = (top / "SOURCE").read_text()
         assert "repository:" in text and "commit:" in text, top
+
+
+LIMIT_PATTERNS = [
+    "webservers[0]",
+    "webservers[-1]",
+    "webservers[1:3]",  # the end is included
+    "webservers[20:]",
+    "usa[-1]",  # indexes the group's hosts as Ansible orders them: own hosts, then child groups' hosts
+    "usa[1:2]",
+    "southeast:!raleigh[0]",
+    "all:!nothere",  # an exclusion matching nothing is ignored, not an error
+    "www*:&webservers:!www0*",
+    "~(one|two)\\.example\\.com",
+]
+
+
+def _ansible_hosts(binary: Path, source: Path, pattern: str, cwd: Path) -> set[str]:
+    done = subprocess.run(
+        [str(binary.parent / "ansible"), "-i", str(source), pattern, "--list-hosts"],
+        cwd=cwd,
+        env={"PATH": f"{binary.parent}:/usr/bin:/bin", "HOME": str(cwd), "LC_ALL": "C.UTF-8"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [line.strip() for line in done.stdout.splitlines()]
+    return {line for line in lines if line and not line.startswith("hosts (")}
+
+
+@pytest.mark.parametrize("pattern", LIMIT_PATTERNS)
+def test_limit_selects_the_hosts_ansible_selects(
+    pattern: str, ansible_inventory: Path, tmp_path: Path
+) -> None:
+    source = FIXTURES / "ansible-docs" / "hosts"
+    expected = _ansible_hosts(ansible_inventory, source, pattern, tmp_path)
+    assert expected, pattern
+    assert set(load_inventories([source]).select(pattern)) == expected
