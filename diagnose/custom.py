@@ -24,10 +24,13 @@ import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
+
+import paramiko
 
 from diagnose.hosts import Host
 from diagnose.model import CheckResult
-from diagnose.ssh_args import SSHArgs, host_ssh_args
+from diagnose.ssh_args import Hop, SSHArgs, SSHArgsError, host_ssh_args, parse_jump_spec
 
 CHECKLIST = "custom"
 DEFAULT_TIMEOUT_S = 600.0
@@ -41,17 +44,50 @@ def _alias(index: int, host: Host) -> str:
     return f"diagnose-{index}-{safe}"
 
 
+def _user_config_for(address: str) -> dict[str, Any]:
+    """What ~/.ssh/config says for a name, as the built-in checks read it (paramiko, via Fabric).
+
+    The Host blocks here are named by alias, so the user's ``Host`` patterns (matched against the name
+    on the command line) never see the inventory name: what they give must be written out here.
+    """
+    path = Path("~/.ssh/config").expanduser()
+    if not path.is_file():
+        return {}
+    try:
+        return dict(paramiko.SSHConfig.from_path(str(path)).lookup(address))
+    except Exception:  # an unreadable config: the built-in checks report it on host.reachable
+        return {}
+
+
+def _proxy_of(args: SSHArgs, looked: dict[str, Any]) -> tuple[tuple[Hop, ...], str | None, bool]:
+    """(jump chain, proxy command, proxy turned off): the variables first, then ~/.ssh/config, as the
+    built-in checks decide (diagnose.connection)."""
+    if args.has_proxy or args.no_proxy:
+        return args.proxy_jump, args.proxy_command, args.no_proxy
+    jump = str(looked.get("proxyjump") or "")
+    if jump and jump.lower() != "none":
+        try:
+            return parse_jump_spec(jump), None, False
+        except SSHArgsError:
+            return (), None, False  # the built-in checks refuse the host, naming the bad spec
+    command = str(looked.get("proxycommand") or "")
+    if command and command.lower() != "none":
+        return (), command, False
+    return (), None, False
+
+
 def _ssh_block(alias: str, host: Host, accept_unknown: bool, known_hosts: str | None) -> list[str]:
     v = host.vars
     args = host_ssh_args(v)
-    lines = [f"Host {alias}", f"  HostName {host.address}", "  BatchMode yes"]
-    port = v.int("ansible_port", None) or v.int("ansible_ssh_port", None) or args.port
+    looked = _user_config_for(host.address)
+    lines = [f"Host {alias}", f"  HostName {looked.get('hostname') or host.address}", "  BatchMode yes"]
+    port = v.int("ansible_port", None) or v.int("ansible_ssh_port", None) or args.port or looked.get("port")
     if port:
         lines.append(f"  Port {port}")
-    user = v.str("ansible_user") or v.str("ansible_ssh_user") or args.user
+    user = v.str("ansible_user") or v.str("ansible_ssh_user") or args.user or looked.get("user")
     if user:
         lines.append(f"  User {user}")
-    lines += _auth_lines(host, args, accept_unknown, known_hosts)
+    lines += _auth_lines(host, args, accept_unknown, known_hosts, looked)
     timeout = v.float("ansible_ssh_timeout", None) or args.connect_timeout
     if timeout:
         lines.append(f"  ConnectTimeout {max(1, round(timeout))}")
@@ -59,26 +95,38 @@ def _ssh_block(alias: str, host: Host, accept_unknown: bool, known_hosts: str | 
         lines.append(f"  ServerAliveInterval {max(1, round(args.server_alive_interval))}")
     if args.compression:
         lines.append("  Compression yes")
-    if args.proxy_jump:
-        lines.append(f"  ProxyJump {','.join(str(hop) for hop in args.proxy_jump)}")
-    elif args.proxy_command is not None:
-        lines.append(f"  ProxyCommand {args.proxy_command}")  # OpenSSH expands %h %p %r %n itself
-    elif args.no_proxy:
+    hops, command, off = _proxy_of(args, looked)
+    if hops:
+        lines.append(f"  ProxyJump {','.join(str(hop) for hop in hops)}")
+    elif command is not None:
+        lines.append(f"  ProxyCommand {command}")  # OpenSSH expands %h %p %r %n itself
+    elif off:
         lines.append("  ProxyJump none")  # first value wins: the included ~/.ssh/config adds none
     return lines
 
 
-def _auth_lines(host: Host, args: SSHArgs, accept_unknown: bool, known_hosts: str | None) -> list[str]:
-    """Keys, known_hosts and host key strictness: the same for a target and for its jump hosts."""
+def _auth_lines(
+    host: Host,
+    args: SSHArgs,
+    accept_unknown: bool,
+    known_hosts: str | None,
+    looked: dict[str, Any] | None = None,
+) -> list[str]:
+    """Keys, known_hosts and host key strictness: the same for a target and for its jump hosts
+    (``looked``: the target's own ~/.ssh/config entry, which its alias would not pick up)."""
     v = host.vars
+    looked = looked or {}
     lines = []
     key = v.str("ansible_ssh_private_key_file") or v.str("ansible_private_key_file")
-    keys = [os.path.expanduser(k) for k in ([key] if key else []) + list(args.identity_files)]
+    named = ([key] if key else []) + list(args.identity_files) + list(looked.get("identityfile", []))
+    keys = list(dict.fromkeys(os.path.expanduser(k) for k in named))
     for one in keys:
         lines.append(f'  IdentityFile "{one}"')
     if keys:
         lines.append("  IdentitiesOnly yes")
-    known = [k for k in [known_hosts or v.str("diagnose_known_hosts_file"), *args.known_hosts_files] if k]
+    configured = str(looked.get("userknownhostsfile") or "").split()
+    known = [known_hosts or v.str("diagnose_known_hosts_file"), *args.known_hosts_files, *configured]
+    known = [k for k in known if k]
     if known:
         files = " ".join(f'"{os.path.expanduser(k)}"' for k in known)
         lines.append(f"  UserKnownHostsFile {files} ~/.ssh/known_hosts")
@@ -105,7 +153,7 @@ def _jump_blocks(hosts: Sequence[Host], accept_unknown: bool, known_hosts: str |
         if host.connection == "local":
             continue
         args = host_ssh_args(host.vars)
-        for hop in args.proxy_jump:
+        for hop in _proxy_of(args, _user_config_for(host.address))[0]:
             if hop.host in seen:
                 continue
             seen.add(hop.host)
