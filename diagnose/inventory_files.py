@@ -104,6 +104,12 @@ def load_vars_file(path: Path) -> VarLayer | None:
     try:
         data = parse_yaml(text, path)
     except ConfigError as err:
+        if "'!vault'" in err.message:
+            raise ConfigError(
+                "a value encrypted with ansible-vault (!vault): diagnose cannot decrypt it",
+                path,
+                err.line,
+            ) from None
         try:  # Ansible reads JSON first; JSON that YAML refuses (tab indents) is still valid
             data = json.loads(text)
         except ValueError:

@@ -593,6 +593,7 @@ def test_limit_subscript_indexes_the_groups_own_listing_order(tmp_path: Path) ->
         ("group_vars/gpu/20-site.yml", "a: 1\na: 2\n", 2, "duplicate key 'a' (first at line 1)"),
         ("host_vars/n1", "- a\n- b\n", 1, "must hold a mapping of variables, got a list"),
         ("group_vars/all.yml", "$ANSIBLE_VAULT;1.1;AES256\n6162\n", 1, "encrypted with ansible-vault"),
+        ("group_vars/all.yml", "a: 1\npw: !vault |\n  $ANSIBLE_VAULT;1.1;AES256\n", 2, "(!vault)"),
     ],
 )
 def test_errors_in_vars_files_name_their_file_and_line(
