@@ -61,7 +61,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         formats = _formats(args.format)
         playbook = load_playbook(args.playbook)
         extra_vars = parse_extra_vars(args.extra_vars or [])
-        inventory = Path(args.inventory) if args.inventory else _default_inventory()
+        inventories = [Path(i) for i in args.inventory] if args.inventory else [_default_inventory()]
+        inventory = inventories[0]
         profile_note = None
         if args.inventory is None and PROFILE_VARIABLE not in extra_vars:
             reason = no_gpu_reason()
@@ -72,7 +73,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 )
         if args.known_hosts and not Path(args.known_hosts).expanduser().is_file():
             raise ConfigError(f"--known-hosts {args.known_hosts}: no such file")
-        hosts = resolve_hosts(inventory, playbook, args.limit, extra_vars)
+        hosts = resolve_hosts(inventories, playbook, args.limit, extra_vars)
         for warning in unknown_variable_warnings(hosts):
             print(f"diagnose: warning: {warning}", file=sys.stderr)
         catalog = load_catalog()
@@ -82,6 +83,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"diagnose: {exc}", file=sys.stderr)
         return EXIT_CONFIG
+    if args.list_hosts or args.check:
+        from diagnose.dry_run import host_lines, plan_lines
+
+        plan = playbook.benchmarks
+        benchmarks = (
+            f"{', '.join(plan.collectives)} ({plan.tool})"
+            if plan and plan.enabled and not args.skip_benchmarks
+            else None
+        )
+        lines = plan_lines(hosts, host_checks, benchmarks) if args.check else host_lines(hosts)
+        try:
+            print("\n".join(lines))
+            sys.stdout.flush()
+        except BrokenPipeError:  # `| head` read what it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_PASS
 
     from diagnose import history, unattended
 
@@ -138,7 +155,7 @@ def _run_locked(
             out_dir = Path(args.out)
             out_dir.mkdir(parents=True, exist_ok=True)
         else:
-            out_dir = engine.default_out_dir(run_id, Path(args.inventory) if args.inventory else None)
+            out_dir = engine.default_out_dir(run_id, inventory if args.inventory else None)
     except OSError as exc:
         where = "--runs-dir" if args.runs_dir else "--out" if args.out else "./diagnose-runs"
         print(f"diagnose: {where}: cannot create the run folder: {exc.strerror or exc}", file=sys.stderr)
@@ -147,9 +164,9 @@ def _run_locked(
     profile = ",".join(profiles) or None
     argv = ["diagnose", *redact_argv(args.argv)]
     header = engine.run_header(run_id, started, inventory, playbook, profile, argv, args.limit)
-    header["cluster"] = args.cluster_name or (
-        Path(args.inventory).stem if args.inventory else socket.gethostname()
-    )
+    if args.inventory and len(args.inventory) > 1:  # the history series is the whole set, in its order
+        header["inventory"] = ", ".join(args.inventory)
+    header["cluster"] = args.cluster_name or (inventory.stem if args.inventory else socket.gethostname())
     if args.operator:
         header["operator"] = args.operator
     if profile_note:
@@ -401,7 +418,23 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="check the hosts, run the benchmarks, write results and reports")
-    run.add_argument("-i", "--inventory", help="Ansible inventory (YAML or INI); default: this machine")
+    run.add_argument(
+        "-i",
+        "--inventory",
+        action="append",
+        help="Ansible inventory: YAML or INI file, or a folder of them; repeat to merge, as Ansible does "
+        "(default: this machine)",
+    )
+    run.add_argument(
+        "--list-hosts",
+        action="store_true",
+        help="list the selected hosts and how they are reached; touch none",
+    )
+    run.add_argument(
+        "--check",
+        action="store_true",
+        help="dry run: hosts, merged variables, profile and the commands each check would run; touch none",
+    )
     run.add_argument("--playbook", help="playbook name (acceptance, nightly, ...) or YAML file")
     run.add_argument("-l", "--limit", help="Ansible host pattern: group, host, glob, !exclude, &intersect")
     run.add_argument("-f", "--forks", type=int, default=32, help="hosts assessed in parallel (default 32)")
