@@ -839,9 +839,13 @@ class SSHConnection(Connection):
         jump = config.get("proxyjump")
         if jump and jump.strip().lower() != "none":
             try:
-                return parse_jump_spec(jump), None, "~/.ssh/config"
+                hops = parse_jump_spec(jump)
             except SSHArgsError as exc:
                 raise ConnectError(f"~/.ssh/config for {self.host.address}: {exc}") from None
+            # A wildcard block (Host *) also matches the jump host itself: it is not its own jump host.
+            if hops[0].host not in (self.host.address, self._fabric.host):
+                return hops, None, "~/.ssh/config"
+            return (), None, ""
         command = config.get("proxycommand")
         if command and command.strip().lower() != "none":
             return (), command, "~/.ssh/config"

@@ -59,7 +59,9 @@ def _user_config_for(address: str) -> dict[str, Any]:
         return {}
 
 
-def _proxy_of(args: SSHArgs, looked: dict[str, Any]) -> tuple[tuple[Hop, ...], str | None, bool]:
+def _proxy_of(
+    args: SSHArgs, looked: dict[str, Any], address: str
+) -> tuple[tuple[Hop, ...], str | None, bool]:
     """(jump chain, proxy command, proxy turned off): the variables first, then ~/.ssh/config, as the
     built-in checks decide (diagnose.connection)."""
     if args.has_proxy or args.no_proxy:
@@ -67,9 +69,12 @@ def _proxy_of(args: SSHArgs, looked: dict[str, Any]) -> tuple[tuple[Hop, ...], s
     jump = str(looked.get("proxyjump") or "")
     if jump and jump.lower() != "none":
         try:
-            return parse_jump_spec(jump), None, False
+            hops = parse_jump_spec(jump)
         except SSHArgsError:
             return (), None, False  # the built-in checks refuse the host, naming the bad spec
+        if hops[0].host not in (address, looked.get("hostname")):  # Host * matches the jump host too
+            return hops, None, False
+        return (), None, False
     command = str(looked.get("proxycommand") or "")
     if command and command.lower() != "none":
         return (), command, False
@@ -95,7 +100,7 @@ def _ssh_block(alias: str, host: Host, accept_unknown: bool, known_hosts: str | 
         lines.append(f"  ServerAliveInterval {max(1, round(args.server_alive_interval))}")
     if args.compression:
         lines.append("  Compression yes")
-    hops, command, off = _proxy_of(args, looked)
+    hops, command, off = _proxy_of(args, looked, host.address)
     if hops:
         lines.append(f"  ProxyJump {','.join(str(hop) for hop in hops)}")
     elif command is not None:
@@ -153,7 +158,7 @@ def _jump_blocks(hosts: Sequence[Host], accept_unknown: bool, known_hosts: str |
         if host.connection == "local":
             continue
         args = host_ssh_args(host.vars)
-        for hop in _proxy_of(args, _user_config_for(host.address))[0]:
+        for hop in _proxy_of(args, _user_config_for(host.address), host.address)[0]:
             if hop.host in seen:
                 continue
             seen.add(hop.host)
