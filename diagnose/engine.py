@@ -24,7 +24,7 @@ from typing import Any
 from diagnose import __version__
 from diagnose.catalog import Entry, load_catalog, select
 from diagnose.check import Check, ClusterCheck, Command, Facts
-from diagnose.connection import ConnectError, Connection, connect, stop_running_batches
+from diagnose.connection import ConnectError, Connection, close_jump_hosts, connect, stop_running_batches
 from diagnose.environment import environment_from_facts
 from diagnose.evaluate import evaluate_check, evaluate_cluster, fold_into_root_causes, outcome_result
 from diagnose.hosts import Host
@@ -300,12 +300,15 @@ def selected_catalog(patterns: list[str]) -> tuple[list[Check], list[ClusterChec
 
 
 def close_all(states: dict[str, HostState]) -> None:
+    """Close every host's connection, then the bastion logins they shared (also those of hosts that
+    never reached a state: an interrupted or budget-stopped host stage)."""
     for state in states.values():
         if state.connection is not None:
             try:
                 state.connection.close()
             except Exception as exc:
                 print(f"diagnose: closing {state.host.name}: {exc}", file=sys.stderr)
+    close_jump_hosts()
 
 
 def stop_remote_work(timeout: float = 8.0) -> list[str]:
