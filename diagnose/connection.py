@@ -429,6 +429,12 @@ def _kill_local_session(session: int) -> None:
     subprocess.run(["/bin/sh", "-c", kill_session_script(session)], capture_output=True, timeout=10)
 
 
+def _closed_early(exc: BaseException) -> bool:
+    """paramiko reads the banner from a socket the peer already closed: EOF or a reset, not a timeout."""
+    cause = exc.__cause__ or exc.__context__
+    return isinstance(cause, (EOFError, ConnectionResetError, BrokenPipeError))
+
+
 def _describe_connect_error(
     exc: BaseException, address: str, port: int, timeout: float, user: str | None
 ) -> str:
@@ -444,6 +450,11 @@ def _describe_connect_error(
         return (
             f"host key for {where} is not in known_hosts; add it (ssh-keyscan) or set "
             "ansible_host_key_checking=false / --accept-unknown-host-keys"
+        )
+    if isinstance(exc, paramiko.SSHException) and "banner" in str(exc) and _closed_early(exc):
+        return (
+            f"{where} closed the connection before sending the SSH banner (sshd refusing new sessions: "
+            "MaxStartups, TCP wrappers or a firewall; or not an SSH server)"
         )
     if isinstance(exc, paramiko.SSHException) and ("banner" in str(exc) or "No existing session" in str(exc)):
         return (
