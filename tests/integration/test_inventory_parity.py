@@ -26,6 +26,7 @@ import pytest
 
 from diagnose.inventory import ALL, load_inventories, resolve_hosts
 from diagnose.playbook import parse_playbook
+from tests.e2e.cli import diagnose
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "inventories"
 VENV = Path(__file__).resolve().parent.parent / ".venv-ansible"
@@ -154,6 +155,14 @@ def test_diagnose_reads_inventory_as_ansible_does(case: str, ansible_inventory: 
         expected.pop("diagnose_profile", None)
         assert ours == expected, f"{case}: variables of {host.name} differ"
         assert set(inventory.groups_of(host.name)) - {ALL} == ansible_groups[host.name]
+    # The operator's view: `diagnose run --list-hosts` over the same sources selects the same hosts.
+    sources_argv = [word for source in sources for word in ("-i", str(source))]
+    playbook_file = tmp_path / "parity.yaml"
+    playbook_file.write_text("name: parity\ndescription: hosts only\nchecks: [host.reachable]\n")
+    listed = diagnose("run", *sources_argv, "--playbook", str(playbook_file), "--list-hosts", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    shown = [line.split()[0] for line in listed.stdout.splitlines()[1:]]
+    assert sorted(shown) == sorted(ansible_groups), f"{case}: --list-hosts"
     # Ansible left every template raw (so comparing raw strings above was comparing like with like).
     templated = [s for v in ansible_hostvars.values() for s in _raw_templates(v)]
     if case.startswith(("kubespray", "slurm", "deepops")):
