@@ -10,260 +10,110 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
 import sys
 import traceback
-from datetime import datetime, timezone
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from diagnose import __version__
 from diagnose.errors import ConfigError
 
-CPU_PROFILE = "cpu-testbed"
 EXIT_PASS, EXIT_FAIL, EXIT_CONFIG, EXIT_INTERNAL, EXIT_LOCKED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 FORMATS = ("html", "pdf", "json", "junit", "prom")
 DEFAULT_FORMATS = "json,html,pdf"
-
-
-def _formats(text: str) -> set[str]:
-    chosen = {part.strip() for part in text.split(",") if part.strip()}
-    unknown = chosen - set(FORMATS)
-    if unknown:
-        raise ConfigError(
-            f"--format: unknown format(s) {', '.join(sorted(unknown))}; choose from {', '.join(FORMATS)}"
-        )
-    return chosen | {"json"}
-
-
-def _default_inventory() -> Path:
-    return Path(str(resources.files("diagnose.inventories").joinpath("local.yaml")))
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def _terminate(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    from diagnose import engine
-    from diagnose.catalog import load_catalog, select
-    from diagnose.inventory import parse_extra_vars, resolve_hosts
-    from diagnose.local_machine import no_gpu_reason
-    from diagnose.playbook import PROFILE_VARIABLE, check_unknown_patterns, custom_check_paths, load_playbook
-    from diagnose.variables import unknown_variable_warnings
-
+def _print_lines(lines: list[str]) -> None:
     try:
-        formats = _formats(args.format)
-        playbook = load_playbook(args.playbook)
-        extra_vars = parse_extra_vars(args.extra_vars or [])
-        inventories = [Path(i) for i in args.inventory] if args.inventory else [_default_inventory()]
-        inventory = inventories[0]
-        profile_note = None
-        if args.inventory is None and PROFILE_VARIABLE not in extra_vars:
-            reason = no_gpu_reason()
-            if reason:  # judge this machine for what it is, and say so (issue: the first run tells the truth)
-                extra_vars[PROFILE_VARIABLE] = CPU_PROFILE
-                profile_note = (
-                    f"{reason}: judged with the {CPU_PROFILE} profile (-e {PROFILE_VARIABLE}=... to choose)"
-                )
-        if args.known_hosts and not Path(args.known_hosts).expanduser().is_file():
-            raise ConfigError(f"--known-hosts {args.known_hosts}: no such file")
-        hosts = resolve_hosts(inventories, playbook, args.limit, extra_vars)
-        for warning in unknown_variable_warnings(hosts):
-            print(f"diagnose: warning: {warning}", file=sys.stderr)
-        catalog = load_catalog()
-        check_unknown_patterns(playbook, [e.id for e in catalog])
-        host_checks, cluster_checks = engine.split_catalog(select(catalog, playbook.checks))
-        custom_modules = custom_check_paths(playbook)
+        print("\n".join(lines))
+        sys.stdout.flush()
+    except BrokenPipeError:  # `| head` read what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from diagnose.run import Run, RunOptions, prepare
+
+    options = RunOptions(
+        inventories=args.inventory or [],
+        playbook=args.playbook,
+        limit=args.limit,
+        extra_vars=args.extra_vars or [],
+        forks=args.forks,
+        out=args.out,
+        runs_dir=args.runs_dir,
+        formats=args.format,
+        skip_benchmarks=args.skip_benchmarks,
+        accept_unknown_host_keys=args.accept_unknown_host_keys,
+        known_hosts=args.known_hosts,
+        history=args.history,
+        show_progress=sys.stderr.isatty() and not args.quiet,
+        cluster_name=args.cluster_name,
+        operator=args.operator,
+        argv=args.argv,
+    )
+    try:
+        request = prepare(options)
     except ConfigError as exc:
         print(f"diagnose: {exc}", file=sys.stderr)
         return EXIT_CONFIG
+    for warning in request.warnings:
+        print(f"diagnose: warning: {warning}", file=sys.stderr)
     if args.list_hosts or args.check:
         from diagnose.dry_run import host_lines, plan_lines
 
-        plan = playbook.benchmarks
+        plan = request.playbook.benchmarks
         benchmarks = (
             f"{', '.join(plan.collectives)} ({plan.tool})"
             if plan and plan.enabled and not args.skip_benchmarks
             else None
         )
-        lines = plan_lines(hosts, host_checks, benchmarks) if args.check else host_lines(hosts)
-        try:
-            print("\n".join(lines))
-            sys.stdout.flush()
-        except BrokenPipeError:  # `| head` read what it wanted
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        hosts = request.hosts
+        _print_lines(plan_lines(hosts, request.host_checks, benchmarks) if args.check else host_lines(hosts))
         return EXIT_PASS
-
-    from diagnose import history, unattended
-
-    db = Path(args.history) if args.history else history.default_db_path()
-    use_history = playbook.nightly is not None or args.history is not None
-    try:
-        lock = unattended.acquire_lock(db) if use_history else None
-    except unattended.LockBusy as exc:
-        print(f"diagnose: {exc}", file=sys.stderr)
-        return exc.exit_code
-    try:
-        return _run_locked(
-            args,
-            playbook,
-            inventory,
-            hosts,
-            host_checks,
-            cluster_checks,
-            custom_modules,
-            formats,
-            db if use_history else None,
-            profile_note,
-        )
-    finally:
-        if lock is not None:
-            lock.release()
-
-
-def _run_locked(
-    args: argparse.Namespace,
-    playbook: Any,
-    inventory: Path,
-    hosts: list[Any],
-    host_checks: list[Any],
-    cluster_checks: list[Any],
-    custom_modules: list[Path],
-    formats: set[str],
-    db: Path | None,
-    profile_note: str | None = None,
-) -> int:
-    """The run proper, once configuration is valid and (for history runs) the lock is ours."""
-    from diagnose import engine, history, unattended
-    from diagnose.custom import run_custom_checks
-    from diagnose.redact import redact_argv
-
-    nightly = playbook.nightly
-    deadline = unattended.Deadline(nightly.time_budget_s if nightly else None)
-    started = datetime.now(timezone.utc)
-    run_id = engine.new_run_id(started)
-    try:
-        if args.runs_dir:
-            out_dir = unattended.dated_run_dir(args.runs_dir)
-        elif args.out:
-            out_dir = Path(args.out)
-            out_dir.mkdir(parents=True, exist_ok=True)
-        else:
-            out_dir = engine.default_out_dir(run_id, inventory if args.inventory else None)
-    except OSError as exc:
-        where = "--runs-dir" if args.runs_dir else "--out" if args.out else "./diagnose-runs"
-        print(f"diagnose: {where}: cannot create the run folder: {exc.strerror or exc}", file=sys.stderr)
-        return EXIT_CONFIG
-    profiles = sorted({str(h.vars.get("diagnose_profile")) for h in hosts if h.vars.get("diagnose_profile")})
-    profile = ",".join(profiles) or None
-    argv = ["diagnose", *redact_argv(args.argv)]
-    header = engine.run_header(run_id, started, inventory, playbook, profile, argv, args.limit)
-    if args.inventory and len(args.inventory) > 1:  # the history series is the whole set, in its order
-        header["inventory"] = ", ".join(args.inventory)
-    header["cluster"] = args.cluster_name or (inventory.stem if args.inventory else socket.gethostname())
-    if args.operator:
-        header["operator"] = args.operator
-    if profile_note:
-        header["profile_note"] = profile_note
-    store = engine.ResultsStore(out_dir / "results.json", header)
-    if nightly is not None and db is not None:
-        since = history.previous_run_started(db, header)
-        if since is not None:  # the inventory or -e may set their own window
-            for host in hosts:
-                if "xid_since" not in host.vars and "xid_window" not in host.vars:
-                    host.vars = host.vars.with_values(xid_since=since)
-    states: dict[str, engine.HostState] = {}
-    regressions: list[Any] = []
     signal.signal(signal.SIGTERM, _terminate)
-    show_progress = sys.stderr.isatty() and not args.quiet
-    try:
-        states = engine.run_host_stage(
-            hosts,
-            host_checks,
-            out_dir,
-            store,
-            args.forks,
-            args.accept_unknown_host_keys,
-            args.known_hosts,
-            show_progress,
-            deadline=deadline.expired if nightly else None,
-        )
-        engine.run_cluster_stage(cluster_checks, states, store)
-        if custom_modules:
-            reachable = [s.host for s in states.values() if s.connection is not None]
-            store.add_checks(
-                run_custom_checks(
-                    custom_modules,
-                    reachable,
-                    out_dir,
-                    accept_unknown_host_keys=args.accept_unknown_host_keys,
-                    known_hosts=args.known_hosts,
-                )
-            )
-        plan = playbook.benchmarks
-        samples: dict[str, Any] = {}
-        if plan and plan.enabled and not args.skip_benchmarks and not deadline.expired():
-            samples = engine.run_benchmark_stage(plan, states, out_dir, store, deadline, host_checks)
-        if not deadline.expired():
-            engine.run_after_snapshot_stage(states, host_checks, out_dir, store, args.forks, samples)
-            engine.note_counters_on_slow_collectives(store)
-        if db is not None:
-            regressions = history.regressions(
-                db, store.document(), nightly.busbw_drop_pct if nightly else 10.0
-            )
-            store.add_checks([r.result for r in regressions])
-            store.extra["history"] = {"trend": history.trend_for_report(db, store.document())}
-        document = store.finish(finished=_now())
-    except KeyboardInterrupt:
-        # One bounded stop: a second Ctrl-C must not leave half the hosts with work running.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        store.finish(finished=_now(), interrupted=True)
-        problems = engine.stop_remote_work()
-        if problems:
-            store.finish(finished=_now(), interrupted=True, not_stopped=problems)
-        print(f"diagnose: interrupted; results so far are in {out_dir / 'results.json'}", file=sys.stderr)
-        if problems:
+    outcome = Run(request).execute()
+    return _report_outcome(outcome, request)
+
+
+def _report_outcome(outcome: Any, request: Any) -> int:
+    """The outcome as the operator (or cron) reads it, and the exit code it maps to."""
+    from diagnose import unattended
+
+    results = outcome.out_dir / "results.json" if outcome.out_dir else None
+    if outcome.status == "locked":
+        print(f"diagnose: {outcome.message}", file=sys.stderr)
+        return int(outcome.exit_code or EXIT_LOCKED)
+    if outcome.status == "config":
+        print(f"diagnose: {outcome.message}", file=sys.stderr)
+        return EXIT_CONFIG
+    if outcome.status == "interrupted":
+        print(f"diagnose: interrupted; results so far are in {results}", file=sys.stderr)
+        if outcome.not_stopped:
             print("diagnose: could not stop everything it started:", file=sys.stderr)
-            for problem in problems:
+            for problem in outcome.not_stopped:
                 print(f"  {problem}", file=sys.stderr)
         else:
             print("diagnose: everything started on the hosts was stopped", file=sys.stderr)
         sys.stderr.flush()
         os._exit(EXIT_INTERRUPTED)  # worker threads may sit in a network call; do not wait for them
-    except Exception:
-        traceback.print_exc()
-        store.finish(finished=_now(), error="internal error; see stderr")
-        print(
-            f"diagnose: the run could not finish; results so far are in {out_dir / 'results.json'}",
-            file=sys.stderr,
-        )
+    if outcome.status == "internal":
+        print(outcome.message, file=sys.stderr, end="")
+        what = "rendering failed" if outcome.document is not None else "the run could not finish"
+        print(f"diagnose: {what}; results so far are in {results}", file=sys.stderr)
         return EXIT_INTERNAL
-    finally:
-        engine.close_all(states)
-
-    if db is not None:
-        history.record_run(db, document, out_dir)
-    written = _render(out_dir / "results.json", formats)
-    if written is None:
-        return EXIT_INTERNAL
-    if nightly is not None:
-        html = next((p for p in written if p.suffix == ".html"), out_dir / "results.json")
-        print(unattended.summary_line(document, regressions, html))
-        if args.runs_dir and db is not None:
-            kept = unattended.retain(
-                db, document, args.runs_dir, out_dir, nightly.keep_runs, nightly.keep_days
-            )
-            for failure in kept.failures:
-                print(f"diagnose: retention: {failure}", file=sys.stderr)
+    document = outcome.document
+    if request.playbook.nightly is not None:
+        html = next((p for p in outcome.written if p.suffix == ".html"), results)
+        print(unattended.summary_line(document, outcome.regressions, html))
+        for failure in outcome.retention_failures:
+            print(f"diagnose: retention: {failure}", file=sys.stderr)
     else:
-        _print_summary(document, out_dir, written)
+        _print_summary(document, outcome.out_dir, outcome.written)
     return EXIT_PASS if document["verdict"] == "PASS" else EXIT_FAIL
 
 
@@ -294,9 +144,10 @@ def _print_summary(document: dict[str, Any], out_dir: Path, written: list[Path])
 def cmd_report(args: argparse.Namespace) -> int:
     from diagnose.report.load import read_results
     from diagnose.results import SCHEMA
+    from diagnose.run import parse_formats
 
     try:
-        formats = _formats(args.format)
+        formats = parse_formats(args.format)
         path = Path(args.results)
         if path.is_dir():  # a run folder
             path = path / "results.json"

@@ -1,0 +1,329 @@
+"""One assessment as a library call: what the operator asked for in, a finished record out.
+
+:class:`RunOptions` is what the command line holds (paths, patterns, flags, ``-e`` texts). :func:`prepare`
+loads and checks everything — inventory sources, playbook, profiles, variables, the catalog — before any
+host is touched, and returns a :class:`RunRequest` or raises :class:`~diagnose.errors.ConfigError` (exit 2).
+:meth:`Run.execute` then owns the stages in order, with the results store they all write to:
+
+    lock → run folder → host checks → cluster rules → custom checks → benchmarks (load samples meanwhile)
+    → second snapshot of the counters → history → reports → retention
+
+and returns a :class:`RunOutcome`. Nothing here prints or exits; the CLI maps the outcome to its summary
+and exit code, and tests and site scripts can run a whole assessment without argparse.
+"""
+
+from __future__ import annotations
+
+import getpass
+import signal
+import socket
+import threading
+import traceback
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from diagnose import engine, history, unattended
+from diagnose.catalog import load_catalog, select
+from diagnose.check import Check, ClusterCheck
+from diagnose.custom import run_custom_checks
+from diagnose.errors import ConfigError
+from diagnose.hosts import Host
+from diagnose.inventory import parse_extra_vars, resolve_hosts
+from diagnose.local_machine import no_gpu_reason
+from diagnose.playbook import (
+    PROFILE_VARIABLE,
+    Playbook,
+    check_unknown_patterns,
+    custom_check_paths,
+    load_playbook,
+)
+from diagnose.redact import redact_argv
+from diagnose.report.render import render
+from diagnose.variables import unknown_variable_warnings
+
+CPU_PROFILE = "cpu-testbed"
+FORMATS = ("html", "pdf", "json", "junit", "prom")
+DEFAULT_FORMATS = "json,html,pdf"
+
+
+@dataclass
+class RunOptions:
+    """What the operator asked for, as the command line gives it."""
+
+    inventories: list[str] = field(default_factory=list)  # empty: this machine (inventory/local.yaml)
+    playbook: str | None = None
+    limit: str | None = None
+    extra_vars: list[str] = field(default_factory=list)
+    forks: int = engine.DEFAULT_FORKS
+    out: str | None = None
+    runs_dir: str | None = None
+    formats: str = DEFAULT_FORMATS
+    skip_benchmarks: bool = False
+    accept_unknown_host_keys: bool = False
+    known_hosts: str | None = None
+    history: str | None = None
+    show_progress: bool = False
+    cluster_name: str | None = None
+    operator: str | None = None
+    argv: list[str] = field(default_factory=list)  # recorded (redacted) in run.argv
+
+
+@dataclass
+class RunRequest:
+    """A validated run: the hosts with their merged variables, the checks, what to write where."""
+
+    options: RunOptions
+    playbook: Playbook
+    hosts: list[Host]
+    host_checks: list[Check]
+    cluster_checks: list[ClusterCheck]
+    custom_modules: list[Path]
+    formats: set[str]
+    inventory: Path  # the first source: names the run folder and, by default, the cluster
+    profile_note: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def history_db(self) -> Path | None:
+        """The history database, for nightly playbooks and runs given ``--history``."""
+        if self.playbook.nightly is None and self.options.history is None:
+            return None
+        return Path(self.options.history) if self.options.history else history.default_db_path()
+
+
+@dataclass
+class RunOutcome:
+    """How a run ended. ``status``: done, interrupted, internal (results so far written), config, locked."""
+
+    status: str
+    message: str = ""
+    out_dir: Path | None = None
+    document: dict[str, Any] | None = None
+    written: list[Path] = field(default_factory=list)
+    regressions: list[Any] = field(default_factory=list)
+    not_stopped: list[str] = field(default_factory=list)
+    retention_failures: list[str] = field(default_factory=list)
+    exit_code: int | None = None  # set by a lock held elsewhere (unattended.LockBusy)
+
+
+def parse_formats(text: str) -> set[str]:
+    chosen = {part.strip() for part in text.split(",") if part.strip()}
+    unknown = chosen - set(FORMATS)
+    if unknown:
+        raise ConfigError(
+            f"--format: unknown format(s) {', '.join(sorted(unknown))}; choose from {', '.join(FORMATS)}"
+        )
+    return chosen | {"json"}
+
+
+def default_inventory() -> Path:
+    return Path(str(resources.files("diagnose.inventories").joinpath("local.yaml")))
+
+
+def prepare(options: RunOptions) -> RunRequest:
+    """Everything loaded and checked; a ConfigError names the file and line (or option) at fault."""
+    formats = parse_formats(options.formats)
+    playbook = load_playbook(options.playbook)
+    extra_vars = parse_extra_vars(options.extra_vars)
+    inventories = [Path(i) for i in options.inventories] or [default_inventory()]
+    profile_note = None
+    if not options.inventories and PROFILE_VARIABLE not in extra_vars:
+        reason = no_gpu_reason()
+        if reason:  # judge this machine for what it is, and say so
+            extra_vars[PROFILE_VARIABLE] = CPU_PROFILE
+            profile_note = (
+                f"{reason}: judged with the {CPU_PROFILE} profile (-e {PROFILE_VARIABLE}=... to choose)"
+            )
+    if options.known_hosts and not Path(options.known_hosts).expanduser().is_file():
+        raise ConfigError(f"--known-hosts {options.known_hosts}: no such file")
+    hosts = resolve_hosts(inventories, playbook, options.limit, extra_vars)
+    catalog = load_catalog()
+    check_unknown_patterns(playbook, [e.id for e in catalog])
+    host_checks, cluster_checks = engine.split_catalog(select(catalog, playbook.checks))
+    return RunRequest(
+        options=options,
+        playbook=playbook,
+        hosts=hosts,
+        host_checks=host_checks,
+        cluster_checks=cluster_checks,
+        custom_modules=custom_check_paths(playbook),
+        formats=formats,
+        inventory=inventories[0],
+        profile_note=profile_note,
+        warnings=unknown_variable_warnings(hosts),
+    )
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+class Run:
+    """One assessment from a :class:`RunRequest`; see the module docstring for the order of its stages."""
+
+    def __init__(self, request: RunRequest) -> None:
+        self.request = request
+        self.options = request.options
+        self.nightly = request.playbook.nightly
+        self.deadline = unattended.Deadline(self.nightly.time_budget_s if self.nightly else None)
+        self.started = datetime.now(timezone.utc)
+        self.run_id = engine.new_run_id(self.started)
+        self.states: dict[str, engine.HostState] = {}
+
+    def execute(self) -> RunOutcome:
+        """The run under the history lock (when it keeps history); never raises for a host's trouble."""
+        db = self.request.history_db
+        try:
+            lock = unattended.acquire_lock(db) if db is not None else None
+        except unattended.LockBusy as exc:
+            return RunOutcome("locked", str(exc), exit_code=exc.exit_code)
+        try:
+            return self._locked(db)
+        finally:
+            if lock is not None:
+                lock.release()
+
+    def _out_dir(self) -> Path:
+        options = self.options
+        try:
+            if options.runs_dir:
+                return unattended.dated_run_dir(options.runs_dir)
+            if options.out:
+                out = Path(options.out)
+                out.mkdir(parents=True, exist_ok=True)
+                return out
+            return engine.default_out_dir(
+                self.run_id, self.request.inventory if options.inventories else None
+            )
+        except OSError as exc:
+            where = "--runs-dir" if options.runs_dir else "--out" if options.out else "./diagnose-runs"
+            raise ConfigError(f"{where}: cannot create the run folder: {exc.strerror or exc}") from None
+
+    def _header(self) -> dict[str, Any]:
+        request, options = self.request, self.options
+        hosts = request.hosts
+        profiles = sorted({str(h.vars.get(PROFILE_VARIABLE)) for h in hosts if h.vars.get(PROFILE_VARIABLE)})
+        argv = ["diagnose", *redact_argv(options.argv)]
+        header = engine.run_header(
+            self.run_id, self.started, request.inventory, request.playbook, ",".join(profiles) or None, argv,
+            options.limit,
+        )  # fmt: skip
+        if len(options.inventories) > 1:  # the history series is the whole set, in its order
+            header["inventory"] = ", ".join(options.inventories)
+        header["cluster"] = options.cluster_name or (
+            request.inventory.stem if options.inventories else socket.gethostname()
+        )
+        header["operator"] = options.operator or f"{getpass.getuser()}@{socket.gethostname()}"
+        if request.profile_note:
+            header["profile_note"] = request.profile_note
+        return header
+
+    def _nightly_xid_window(self, db: Path, header: dict[str, Any]) -> None:
+        """Xid events count from the previous run of the series on, so each is reported once."""
+        since = history.previous_run_started(db, header)
+        if since is None:
+            return
+        for host in self.request.hosts:
+            if "xid_since" not in host.vars and "xid_window" not in host.vars:
+                host.vars = host.vars.with_values(xid_since=since)
+
+    def _locked(self, db: Path | None) -> RunOutcome:
+        try:
+            out_dir = self._out_dir()
+        except ConfigError as exc:
+            return RunOutcome("config", str(exc))
+        header = self._header()
+        store = engine.ResultsStore(out_dir / "results.json", header)
+        if self.nightly is not None and db is not None:
+            self._nightly_xid_window(db, header)
+        try:
+            regressions = self._stages(out_dir, store, db)
+            document = store.finish(finished=_now())
+        except KeyboardInterrupt:
+            return self._interrupted(out_dir, store)
+        except Exception:
+            detail = traceback.format_exc()
+            store.finish(finished=_now(), error="internal error; see stderr")
+            return RunOutcome("internal", detail, out_dir=out_dir)
+        finally:
+            engine.close_all(self.states)
+        return self._record(out_dir, document, regressions, db)
+
+    def _stages(self, out_dir: Path, store: engine.ResultsStore, db: Path | None) -> list[Any]:
+        request, options, deadline = self.request, self.options, self.deadline
+        self.states = engine.run_host_stage(
+            request.hosts,
+            request.host_checks,
+            out_dir,
+            store,
+            options.forks,
+            options.accept_unknown_host_keys,
+            options.known_hosts,
+            options.show_progress,
+            deadline=deadline.expired if self.nightly else None,
+        )
+        engine.run_cluster_stage(request.cluster_checks, self.states, store)
+        if request.custom_modules:
+            reachable = [s.host for s in self.states.values() if s.connection is not None]
+            store.add_checks(
+                run_custom_checks(
+                    request.custom_modules,
+                    reachable,
+                    out_dir,
+                    accept_unknown_host_keys=options.accept_unknown_host_keys,
+                    known_hosts=options.known_hosts,
+                )
+            )
+        plan = request.playbook.benchmarks
+        samples: dict[str, Any] = {}
+        if plan and plan.enabled and not options.skip_benchmarks and not deadline.expired():
+            samples = engine.run_benchmark_stage(
+                plan, self.states, out_dir, store, deadline, request.host_checks
+            )
+        if not deadline.expired():
+            engine.run_after_snapshot_stage(
+                self.states, request.host_checks, out_dir, store, options.forks, samples
+            )
+            engine.note_counters_on_slow_collectives(store)
+        regressions: list[Any] = []
+        if db is not None:
+            drop = self.nightly.busbw_drop_pct if self.nightly else 10.0
+            regressions = history.regressions(db, store.document(), drop)
+            store.add_checks([r.result for r in regressions])
+            store.extra["history"] = {"trend": history.trend_for_report(db, store.document())}
+        return regressions
+
+    def _interrupted(self, out_dir: Path, store: engine.ResultsStore) -> RunOutcome:
+        """Ctrl-C, SIGTERM: keep what was measured, then one bounded stop of everything started."""
+        if threading.current_thread() is threading.main_thread():
+            # A second Ctrl-C must not cut the stop short and leave half the hosts with work running.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        store.finish(finished=_now(), interrupted=True)
+        problems = engine.stop_remote_work()
+        document = store.finish(
+            finished=_now(), interrupted=True, **({"not_stopped": problems} if problems else {})
+        )
+        return RunOutcome("interrupted", out_dir=out_dir, document=document, not_stopped=problems)
+
+    def _record(
+        self, out_dir: Path, document: dict[str, Any], regressions: list[Any], db: Path | None
+    ) -> RunOutcome:
+        """History, reports and retention, once the record is complete."""
+        if db is not None:
+            history.record_run(db, document, out_dir)
+        outcome = RunOutcome("done", out_dir=out_dir, document=document, regressions=regressions)
+        try:
+            outcome.written = render(out_dir / "results.json", self.request.formats)
+        except Exception:
+            outcome.status, outcome.message = "internal", traceback.format_exc()
+            return outcome
+        if self.nightly is not None and self.options.runs_dir and db is not None:
+            kept = unattended.retain(
+                db, document, self.options.runs_dir, out_dir, self.nightly.keep_runs, self.nightly.keep_days
+            )
+            outcome.retention_failures = list(kept.failures)
+        return outcome
