@@ -63,7 +63,7 @@ def _proxy_of(
     args: SSHArgs, looked: dict[str, Any], address: str
 ) -> tuple[tuple[Hop, ...], str | None, bool]:
     """(jump chain, proxy command, proxy turned off): the variables first, then ~/.ssh/config, as the
-    built-in checks decide (diagnose.connection)."""
+    built-in checks decide (diagnose.connectors)."""
     if args.has_proxy or args.no_proxy:
         return args.proxy_jump, args.proxy_command, args.no_proxy
     jump = str(looked.get("proxyjump") or "")

@@ -24,7 +24,7 @@ from typing import Any
 from diagnose import __version__
 from diagnose.catalog import Entry, load_catalog, select
 from diagnose.check import Check, ClusterCheck, Command, Facts
-from diagnose.connection import ConnectError, Connection, close_jump_hosts, connect, stop_running_batches
+from diagnose.connectors import ConnectError, Connection, close_jump_hosts, connect, stop_running_batches
 from diagnose.environment import environment_from_facts
 from diagnose.evaluate import evaluate_check, evaluate_cluster, fold_into_root_causes, outcome_result
 from diagnose.hosts import Host

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 
 from diagnose.check import Check, Facts
-from diagnose.connection import Connection
+from diagnose.connectors import Connection
 from diagnose.evaluate import evaluate_check
 from diagnose.hosts import Host
 

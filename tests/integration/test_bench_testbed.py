@@ -21,7 +21,7 @@ import pytest
 
 from diagnose.bench.program import bus_factor
 from diagnose.bench.stage import BenchContext, run_benchmark_stage
-from diagnose.connection import connect
+from diagnose.connectors import connect
 from diagnose.hosts import Host
 from diagnose.model import CheckResult
 from diagnose.vars import Vars

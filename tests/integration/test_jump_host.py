@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from diagnose.cli import main
-from diagnose.connection import open_jump_hosts
+from diagnose.connectors import open_jump_hosts
 from tests.e2e.cli import ROOT
 from tests.testbed import HostSpec, TestBed, TestHost
 

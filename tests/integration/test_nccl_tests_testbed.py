@@ -28,7 +28,7 @@ import pytest
 from diagnose.bench.launcher import TOKEN_VAR
 from diagnose.bench.stage import BenchContext, run_benchmark_stage
 from diagnose.cli import main
-from diagnose.connection import connect
+from diagnose.connectors import connect
 from diagnose.hosts import Host
 from diagnose.model import CheckResult
 from diagnose.vars import Vars

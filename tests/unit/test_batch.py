@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 
 from diagnose.check import Command
-from diagnose.connection import batch_script, parse_batch_output
+from diagnose.connectors import batch_script, parse_batch_output
 
 TOKEN = "@@diagnose-test"
 

@@ -25,8 +25,9 @@ from diagnose.bench.nccl_tests_run import (
     result_row,
     sweep_args,
 )
-from diagnose.bench.stage import BenchContext, Setup, Stage, run_benchmark_stage
-from diagnose.connection import LocalConnection
+from diagnose.bench.setup import BenchContext, Setup
+from diagnose.bench.stage import Stage, run_benchmark_stage
+from diagnose.connectors import LocalConnection
 from diagnose.hosts import Host
 from diagnose.model import CheckResult, CommandOutput
 from diagnose.parsers.nccl_tests import parse_nccl_tests

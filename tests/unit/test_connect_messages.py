@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from diagnose.connection import ConnectError, connect
+from diagnose.connectors import ConnectError, connect
 from diagnose.hosts import Host
 from diagnose.vars import Vars
 

@@ -9,7 +9,7 @@ import pytest
 
 from diagnose.catalog import load_catalog
 from diagnose.check import Check, Command
-from diagnose.connection import env_prefix
+from diagnose.connectors import env_prefix
 from diagnose.evaluate import evaluate_check
 from diagnose.host_settings import first_problem, parse_bench_env
 from diagnose.model import CommandOutput

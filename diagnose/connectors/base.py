@@ -1,0 +1,347 @@
+"""The connector interface: what every way of reaching a host provides, and what they share.
+
+A connector (``ssh``, ``local``; ``kubectl`` and ``srun`` later) is a subclass of :class:`Connection`
+that opens the host and implements :meth:`Connection._execute`: start a shell script, stream its two
+outputs to sinks, give up at a deadline the caller may move. Everything else — a framed batch of commands
+each under its own ``timeout``, output capped per command (``diagnose.streams``), a watchdog that takes a
+silent host for frozen, stopping the batch's whole session on interrupt (:func:`stop_running_batches`),
+files written through the exec stream (no SFTP) — is shared here, so every transport behaves the same and
+the engine never asks which one it talks to.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import secrets
+import shlex
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from diagnose.check import Command
+from diagnose.hosts import Host
+from diagnose.model import CommandOutput
+from diagnose.streams import DEFAULT_MAX_OUTPUT_BYTES, Capped, FramedStream
+
+# paramiko logs every failed handshake with a traceback; the reason reaches the operator as a
+# host.reachable result instead, and cron mail must not fill with tracebacks.
+logging.getLogger("paramiko").setLevel(logging.CRITICAL)
+
+DEFAULT_CONNECT_TIMEOUT_S = 10.0
+# Extra seconds a whole batch may take beyond the sum of its commands' timeouts before the channel is
+# abandoned: covers `timeout -k` grace periods and shell start-up.
+BATCH_SLACK_S = 10.0
+KILL_GRACE_S = 2
+# How long past a command's own timeout (and its kill grace) the batch may stay silent before the host is
+# taken for frozen: shell start-up, a loaded host, the network.
+FREEZE_GRACE_S = 8.0
+# What a plain ``run`` (launcher polls, fetched logs) keeps: a safety net, well above any real output.
+RUN_OUTPUT_CAP = 64 * 1024 * 1024
+STOP_TIMEOUT_S = 5.0
+_PLAIN_COMMAND = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./=:,+-]*( [A-Za-z0-9_./=:,+-]+)*")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+class ConnectError(Exception):
+    """The host could not be reached or refused us; the message is what the operator needs to read."""
+
+
+def _exit_code_of(text: str) -> int | None:
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+def batch_script(commands: Sequence[Command], token: str, timeout_cap: float | None = None) -> str:
+    """One POSIX shell script running every command with its own timeout and framed output.
+
+    Marker lines carrying a random token frame each command on both streams — stdout gets the command's
+    output and then its exit code, stderr gets its error output — so no output can forge a boundary, and
+    the batch costs the host no temporary files and no process beyond the command itself and its
+    ``timeout`` (coreutils/busybox). Where ``timeout`` is missing the command runs unbounded and the
+    channel timeout is the backstop.
+    """
+    lines = [
+        f"printf '%s SID %s\\n' '{token}' \"$$\"",  # the batch shell leads its session (sshd, setsid)
+        "if command -v timeout >/dev/null 2>&1; then t=timeout; else t=; fi",
+    ]
+    for command in commands:
+        seconds = command.timeout if timeout_cap is None else min(command.timeout, timeout_cap)
+        limit = f"{max(1, round(seconds))}"
+        # A plain command line (words only) is exec'd by timeout directly: one process instead of two.
+        plain = _PLAIN_COMMAND.fullmatch(command.script) is not None
+        run = command.script if plain else f"sh -c {shlex.quote(command.script)}"
+        begin = f"{token} OUT {command.key}"
+        lines += [
+            f"printf '%s\\n' '{begin}'; printf '%s\\n' '{begin}' >&2",
+            f'if [ -n "$t" ]; then timeout -k {KILL_GRACE_S} {limit} {run} </dev/null; '
+            f"else {run} </dev/null; fi",
+            "rc=$?",
+            f"printf '\\n%s %s\\n' '{token} END {command.key}' \"$rc $t\"; printf '\\n%s\\n' '{token} END {command.key}' >&2",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def framed_outputs(
+    out: FramedStream, err: FramedStream, commands: Sequence[Command]
+) -> dict[str, CommandOutput]:
+    """One CommandOutput per command key from a batch's two framed streams.
+
+    A command whose markers are missing (the batch was cut short) gets ``error`` set, so the check that
+    needed it reports an ERROR instead of judging half an output.
+    """
+    results: dict[str, CommandOutput] = {}
+    for command in commands:
+        done = out.finished(command.key)
+        if done is None:
+            results[command.key] = CommandOutput(error="the batch ended before this command finished")
+            continue
+        body, tail = done
+        code_text, _, wrapper = tail.partition(" ")
+        code = _exit_code_of(code_text)
+        stderr = err.finished(command.key)
+        results[command.key] = CommandOutput(
+            stdout=body,
+            stderr=stderr[0] if stderr else "",
+            exit_code=code,
+            timed_out=bool(wrapper.strip()) and code in (124, 137),
+        )
+    return results
+
+
+def parse_batch_output(
+    stdout: str, stderr: str, commands: Sequence[Command], token: str, limit: int = DEFAULT_MAX_OUTPUT_BYTES
+) -> dict[str, CommandOutput]:
+    """Split a batch script's two complete streams back into one CommandOutput per command key."""
+    out, err = FramedStream(token, limit), FramedStream(token, limit)
+    out.feed(stdout.encode())
+    out.close()
+    err.feed(stderr.encode())
+    err.close()
+    return framed_outputs(out, err, commands)
+
+
+def kill_session_script(session: int) -> str:
+    """Shell that stops every process of a session: TERM, a short wait, KILL; prints ``left=<n>``.
+
+    Killing by session rather than process group matters: ``timeout`` moves each command into a process
+    group of its own, but nothing leaves the batch's session.
+    """
+    return (
+        f"s={int(session)}\n"
+        'p() { if command -v pgrep >/dev/null 2>&1; then pgrep -s "$s"; '
+        "else ps -eo pid=,sid= | awk -v s=\"$s\" '$2==s{print $1}'; fi; }\n"
+        'k() { for q in $(p); do kill "-$1" "$q" 2>/dev/null; done; }\n'
+        "k TERM; i=0\n"
+        'while [ -n "$(p)" ] && [ $i -lt 15 ]; do sleep 0.1; i=$((i+1)); done\n'
+        "k KILL; sleep 0.1\n"
+        'printf "left=%s\\n" "$(p | wc -l | tr -d \' \')"\n'
+    )
+
+
+def env_prefix(env: dict[str, str] | None) -> str:
+    """``export K=V;`` for each variable; a name that is not a POSIX environment name is refused here
+    too, whatever the callers validated, so no variable name ever reaches a shell unchecked."""
+    parts = []
+    for key, value in (env or {}).items():
+        if not ENV_NAME.match(key):
+            raise ValueError(f"{key!r} is not a valid environment variable name")
+        parts.append(f"export {key}={shlex.quote(value)}; ")
+    return "".join(parts)
+
+
+@dataclass
+class Exec:
+    """How one remote script ended: an exit code, or abandoned (``timed_out``), or never ran (``error``)."""
+
+    exit_code: int | None = None
+    timed_out: bool = False
+    error: str | None = None
+
+
+Sink = Callable[[bytes], None]
+
+_RUNNING: dict[int, Connection] = {}  # id(connection) -> connection with a batch in flight
+_RUNNING_LOCK = threading.Lock()
+
+
+class Connection(ABC):
+    """A host we can run commands on.
+
+    Subclasses provide :meth:`_execute` (start a shell script, stream its two outputs to sinks, give up
+    at a deadline the caller may move) and :meth:`open`; running, batching, capping, stopping and file
+    transfer are shared, so every transport behaves the same.
+    """
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+        self.name = host.name
+        self.max_output_bytes = host.vars.int("max_output_bytes", None) or DEFAULT_MAX_OUTPUT_BYTES
+        self._session: int | None = None  # the remote session of the batch in flight
+        self._stopping = threading.Lock()  # held while a stop runs: closing then would cut it off
+
+    @abstractmethod
+    def open(self) -> None:
+        """Connect now; raise ConnectError with the reason if the host cannot be used."""
+
+    @abstractmethod
+    def _execute(
+        self, script: str, stdin: bytes | None, out: Sink, err: Sink, deadline: Callable[[], float]
+    ) -> Exec:
+        """Run ``script`` with ``/bin/sh`` semantics; abandon it once ``time.monotonic()`` passes
+        ``deadline()`` (asked again as output arrives, so a caller can extend it on progress)."""
+
+    def close(self) -> None:
+        """Release the connection; safe to call twice."""
+        return None
+
+    def run(
+        self, script: str, timeout: float, env: dict[str, str] | None = None, stdin: str | None = None
+    ) -> CommandOutput:
+        """Run one shell script; a script still running after ``timeout`` seconds is abandoned."""
+        started = time.monotonic()
+        out, err = Capped(RUN_OUTPUT_CAP), Capped(RUN_OUTPUT_CAP)
+        ended = self._execute(
+            env_prefix(env) + script,
+            stdin.encode() if stdin is not None else None,
+            out.add,
+            err.add,
+            lambda: started + timeout,
+        )
+        return CommandOutput(
+            stdout=out.text(),
+            stderr=err.text(),
+            exit_code=ended.exit_code,
+            timed_out=ended.timed_out,
+            error=ended.error,
+            duration_s=time.monotonic() - started,
+        )
+
+    def put_text(self, remote_path: str, content: str, mode: int = 0o644) -> None:
+        """Write a file on the host through the exec stream (no SFTP subsystem needed), atomically."""
+        quoted = shlex.quote(remote_path)
+        script = (
+            f"mkdir -p -- {shlex.quote(os.path.dirname(remote_path) or '.')} && "
+            f'cat > {quoted}.part."$$" && chmod {mode:o} {quoted}.part."$$" && '
+            f'mv -f {quoted}.part."$$" {quoted}'
+        )
+        result = self.run(script, timeout=60, stdin=content)
+        if not result.ok:
+            reason = result.error or (result.stderr.strip() or f"exit code {result.exit_code}")[:300]
+            raise OSError(f"could not write {remote_path} on {self.name}: {reason}")
+
+    def run_batch(
+        self, commands: Sequence[Command], timeout_cap: float | None = None
+    ) -> dict[str, CommandOutput]:
+        """Run every command in one round trip; see :func:`batch_script`.
+
+        The batch is abandoned when the host stops making progress: no command may stay silent past its
+        own timeout, its kill grace and :data:`FREEZE_GRACE_S` — a frozen host costs the longest single
+        timeout, not the sum of all of them. The sum remains a backstop.
+        """
+        if not commands:
+            return {}
+        token = "@@diagnose-" + secrets.token_hex(8)
+        script = batch_script(commands, token, timeout_cap)
+        limits = [min(c.timeout, timeout_cap or c.timeout) for c in commands]
+        budget = sum(limit + KILL_GRACE_S for limit in limits) + BATCH_SLACK_S
+        out = FramedStream(token, self.max_output_bytes)
+        err = FramedStream(token, self.max_output_bytes)
+        started = time.monotonic()
+        progress = {"markers": -1, "at": started, "until": started + budget}
+
+        def deadline() -> float:
+            if out.markers != progress["markers"]:  # progress: the next command's own timeout starts now
+                now = time.monotonic()
+                step = self._step_limit(out, commands, limits)
+                progress.update(
+                    markers=out.markers,
+                    at=now,
+                    until=min(started + budget, now + step + KILL_GRACE_S + FREEZE_GRACE_S),
+                )
+                if out.session is not None and self._session is None:
+                    self._session = out.session
+                    with _RUNNING_LOCK:
+                        _RUNNING[id(self)] = self
+            return progress["until"]
+
+        try:
+            ended = self._execute(script, None, out.feed, err.feed, deadline)
+        finally:
+            with _RUNNING_LOCK:
+                _RUNNING.pop(id(self), None)
+        out.close()
+        err.close()
+        outputs = framed_outputs(out, err, commands)
+        reason = ended.error
+        if ended.timed_out:
+            silent = time.monotonic() - progress["at"]
+            current = out.current or self._next_key(out, commands)
+            if time.monotonic() - started >= budget:
+                reason = f"the command batch exceeded {budget:.0f} s"
+            else:
+                reason = (
+                    f"{self.name} stopped answering: no progress for {silent:.0f} s while `{current}` ran, "
+                    "past that command's own timeout (host or sshd frozen, or the network gone)"
+                )
+            stop_problem = self.stop_batch(timeout=2.0)
+            if stop_problem:
+                reason += f"; {stop_problem}"
+        self._session = None
+        if reason:
+            for output in outputs.values():
+                if output.error:
+                    output.error = reason
+        return outputs
+
+    @staticmethod
+    def _next_key(out: FramedStream, commands: Sequence[Command]) -> str:
+        done = [c.key for c in commands if c.key in out.sections]
+        return commands[len(done)].key if len(done) < len(commands) else commands[-1].key
+
+    @staticmethod
+    def _step_limit(out: FramedStream, commands: Sequence[Command], limits: list[float]) -> float:
+        """The time the command now running (or about to) may take by its own timeout."""
+        started = [i for i, c in enumerate(commands) if c.key in out.sections]
+        if not started:
+            return limits[0]
+        last = started[-1]
+        if out.current is None and last + 1 < len(commands):
+            return limits[last + 1]
+        return limits[last]
+
+    def stop_batch(self, timeout: float = STOP_TIMEOUT_S) -> str | None:
+        """Stop every process of the batch in flight (over a new channel); None, or why it could not."""
+        session = self._session
+        if session is None:
+            return None
+        try:
+            with self._stopping:
+                result = self.run(kill_session_script(session), timeout=timeout)
+        except Exception as exc:  # the connection may be the thing that broke
+            return f"could not stop the checks on {self.name}: {type(exc).__name__}: {exc}"
+        left = result.stdout.rpartition("left=")[2].strip()
+        if not result.ok or not left.isdigit():
+            why = result.error or ("no answer" if result.timed_out else f"exit {result.exit_code}")
+            return f"could not stop the checks on {self.name} ({why})"
+        if int(left):
+            return f"{left} process(es) of the checks survived SIGKILL on {self.name}"
+        return None
+
+
+def stop_running_batches(timeout: float = STOP_TIMEOUT_S) -> list[str]:
+    """Stop the remote batch of every connection that has one in flight, in parallel, within about
+    ``timeout`` seconds; the list says what could not be stopped (empty: everything was)."""
+    with _RUNNING_LOCK:
+        running = list(_RUNNING.values())
+    if not running:
+        return []
+    with ThreadPoolExecutor(max_workers=min(64, len(running))) as pool:
+        results = list(pool.map(lambda c: c.stop_batch(timeout), running))
+    return [problem for problem in results if problem]

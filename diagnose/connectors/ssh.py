@@ -1,0 +1,307 @@
+"""The ``ssh`` connector (also ``paramiko`` and ``smart``): a remote host over Fabric/paramiko.
+
+It honours the ``ansible_*`` connection variables and ~/.ssh/config, verifies host keys against
+known_hosts, reaches hosts behind bastions through :mod:`diagnose.connectors.jump`, and runs scripts over
+paramiko exec channels read as they arrive (see :mod:`diagnose.connectors.base`).
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import shlex
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+
+import paramiko
+from fabric import Config
+from fabric import Connection as FabricConnection
+
+from diagnose.connectors.base import (
+    DEFAULT_CONNECT_TIMEOUT_S,
+    STOP_TIMEOUT_S,
+    ConnectError,
+    Connection,
+    Exec,
+    Sink,
+)
+from diagnose.connectors.jump import JUMPS, JumpLogin, ProxyCommandSock
+from diagnose.connectors.ssh_common import (
+    AcceptUnknown,
+    describe_connect_error,
+    load_host_keys,
+    tcp_keepalive,
+)
+from diagnose.hosts import Host
+from diagnose.ssh_args import Hop, SSHArgs, SSHArgsError, expand_proxy_command, host_ssh_args, parse_jump_spec
+
+
+class SSHConnection(Connection):
+    """A remote host over SSH, honouring the ansible_* variables and ~/.ssh/config.
+
+    Host keys are verified against known_hosts by default; ``accept_unknown_host_keys`` (Ansible's
+    ``host_key_checking = False``) admits a host never seen before, but a key that differs from the one
+    on record is refused either way. The options of ``ansible_ssh_common_args`` /
+    ``ansible_ssh_extra_args`` fill in what the ansible_* variables leave unset (the variables come
+    first on Ansible's ssh command line, and OpenSSH keeps the first value).
+
+    Behind a jump host the same rules hold for the jump host: its key is checked against the same
+    known_hosts files (plus its own ``UserKnownHostsFile`` in ~/.ssh/config) under the same policy; its
+    user and port come from the ``user@host:port`` spec, else from ~/.ssh/config for that alias, else
+    the local user and 22, as with OpenSSH. It is offered the keys ~/.ssh/config names for it and the
+    target's own key files (OpenSSH would not pass ``-i`` to the jump login; offering one more key is
+    harmless and is what inventories that give one key for everything expect), the agent as for the
+    target, and the default keys when no key file is named at all.
+    """
+
+    def __init__(
+        self, host: Host, accept_unknown_host_keys: bool = False, known_hosts: str | None = None
+    ) -> None:
+        super().__init__(host)
+        v = host.vars
+        try:
+            self.ssh_args: SSHArgs = host_ssh_args(v)
+        except SSHArgsError as exc:  # inventory validation refuses these first; a Host built elsewhere
+            raise ConnectError(str(exc)) from None
+        args = self.ssh_args
+        self.connect_timeout = (
+            v.float("ansible_ssh_timeout", None)
+            or v.float("diagnose_connect_timeout", None)
+            or args.connect_timeout
+            or DEFAULT_CONNECT_TIMEOUT_S
+        )
+        checking = v.bool("ansible_host_key_checking", None)
+        if checking is None and args.strict_host_key_checking is not None:
+            checking = args.strict_host_key_checking
+        self.accept_unknown = accept_unknown_host_keys or checking is False
+        self.known_hosts = known_hosts or v.str("diagnose_known_hosts_file")
+        self.allow_agent = bool(v.bool("diagnose_ssh_agent", True))
+        connect_kwargs: dict[str, object] = {
+            "banner_timeout": self.connect_timeout,
+            "auth_timeout": self.connect_timeout,
+            "allow_agent": self.allow_agent,
+        }
+        key_file = v.str("ansible_ssh_private_key_file") or v.str("ansible_private_key_file")
+        key_files = [key_file] if key_file else []
+        self.key_files = [os.path.expanduser(k) for k in [*key_files, *args.identity_files]]
+        if self.key_files:
+            connect_kwargs["key_filename"] = list(self.key_files)
+            connect_kwargs["look_for_keys"] = False
+        if args.compression:
+            connect_kwargs["compress"] = True
+        password = v.str("ansible_password") or v.str("ansible_ssh_pass")
+        if password:
+            connect_kwargs["password"] = password
+        self._fabric = FabricConnection(
+            host.address,
+            user=v.str("ansible_user") or v.str("ansible_ssh_user") or args.user,
+            port=v.int("ansible_port", None) or v.int("ansible_ssh_port", None) or args.port,
+            connect_timeout=self.connect_timeout,
+            connect_kwargs=connect_kwargs,
+            config=Config(overrides={"load_ssh_configs": True}),
+            gateway=False,  # jump hosts are ours: see the module docstring
+        )
+        self.port = self._fabric.port
+        self._jump_keys: list[tuple[tuple[str, str, int], ...]] = []
+        self._channel: paramiko.Channel | None = None  # the direct-tcpip channel through a jump host
+        self._proxy: ProxyCommandSock | None = None
+
+    def _known_hosts_files(self, config_files: str | list[str] | None = None) -> list[str]:
+        files = [os.path.expanduser("~/.ssh/known_hosts")]
+        if isinstance(config_files, list):
+            config_files = " ".join(config_files)
+        for path in [config_files, self.known_hosts, *self.ssh_args.known_hosts_files]:
+            files += [os.path.expanduser(one) for one in (path or "").split()]
+        return files
+
+    def _prepare_host_keys(self) -> None:
+        client = self._fabric.client
+        files = self._known_hosts_files(self._fabric.ssh_config.get("userknownhostsfile"))
+        # after ~/.ssh/config HostName: the name paramiko checks
+        load_host_keys(client, files, self._fabric.host, self.port)
+        policy = AcceptUnknown() if self.accept_unknown else paramiko.RejectPolicy()
+        client.set_missing_host_key_policy(policy)
+
+    def proxy(self) -> tuple[tuple[Hop, ...], str | None, str]:
+        """(jump chain, proxy command, where it was set): the variables first, then ~/.ssh/config."""
+        args = self.ssh_args
+        if args.has_proxy or args.no_proxy:
+            return args.proxy_jump, args.proxy_command, "ansible_ssh_common_args/ansible_ssh_extra_args"
+        config = self._fabric.ssh_config
+        jump = config.get("proxyjump")
+        if jump and jump.strip().lower() != "none":
+            try:
+                hops = parse_jump_spec(jump)
+            except SSHArgsError as exc:
+                raise ConnectError(f"~/.ssh/config for {self.host.address}: {exc}") from None
+            # A wildcard block (Host *) also matches the jump host itself: it is not its own jump host.
+            if hops[0].host not in (self.host.address, self._fabric.host):
+                return hops, None, "~/.ssh/config"
+            return (), None, ""
+        command = config.get("proxycommand")
+        if command and command.strip().lower() != "none":
+            return (), command, "~/.ssh/config"
+        return (), None, ""
+
+    def _jump_chain(self, hops: Sequence[Hop]) -> list[JumpLogin]:
+        """Each hop resolved through ~/.ssh/config; the first hop's own ProxyJump there comes first, as
+        OpenSSH's ``ssh -W`` to it would honour it."""
+        base = self._fabric.config.base_ssh_config
+        chain: list[JumpLogin] = []
+        pending = list(hops)
+        seen: set[str] = set()
+        while pending:
+            hop = pending.pop(0)
+            config = base.lookup(hop.host)
+            if not chain and hop.host not in seen:
+                seen.add(hop.host)
+                own = config.get("proxyjump")
+                if own and own.strip().lower() != "none":
+                    try:
+                        before = [h for h in parse_jump_spec(own) if h.host != hop.host]
+                    except SSHArgsError as exc:
+                        raise ConnectError(f"~/.ssh/config for jump host {hop.host}: {exc}") from None
+                    if before and len(seen) < 8:
+                        pending = [*before, hop, *pending]
+                        continue
+                if config.get("proxycommand", "none").strip().lower() != "none":
+                    raise ConnectError(
+                        f"jump host {hop.host} has a ProxyCommand in ~/.ssh/config; a jump host reached "
+                        "through a ProxyCommand is not supported (write the chain as ProxyJump=a,b)"
+                    )
+            key_files = [os.path.expanduser(k) for k in config.get("identityfile", [])]
+            chain.append(
+                JumpLogin(
+                    alias=hop.host,
+                    address=config.get("hostname", hop.host),
+                    port=hop.port or int(config.get("port", 22)),
+                    user=hop.user or config.get("user") or getpass.getuser(),
+                    key_files=tuple(dict.fromkeys([*key_files, *self.key_files])),
+                    allow_agent=self.allow_agent,
+                    known_hosts=tuple(self._known_hosts_files(config.get("userknownhostsfile"))),
+                    accept_unknown=self.accept_unknown,
+                    timeout=self.connect_timeout,
+                )
+            )
+        return chain
+
+    def _open_socket(self) -> None:
+        """Give Fabric the socket a jump host or ProxyCommand provides, if the host has one."""
+        hops, command, _where = self.proxy()
+        if hops:
+            chain = self._jump_chain(hops)
+            channel, self._jump_keys = JUMPS.channel(
+                chain, (self._fabric.host, self.port), self.connect_timeout
+            )
+            self._fabric.connect_kwargs["sock"] = self._channel = channel
+        elif command is not None:
+            if self.ssh_args.proxy_command is not None:  # ~/.ssh/config's was expanded by paramiko
+                command = expand_proxy_command(
+                    command, self._fabric.host, self.port, self._fabric.user, self.host.address
+                )
+            try:
+                self._proxy = ProxyCommandSock("/bin/sh -c " + shlex.quote(command))
+            except (OSError, paramiko.SSHException) as exc:
+                raise ConnectError(f"ProxyCommand `{command}` could not start: {exc}") from exc
+            self._fabric.connect_kwargs["sock"] = self._proxy
+
+    def _proxy_failure(self) -> str | None:
+        """Why the ProxyCommand failed, when it ended (its exit and last stderr line); None while it
+        runs, where the SSH error itself says what went wrong."""
+        proxy = self._proxy
+        if proxy is None:
+            return None
+        try:
+            proxy.process.wait(timeout=1)
+        except subprocess.TimeoutExpired:
+            return None
+        said = proxy.said()
+        ended = f"exit {proxy.process.returncode}" + (f": {said}" if said else "")
+        return f"ProxyCommand `{' '.join(proxy.cmd[2:])}` failed ({ended})"
+
+    def open(self) -> None:
+        self._prepare_host_keys()
+        try:
+            self._open_socket()
+            self._fabric.open()
+        except ConnectError:
+            self.close()
+            raise
+        except Exception as exc:
+            reason = describe_connect_error(
+                exc, self._fabric.host, self.port, self.connect_timeout, self._fabric.user
+            )
+            reason = self._proxy_failure() or reason
+            if self._jump_keys:
+                hops = ", ".join(str(hop) for hop in self.proxy()[0])
+                reason = f"{reason} (through jump host {hops})"
+            self.close()
+            raise ConnectError(reason) from exc
+        transport = self._fabric.transport
+        if transport is not None:
+            transport.set_keepalive(int(self.ssh_args.server_alive_interval or 15))
+            tcp_keepalive(transport.sock)
+
+    def _execute(
+        self, script: str, stdin: bytes | None, out: Sink, err: Sink, deadline: Callable[[], float]
+    ) -> Exec:
+        transport = self._fabric.transport
+        if transport is None or not transport.is_active():
+            return Exec(error="connection lost: the SSH session is closed")
+        try:
+            wait = min(self.connect_timeout, deadline() - time.monotonic())
+            channel = transport.open_session(timeout=max(0.5, wait))  # a frozen sshd never confirms
+            channel.exec_command(script)
+            if stdin:
+                channel.sendall(stdin)
+            channel.shutdown_write()
+            channel.settimeout(0.05)
+            while True:
+                if time.monotonic() > deadline():
+                    channel.close()
+                    return Exec(timed_out=True)
+                got = False
+                try:
+                    data = channel.recv(65536)
+                    if data:
+                        out(data)
+                        got = True
+                except TimeoutError:
+                    pass
+                while channel.recv_stderr_ready():
+                    err(channel.recv_stderr(65536))
+                    got = True
+                if got:
+                    continue
+                if channel.exit_status_ready() and (channel.eof_received or channel.closed):
+                    break
+                if not transport.is_active():
+                    return Exec(error="connection lost: the SSH session dropped")
+                if channel.eof_received:  # output done, exit status on its way: recv no longer waits
+                    time.sleep(0.01)
+            while channel.recv_stderr_ready():
+                err(channel.recv_stderr(65536))
+            code = channel.recv_exit_status()
+            channel.close()
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            return Exec(error=f"connection lost: {exc}")
+        if code == -1:  # the channel closed without an exit status
+            if transport.is_active():
+                return Exec(error="the command was killed on the host (ended by a signal, no exit status)")
+            return Exec(error="connection lost: the command ended without an exit status")
+        return Exec(exit_code=code)
+
+    def close(self) -> None:
+        if self._stopping.acquire(timeout=STOP_TIMEOUT_S + 1):  # let a stop in flight finish first
+            self._stopping.release()
+        self._fabric.close()
+        if self._proxy is not None:
+            self._proxy.close()
+            self._proxy.stderr_file.close()
+            self._proxy = None
+        if self._channel is not None:  # a failed handshake leaves it open on the shared login
+            self._channel.close()
+            self._channel = None
+        keys, self._jump_keys = self._jump_keys, []
+        JUMPS.release(keys)
