@@ -1,0 +1,50 @@
+"""Run history: every run's verdict, check results and busbw in an embedded SQLite database.
+
+Nightly runs are only useful against what came before. The database keeps, per run, the hosts and their
+versions, every check result and every benchmark row, so a run can be compared with the last good run
+(verdict PASS) and with a pinned baseline, and ``diagnose history`` can show a check's or a collective's
+trend. The database, not the run folders, is the record: retention may delete folders while the history
+of what they measured stays.
+
+One module per job; ``storage`` is at the bottom and no module imports one above it:
+
+* ``storage`` — the schema and its migrations, opening the database, recording a run, loading a stored run
+  back, series keys, pinning a baseline, the references of a run (last good run, baseline);
+* ``bands`` — message-size bands and busbw by size, shared by the comparison and the trends;
+* ``comparison`` — the comparison rules: snapshots of a run, the findings, ``regressions()``;
+* ``trends`` — the tables of ``diagnose history`` and the report's trend data;
+* ``retention`` — pruning old runs, and the run folders that folder retention must keep.
+
+The names below are what the rest of diagnose uses (``from diagnose import history``). Names with a leading
+underscore are shared between the modules of this package only.
+"""
+
+from diagnose.history.comparison import REGRESSION_ID, Regression, regressions
+from diagnose.history.retention import PrunedRun, protected_run_dirs, prune
+from diagnose.history.storage import (
+    SCHEMA_VERSION,
+    default_db_path,
+    previous_run_started,
+    record_run,
+    schema_version,
+    set_baseline,
+)
+from diagnose.history.trends import history_list, history_trend, trend_for_report
+
+__all__ = [
+    "REGRESSION_ID",
+    "SCHEMA_VERSION",
+    "PrunedRun",
+    "Regression",
+    "default_db_path",
+    "history_list",
+    "history_trend",
+    "previous_run_started",
+    "protected_run_dirs",
+    "prune",
+    "record_run",
+    "regressions",
+    "schema_version",
+    "set_baseline",
+    "trend_for_report",
+]

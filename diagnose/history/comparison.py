@@ -1,0 +1,273 @@
+"""Regressions of a run against the last good run and the pinned baseline of its series.
+
+Comparison rules (each finding becomes one ``history.regression`` result):
+
+* a check (per host, or cluster-wide) that was PASS or WARN in the reference and is FAIL now — FAIL;
+* a host of the reference run that is absent from this run (an unreachable host is still present: it
+  already FAILs ``host.reachable``) — FAIL;
+* driver, CUDA, NCCL or torch changed on some hosts — WARN when every host now agrees (an upgrade), FAIL
+  when the change left the hosts disagreeing;
+* the median busbw of a collective within a size band fell by more than ``busbw_drop_pct`` — FAIL: a
+  nightly health check exists to catch a degraded link or a bad upgrade, run-to-run noise of NCCL on a quiet
+  cluster is a few percent, and a WARN would not change the exit code a scheduler or monitor acts on.
+
+Pinning a baseline (``diagnose baseline RUN_ID``) also acknowledges change: runs older than the pinned
+baseline are never used as references, so after a planned removal of a host or an accepted bandwidth
+change, pinning the first run of the new state stops the findings from repeating.
+
+The comparison itself is pure (results-shaped dicts in, regressions out); only ``regressions()`` reads
+the database, for the references.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from diagnose.history.bands import BANDS, Band, _busbw_by_size
+from diagnose.history.storage import Reference, _load_results, _open, _references
+from diagnose.model import SEVERITY, CheckResult
+
+REGRESSION_ID = "history.regression"
+DEFAULT_BUSBW_DROP_PCT = 10.0
+VERSION_FIELDS = ("driver", "cuda", "nccl", "torch")
+
+BenchKey = tuple[str, str | None, int | None, int | None]  # collective, tool, nodes, ranks
+
+
+@dataclass
+class Snapshot:
+    """What a comparison needs from a run: hosts' versions, check statuses, busbw per size."""
+
+    hosts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    checks: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+    busbw: dict[BenchKey, dict[int, float]] = field(default_factory=dict)
+
+
+def snapshot(results: Mapping[str, Any]) -> Snapshot:
+    """Reduce a results document to what a comparison reads.
+
+    Several results of one check on one host fold into the worst. Benchmarks that could not run (ERROR)
+    and rows with wrong results or no busbw carry no bandwidth.
+    """
+    snap = Snapshot()
+    for host in results.get("hosts", []):
+        snap.hosts[host["name"]] = dict(host.get("environment") or {})
+    for check in results.get("checks", []):
+        if check["id"].startswith("history."):
+            continue
+        key = (check["id"], check.get("host") or "")
+        seen = snap.checks.get(key)
+        if seen is None or SEVERITY.get(check["status"], 0) > SEVERITY.get(seen[0], 0):
+            snap.checks[key] = (check["status"], str(check.get("message") or ""))
+    for bench in results.get("benchmarks", []):
+        if bench.get("status") != "ERROR":
+            key = (bench["collective"], bench.get("tool"), bench.get("nodes"), bench.get("ranks"))
+            snap.busbw.setdefault(key, {}).update(_busbw_by_size(bench))
+    return snap
+
+
+@dataclass(frozen=True)
+class Regression:
+    """One finding: ``summary`` is the short form for the cron line, ``result`` the results.json row."""
+
+    kind: str  # check | host | version | busbw
+    summary: str
+    result: CheckResult
+
+
+def _since(ref: Reference) -> str:
+    return f"run {ref.run_id} ({ref.role}, {ref.started})"
+
+
+def _evidence_hint(ref: Reference) -> str:
+    return f" The reference run's evidence is in {ref.run_dir}." if ref.run_dir else ""
+
+
+def _check_regressions(ref_snap: Snapshot, ref: Reference, cur: Snapshot) -> list[Regression]:
+    found = []
+    for (check_id, host), (status, message) in sorted(cur.checks.items()):
+        before = ref_snap.checks.get((check_id, host))
+        if status != "FAIL" or before is None or before[0] not in ("PASS", "WARN"):
+            continue
+        where = host or "cluster"
+        found.append(
+            Regression(
+                "check",
+                f"{where} {check_id} {before[0]}→FAIL",
+                CheckResult(
+                    id=REGRESSION_ID,
+                    host=host or None,
+                    checklist="–",
+                    status="FAIL",
+                    observed="FAIL",
+                    expected=f"{before[0]} (run {ref.run_id})",
+                    message=f"{check_id} on {where} went {before[0]}→FAIL since {_since(ref)}: {message}",
+                    remediation=f"See the {check_id} result of this run for the cause.{_evidence_hint(ref)}",
+                ),
+            )
+        )
+    return found
+
+
+def _host_regressions(ref_snap: Snapshot, ref: Reference, cur: Snapshot) -> list[Regression]:
+    return [
+        Regression(
+            "host",
+            f"{name} disappeared",
+            CheckResult(
+                id=REGRESSION_ID,
+                host=name,
+                checklist="–",
+                status="FAIL",
+                observed="absent from this run",
+                expected=f"present (run {ref.run_id})",
+                message=f"{name} was checked in {_since(ref)} and is not part of this run",
+                remediation=(
+                    "Put the host back in the inventory (or drop the --limit that excluded it). If it left "
+                    "the cluster on purpose, pin this run as the new baseline: diagnose baseline RUN_ID."
+                ),
+            ),
+        )
+        for name in sorted(set(ref_snap.hosts) - set(cur.hosts))
+    ]
+
+
+def _version_regressions(ref_snap: Snapshot, ref: Reference, cur: Snapshot) -> list[Regression]:
+    found = []
+    for name in VERSION_FIELDS:
+        changes: dict[tuple[str, str], list[str]] = {}
+        for host, env in sorted(cur.hosts.items()):
+            old = ref_snap.hosts.get(host, {}).get(name)
+            new = env.get(name)
+            if old and new and str(old) != str(new):
+                changes.setdefault((str(old), str(new)), []).append(host)
+        if not changes:
+            continue
+        now_values = {str(env[name]) for env in cur.hosts.values() if env.get(name)}
+        consistent = len(now_values) == 1
+        compared = sum(1 for h in cur.hosts if cur.hosts[h].get(name) and ref_snap.hosts.get(h, {}).get(name))
+        for (old, new), hosts in sorted(changes.items()):
+            shown = ", ".join(hosts[:5]) + (f", +{len(hosts) - 5} more" if len(hosts) > 5 else "")
+            where = hosts[0] if len(hosts) == 1 else f"{len(hosts)} hosts"
+            state = (
+                "every host now agrees"
+                if consistent
+                else f"hosts now disagree: {', '.join(sorted(now_values))}"
+            )
+            found.append(
+                Regression(
+                    "version",
+                    f"{name} {old}→{new} on {where}",
+                    CheckResult(
+                        id=REGRESSION_ID,
+                        host=hosts[0] if len(hosts) == 1 else None,
+                        checklist="3",
+                        status="WARN" if consistent else "FAIL",
+                        observed=new,
+                        expected=f"{old} (run {ref.run_id})",
+                        message=(
+                            f"{name} changed {old} → {new} on {len(hosts)} of {compared} hosts ({shown}) "
+                            f"since {_since(ref)}; {state}"
+                        ),
+                        remediation=(
+                            f"If the {name} change was planned, finish it on every host and pin a run of the "
+                            "new state as baseline (diagnose baseline RUN_ID); if not, find what changed it."
+                        ),
+                    ),
+                )
+            )
+    return found
+
+
+def _band_medians(
+    cur: dict[int, float], ref: dict[int, float], band: Band
+) -> tuple[float, float, int] | None:
+    """Median busbw of both runs over the sizes both measured in the band (busbw rises with size, so
+    medians over different size sets would compare sweeps, not the fabric)."""
+    sizes = sorted(s for s in cur if s in ref and band.holds(s))
+    if not sizes:
+        return None
+    return statistics.median(cur[s] for s in sizes), statistics.median(ref[s] for s in sizes), len(sizes)
+
+
+def _busbw_regressions(
+    ref_snap: Snapshot, ref: Reference, cur: Snapshot, drop_pct: float
+) -> dict[tuple[BenchKey, str], Regression]:
+    found = {}
+    factor = 1.0 - drop_pct / 100.0
+    for key, sizes in sorted(cur.busbw.items(), key=lambda item: str(item[0])):
+        ref_sizes = ref_snap.busbw.get(key)
+        if not ref_sizes:
+            continue  # another node or rank count: a lost host is reported as such, not as a slowdown
+        collective, tool, nodes, ranks = key
+        for band in BANDS:
+            medians = _band_medians(sizes, ref_sizes, band)
+            if medians is None:
+                continue
+            now, before, count = medians
+            if before <= 0 or now >= factor * before:
+                continue
+            change = (now / before - 1.0) * 100.0
+            found[(key, band.key)] = Regression(
+                "busbw",
+                f"{collective} {band.label} busbw {change:+.0f}%",
+                CheckResult(
+                    id=REGRESSION_ID,
+                    host=None,
+                    checklist="3",
+                    status="FAIL",
+                    observed=f"{now:.1f} GB/s",
+                    expected=f"≥ {factor:g} × {before:.1f} GB/s (run {ref.run_id})",
+                    message=(
+                        f"{collective} busbw in the {band.label} band (median of {count} sizes, {nodes} nodes, "
+                        f"{ranks} ranks, {tool}) is {now:.1f} GB/s, {change:+.0f}% against {before:.1f} GB/s "
+                        f"in {_since(ref)}"
+                    ),
+                    remediation=(
+                        "Compare the transport NCCL chose with the reference run (nccl.transport), look for "
+                        "version changes, and run the acceptance playbook with straggler isolation to find "
+                        "the slow host or link."
+                    ),
+                ),
+            )
+    return found
+
+
+def compare(
+    references: list[tuple[Reference, Snapshot]], current: Snapshot, drop_pct: float
+) -> list[Regression]:
+    """All regressions of ``current`` against the references (newest first), worst first.
+
+    State changes (checks, hosts, versions) are judged against the newest reference only: an older one
+    would report the same change again every night. Bandwidth is judged against each, so the baseline
+    catches a slow drift that no single night-to-night step shows; one finding per collective and band.
+    """
+    if not references:
+        return []
+    ref, ref_snap = references[0]
+    found = _check_regressions(ref_snap, ref, current)
+    found += _host_regressions(ref_snap, ref, current)
+    found += _version_regressions(ref_snap, ref, current)
+    busbw: dict[tuple[BenchKey, str], Regression] = {}
+    for ref, ref_snap in references:
+        for key, regression in _busbw_regressions(ref_snap, ref, current, drop_pct).items():
+            busbw.setdefault(key, regression)
+    found += list(busbw.values())
+    return sorted(found, key=lambda r: -SEVERITY[r.result.status])
+
+
+def regressions(
+    db_path: str | Path, results: Mapping[str, Any], busbw_drop_pct: float = DEFAULT_BUSBW_DROP_PCT
+) -> list[Regression]:
+    """The run's regressions against the last good run and the pinned baseline of its series.
+
+    Call with the complete results document, before ``record_run`` or after (the run itself is never its
+    own reference). Empty when the series has no reference yet.
+    """
+    with _open(db_path) as conn:
+        refs = [(ref, snapshot(_load_results(conn, ref.run_id))) for ref in _references(conn, results["run"])]
+    return compare(refs, snapshot(results), busbw_drop_pct)

@@ -1,0 +1,413 @@
+"""The history database: schema and migrations, recording a run, loading it back, and references.
+
+Runs are compared only within their *series* — the same inventory and playbook — so one database can hold
+a production nightly, a staging nightly and acceptance runs without one being judged against another.
+A run's references are the last good run (verdict PASS) and the pinned baseline of its series.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+from diagnose.errors import ConfigError
+from diagnose.model import STATUSES
+
+DEFAULT_DB_NAME = "history.sqlite3"
+
+_MIGRATIONS: tuple[str, ...] = (
+    # 1: the first schema. A later change appends a script here; never edit a shipped one.
+    """
+    CREATE TABLE runs (
+        id TEXT PRIMARY KEY,
+        started TEXT NOT NULL,
+        started_ts REAL NOT NULL,
+        finished TEXT,
+        verdict TEXT NOT NULL,
+        inventory TEXT NOT NULL,
+        playbook TEXT NOT NULL,
+        profile TEXT,
+        tool_version TEXT,
+        run_dir TEXT,
+        counts TEXT NOT NULL
+    );
+    CREATE INDEX runs_series ON runs (inventory, playbook, started_ts);
+    CREATE TABLE hosts (
+        run_id TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        address TEXT,
+        reachable INTEGER NOT NULL,
+        error TEXT,
+        environment TEXT NOT NULL,
+        PRIMARY KEY (run_id, name)
+    );
+    CREATE TABLE checks (
+        run_id TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+        check_id TEXT NOT NULL,
+        host TEXT NOT NULL,
+        checklist TEXT,
+        status TEXT NOT NULL,
+        observed TEXT,
+        expected TEXT,
+        message TEXT
+    );
+    CREATE INDEX checks_run ON checks (run_id);
+    CREATE INDEX checks_trend ON checks (check_id, host);
+    CREATE TABLE benchmarks (
+        run_id TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+        seq INTEGER NOT NULL,
+        collective TEXT NOT NULL,
+        tool TEXT,
+        backend TEXT,
+        nodes INTEGER,
+        ranks INTEGER,
+        inter_node TEXT,
+        status TEXT,
+        expected_busbw_gbps REAL,
+        message TEXT,
+        PRIMARY KEY (run_id, seq)
+    );
+    CREATE TABLE bench_rows (
+        run_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        bytes INTEGER NOT NULL,
+        time_us REAL,
+        algbw_gbps REAL,
+        busbw_gbps REAL,
+        wrong INTEGER,
+        FOREIGN KEY (run_id, seq) REFERENCES benchmarks (run_id, seq) ON DELETE CASCADE
+    );
+    CREATE INDEX bench_rows_run ON bench_rows (run_id, seq);
+    CREATE TABLE baselines (
+        inventory TEXT NOT NULL,
+        playbook TEXT NOT NULL,
+        run_id TEXT NOT NULL REFERENCES runs (id),
+        pinned TEXT NOT NULL,
+        PRIMARY KEY (inventory, playbook)
+    );
+    """,
+)
+SCHEMA_VERSION = len(_MIGRATIONS)
+
+
+def default_db_path() -> Path:
+    """Where the history lives unless ``--history`` says otherwise (per user, survives upgrades)."""
+    return Path(platformdirs.user_data_dir("diagnose", appauthor=False)) / DEFAULT_DB_NAME
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The database
+
+
+@contextmanager
+def _open(db_path: str | Path) -> Iterator[sqlite3.Connection]:
+    path = Path(db_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, timeout=30.0)
+    try:
+        conn.execute("PRAGMA foreign_keys = ON")
+        _migrate(conn, path)
+        yield conn
+    finally:
+        conn.close()
+
+
+def _migrate(conn: sqlite3.Connection, path: Path) -> None:
+    with conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        row = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
+    current = row[0] or 0
+    if current > SCHEMA_VERSION:
+        raise ConfigError(
+            f"history schema {current} is newer than this diagnose understands ({SCHEMA_VERSION}); "
+            "upgrade diagnose or point --history elsewhere",
+            path,
+        )
+    for version in range(current + 1, SCHEMA_VERSION + 1):
+        # executescript commits first and runs outside the connection's transaction handling, so the
+        # version bump is part of the same script: a crash leaves the old version and no half schema.
+        conn.executescript(
+            f"BEGIN;\n{_MIGRATIONS[version - 1]}\nINSERT INTO schema_version VALUES ({version});\nCOMMIT;"
+        )
+
+
+def schema_version(db_path: str | Path) -> int:
+    with _open(db_path) as conn:
+        return int(conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0])
+
+
+def _timestamp(text: Any) -> float | None:
+    """Seconds since the epoch of an ISO time; ``Z`` accepted (``fromisoformat`` takes it only from 3.11)."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.timestamp()
+
+
+def _json(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _counts(results: Mapping[str, Any]) -> dict[str, int]:
+    counts = dict.fromkeys(STATUSES, 0)
+    for item in [*results.get("checks", []), *results.get("benchmarks", [])]:
+        status = item.get("status")
+        if status in counts:
+            counts[status] += 1
+    return counts
+
+
+def _series(run: Mapping[str, Any]) -> tuple[str, str]:
+    """(inventory, playbook) naming the runs that compare with each other.
+
+    A ``--limit`` is part of the playbook side: a run of one rack is not the whole cluster with the other
+    racks gone, and must neither report them as disappeared nor serve as their reference.
+    """
+    playbook = str(run.get("playbook") or "")
+    if run.get("limit"):
+        playbook += f" --limit {run['limit']}"
+    return str(run.get("inventory") or ""), playbook
+
+
+def previous_run_started(db_path: str | Path, run: Mapping[str, Any]) -> str | None:
+    """When the newest earlier run of this run's series started (ISO time), or None: the start of the
+    window in which a nightly run looks for new Xid events, so each is reported once."""
+    if not Path(db_path).exists():
+        return None
+    inventory, playbook = _series(run)
+    with _open(db_path) as conn:
+        row = conn.execute(
+            "SELECT started FROM runs WHERE inventory = ? AND playbook = ? AND id != ?"
+            " ORDER BY started_ts DESC LIMIT 1",
+            (inventory, playbook, str(run.get("id") or "")),
+        ).fetchone()
+    return str(row[0]) if row else None
+
+
+def record_run(db_path: str | Path, results: Mapping[str, Any], run_dir: str | Path | None) -> None:
+    """Store one complete results document (schema 1). Recording the same run id again replaces it."""
+    run = results["run"]
+    run_id = str(run["id"])
+    inventory, playbook = _series(run)
+    started_ts = _timestamp(run.get("started")) or time.time()
+    with _open(db_path) as conn, conn:
+        for table in ("bench_rows", "benchmarks", "checks", "hosts"):
+            conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
+        conn.execute(
+            "INSERT INTO runs (id, started, started_ts, finished, verdict, inventory, playbook, profile,"
+            " tool_version, run_dir, counts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (id) DO UPDATE SET started = excluded.started, started_ts = excluded.started_ts,"
+            " finished = excluded.finished, verdict = excluded.verdict, inventory = excluded.inventory,"
+            " playbook = excluded.playbook, profile = excluded.profile,"
+            " tool_version = excluded.tool_version, run_dir = excluded.run_dir, counts = excluded.counts",
+            (
+                run_id,
+                str(run.get("started") or ""),
+                started_ts,
+                run.get("finished"),
+                str(results.get("verdict") or "ERROR"),
+                inventory,
+                playbook,
+                run.get("profile"),
+                run.get("tool_version"),
+                str(Path(run_dir).resolve()) if run_dir is not None else None,
+                json.dumps(_counts(results)),
+            ),
+        )
+        conn.executemany(
+            "INSERT OR REPLACE INTO hosts VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    run_id,
+                    h["name"],
+                    h.get("address"),
+                    int(bool(h.get("reachable"))),
+                    h.get("error"),
+                    json.dumps(h.get("environment") or {}, default=str),
+                )
+                for h in results.get("hosts", [])
+            ],
+        )
+        conn.executemany(
+            "INSERT INTO checks VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    run_id,
+                    c["id"],
+                    c.get("host") or "",
+                    c.get("checklist"),
+                    c["status"],
+                    _json(c.get("observed")),
+                    _json(c.get("expected")),
+                    c.get("message"),
+                )
+                for c in results.get("checks", [])
+            ],
+        )
+        for seq, bench in enumerate(results.get("benchmarks", [])):
+            transport = bench.get("transport") or {}
+            conn.execute(
+                "INSERT INTO benchmarks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    run_id,
+                    seq,
+                    bench["collective"],
+                    bench.get("tool"),
+                    bench.get("backend"),
+                    bench.get("nodes"),
+                    bench.get("ranks"),
+                    transport.get("inter_node"),
+                    bench.get("status"),
+                    bench.get("expected_busbw_gbps"),
+                    bench.get("message"),
+                ),
+            )
+            conn.executemany(
+                "INSERT INTO bench_rows VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        run_id,
+                        seq,
+                        int(row["bytes"]),
+                        row.get("time_us"),
+                        row.get("algbw_gbps"),
+                        row.get("busbw_gbps"),
+                        row.get("wrong"),
+                    )
+                    for row in bench.get("rows", [])
+                ],
+            )
+
+
+def _load_results(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
+    """The stored part of a run, in the shape of results.json, so one code path reads both."""
+    hosts = [
+        {"name": name, "reachable": bool(reachable), "environment": json.loads(env)}
+        for name, reachable, env in conn.execute(
+            "SELECT name, reachable, environment FROM hosts WHERE run_id = ?", (run_id,)
+        )
+    ]
+    checks = [
+        {"id": check_id, "host": host or None, "status": status, "message": message}
+        for check_id, host, status, message in conn.execute(
+            "SELECT check_id, host, status, message FROM checks WHERE run_id = ?", (run_id,)
+        )
+    ]
+    benchmarks: dict[int, dict[str, Any]] = {}
+    for seq, collective, tool, nodes, ranks, status in conn.execute(
+        "SELECT seq, collective, tool, nodes, ranks, status FROM benchmarks WHERE run_id = ? ORDER BY seq",
+        (run_id,),
+    ):
+        benchmarks[seq] = {
+            "collective": collective,
+            "tool": tool,
+            "nodes": nodes,
+            "ranks": ranks,
+            "status": status,
+            "rows": [],
+        }
+    for seq, size, busbw, wrong in conn.execute(
+        "SELECT seq, bytes, busbw_gbps, wrong FROM bench_rows WHERE run_id = ?", (run_id,)
+    ):
+        benchmarks[seq]["rows"].append({"bytes": size, "busbw_gbps": busbw, "wrong": wrong})
+    return {"hosts": hosts, "checks": checks, "benchmarks": list(benchmarks.values())}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# References: the last good run and the pinned baseline
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A past run this one is compared with; ``role`` is ``last good``, ``baseline`` or both."""
+
+    run_id: str
+    started: str
+    run_dir: str | None
+    role: str
+
+
+def _resolve_run(conn: sqlite3.Connection, run_id: str, db_path: str | Path) -> str:
+    """A run id, or an unambiguous prefix of one (ids are long; people type the start)."""
+    rows = [r[0] for r in conn.execute("SELECT id FROM runs WHERE id = ?", (run_id,))]
+    if not rows:
+        pattern = run_id.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        rows = [r[0] for r in conn.execute("SELECT id FROM runs WHERE id LIKE ? ESCAPE '\\'", (pattern,))]
+    if len(rows) == 1:
+        return str(rows[0])
+    if not rows:
+        raise ConfigError(f"no run {run_id!r} in the history", db_path)
+    raise ConfigError(f"run id {run_id!r} is ambiguous: {', '.join(sorted(rows)[:5])}", db_path)
+
+
+def set_baseline(db_path: str | Path, run_id: str) -> str:
+    """Pin a run as the baseline of its series (inventory + playbook); returns the full run id.
+
+    Later runs of the series are compared with it, and runs older than it stop being references.
+    """
+    with _open(db_path) as conn:
+        full_id = _resolve_run(conn, run_id, db_path)
+        inventory, playbook = conn.execute(
+            "SELECT inventory, playbook FROM runs WHERE id = ?", (full_id,)
+        ).fetchone()
+        with conn:
+            conn.execute(
+                "INSERT INTO baselines VALUES (?, ?, ?, ?) ON CONFLICT (inventory, playbook)"
+                " DO UPDATE SET run_id = excluded.run_id, pinned = excluded.pinned",
+                (inventory, playbook, full_id, datetime.now(timezone.utc).isoformat(timespec="seconds")),
+            )
+    return full_id
+
+
+def _references(conn: sqlite3.Connection, run: Mapping[str, Any]) -> list[Reference]:
+    """The last good run (newest first) and the baseline of the run's series, without the run itself."""
+    inventory, playbook = _series(run)
+    run_id = str(run.get("id"))
+    now_ts = _timestamp(run.get("started"))
+    baseline = conn.execute(
+        "SELECT r.id, r.started, r.run_dir, r.started_ts FROM baselines b JOIN runs r ON r.id = b.run_id"
+        " WHERE b.inventory = ? AND b.playbook = ? AND r.id != ?",
+        (inventory, playbook, run_id),
+    ).fetchone()
+    query = (
+        "SELECT id, started, run_dir FROM runs WHERE inventory = ? AND playbook = ? AND verdict = 'PASS'"
+        " AND id != ? AND started_ts >= ? AND started_ts <= ? ORDER BY started_ts DESC LIMIT 1"
+    )
+    floor = baseline[3] if baseline else float("-inf")
+    ceiling = now_ts if now_ts is not None else float("inf")
+    good = conn.execute(query, (inventory, playbook, run_id, floor, ceiling)).fetchone()
+    if good and baseline and good[0] == baseline[0]:
+        return [Reference(good[0], good[1], good[2], "last good and baseline")]
+    refs = []
+    if good:
+        refs.append(Reference(good[0], good[1], good[2], "last good"))
+    if baseline:
+        refs.append(Reference(baseline[0], baseline[1], baseline[2], "baseline"))
+    return refs
+
+
+def _last_good_ids(conn: sqlite3.Connection) -> set[str]:
+    """The newest PASS run of every series: what retention must keep to have a reference."""
+    rows = conn.execute(
+        "SELECT id FROM runs r WHERE verdict = 'PASS' AND started_ts = (SELECT MAX(started_ts) FROM runs s"
+        " WHERE s.inventory = r.inventory AND s.playbook = r.playbook AND s.verdict = 'PASS')"
+    )
+    return {r[0] for r in rows}
+
+
+def _baseline_ids(conn: sqlite3.Connection) -> set[str]:
+    return {r[0] for r in conn.execute("SELECT run_id FROM baselines")}
