@@ -21,6 +21,7 @@ import itertools
 import math
 from dataclasses import dataclass
 
+from diagnose.units import human_bytes
 from diagnose.vars import Vars
 
 SEED_EFFICIENCY: tuple[tuple[int, float], ...] = ((2, 0.85), (8, 0.68), (125, 0.39))
@@ -55,13 +56,6 @@ class Expectation:
     @property
     def judged(self) -> bool:
         return self.expected_gbps is not None
-
-
-def human_bytes(nbytes: int) -> str:
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if nbytes >= 1 << shift and nbytes % (1 << shift) == 0:
-            return f"{nbytes >> shift} {unit}"
-    return f"{nbytes} B"
 
 
 def expected_busbw(collective: str, nodes: int, ranks_per_node: int, host_vars: Vars) -> Expectation:

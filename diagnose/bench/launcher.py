@@ -1,26 +1,31 @@
-"""Start the benchmark program with torchrun on every host, follow it, stop it, bring its evidence home.
+"""The life of one benchmark launch, whatever starts it: start, follow, stop, bring the evidence home.
 
-Everything goes through each host's existing :class:`~diagnose.connection.Connection`; nothing but a
-POSIX shell, ``setsid`` and the host's own Python with torch is needed there.
+Everything goes through each host's existing :class:`~diagnose.connectors.Connection`; nothing but a
+POSIX shell and ``setsid`` is needed there, plus whatever the kind of launch runs.
 
-Life of one launch:
+Life of one launch (:func:`run_launch`):
 
-1. copy ``program.py`` with ``put_text`` into ``/tmp/diagnose-<run_id>/<tag>/n<node>/`` (one folder per
-   node, so test hosts sharing a filesystem never collide);
-2. start ``{python} -m torch.distributed.run --nnodes N --node-rank i ...`` detached, in a session of its
-   own, with a per-launch token in its environment — torchrun puts its workers in sessions of their own
-   too, so the token (which every descendant inherits) is what finds them all again;
-3. poll every host about once a second: its exit status, and on node 0 the new lines of rank 0's results
+1. start the job detached, in a session of its own, in ``/tmp/diagnose-<run_id>/<tag>/n<node>/`` (one
+   folder per node, so test hosts sharing a filesystem never collide), with a per-launch token in its
+   environment — launchers put their workers in sessions of their own too, so the token (which every
+   descendant inherits) is what finds them all again;
+2. poll every host about once a second: its exit status, and on node 0 the new lines of the progress
    file, so rows measured before a hang or a crash are kept;
-4. decide: all done; a host's torchrun failed (its stderr tail is the message); a host stopped answering
+3. decide: all done; a host's job failed (its own words are the message); a host stopped answering
    (named); the next row did not arrive within its time budget (hung: named by collective and size);
-5. stop what is left on every host still reachable — SIGTERM to the session (torchrun tears its workers
-   down), then SIGKILL to every process carrying the token — and count what survived;
-6. fetch each rank's NCCL log into ``<out>/raw/<host>/nccl-rank<N>.log`` and remove the remote folder.
+4. stop what is left on every host still reachable — SIGTERM to the session, then SIGKILL to every
+   process carrying the token — and count what survived;
+5. fetch each rank's NCCL log and the job's output into ``<out>/raw/<host>/`` and remove the remote
+   folder.
 
-The same life serves other jobs: a subclass of :class:`Launch` changes what is started, how its progress
-reads and where its evidence goes (``diagnose.bench.nccl_tests_run`` runs nccl-tests this way), and
-:func:`run_launch` gives it the same follow, stop and cleanup discipline.
+Each kind of launch is one short module with a subclass of :class:`Launch`:
+:mod:`diagnose.bench.launcher_torchrun` (torchrun on every host, over each host's connection) and
+:mod:`diagnose.bench.launcher_mpirun` (one command on the first host: the program itself on one node, or
+mpirun starting the ranks across nodes). A new kind (srun, kubectl exec) is a new such module: it sets
+``runner`` and implements :meth:`Launch.start` (with :func:`detached_script`) and
+:meth:`Launch.failure_detail`, overriding :meth:`Launch.decode`, :meth:`Launch.stop_targets` or
+:meth:`Launch.place` only where its job differs. :func:`run_launch` gives every kind the same follow, stop
+and cleanup discipline and registers the job where an interrupt stops it (:func:`stop_live_launches`).
 """
 
 from __future__ import annotations
@@ -30,24 +35,24 @@ import secrets
 import shlex
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from diagnose.bench import program as bench_program
 from diagnose.hosts import Host
 from diagnose.model import CommandOutput
 
 if TYPE_CHECKING:
-    from diagnose.connection import Connection
+    from diagnose.connectors import Connection
 
 POLL_INTERVAL_S = 1.0
 POLL_TIMEOUT_S = 20.0
-# After one host's torchrun fails, how long the others get to notice and exit on their own.
+# After one host's job fails, how long the others get to notice and exit on their own.
 FAILURE_GRACE_S = 10.0
-# After the last row, how long torchrun may take to tear down before it is stopped.
+# After the last row, how long the job may take to tear down before it is stopped.
 EXIT_GRACE_S = 60.0
 TERM_GRACE_S = 3
 _FILE_MARK = "@@diagnose-file "
@@ -57,7 +62,7 @@ TOKEN_VAR = "DIAGNOSE_BENCH_TOKEN"
 
 @dataclass
 class LaunchSpec:
-    """One torchrun job over some hosts. ``row_budget_s`` gives the seconds the next row may take."""
+    """One job over some hosts. ``row_budget_s`` gives the seconds the next row may take."""
 
     run_id: str
     tag: str
@@ -92,34 +97,8 @@ class LaunchOutcome:
     evidence: dict[str, str] = field(default_factory=dict)
 
 
-def _python(host: Host) -> str:
-    return host.vars.str("bench_python") or host.python
-
-
 def remote_dir(run_id: str, tag: str, node: int) -> str:
     return f"/tmp/diagnose-{run_id}/{tag}/n{node}"
-
-
-def start_script(
-    folder: str,
-    token: str,
-    python: str,
-    torchrun_args: list[str],
-    program_args: list[str],
-    env: Mapping[str, str],
-) -> str:
-    """Shell that starts torchrun detached in its own session and returns at once."""
-    command = " ".join(
-        [
-            shlex.quote(python),
-            "-m",
-            "torch.distributed.run",
-            *map(shlex.quote, torchrun_args),
-            '"$0/program.py"',
-            *map(shlex.quote, program_args),
-        ]
-    )
-    return detached_script(folder, token, command, env)
 
 
 def detached_script(
@@ -174,7 +153,7 @@ def kill_script(folder: str, token: str) -> str:
 
 
 def collect_script(folder: str) -> str:
-    """Every rank's NCCL log, then torchrun's stdout and stderr, each behind a marker line."""
+    """Every rank's NCCL log, then the job's stdout and stderr, each behind a marker line."""
     return (
         f"d={shlex.quote(folder)}\n"
         f'for f in "$d"/logs/nccl-rank*.log "$d/out.txt" "$d/err.txt"; do\n'
@@ -205,15 +184,15 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)[:120] or "_"
 
 
-class Launch:
-    """One launch in progress; see the module docstring for its life.
+class Launch(ABC):
+    """One launch in progress; see the module docstring for its life and how a kind of launch differs.
 
-    ``runner`` names what was started in messages; ``progress_file`` is the file in the remote folder
-    whose new lines :meth:`_decode` turns into progress records (``start``, ``warm``, ``begin``, ``row``,
-    ``done``).
+    ``runner`` names what was started in messages; ``progress_file`` is the file in the first host's
+    remote folder whose new lines :meth:`decode` turns into progress records (``start``, ``warm``,
+    ``begin``, ``row``, ``done``); by default the benchmark program's results file.
     """
 
-    runner = "torchrun"
+    runner: str
     progress_file = "results.jsonl"
 
     def __init__(self, spec: LaunchSpec) -> None:
@@ -259,60 +238,9 @@ class Launch:
                 self.lost.setdefault(name, result.error or f"no answer within {POLL_TIMEOUT_S:.0f} s")
 
     # -- phases -----------------------------------------------------------------------------------------
-    def _master(self) -> tuple[str, int]:
-        first = self.hosts[0]
-        port = first.vars.int("bench_master_port", None)
-        if port is None:
-            probe = self._run(
-                first,
-                f"{shlex.quote(_python(first))} -c "
-                + shlex.quote(
-                    "import socket; s = socket.socket(); s.bind(('', 0)); print(s.getsockname()[1])"
-                ),
-            )
-            if not probe.ok or not probe.stdout.strip().isdigit():
-                raise LaunchError(
-                    f"could not run {_python(first)} on {first.name} to pick a rendezvous port: "
-                    f"{(probe.error or probe.stderr or probe.stdout).strip()[:300]}",
-                    [first.name],
-                )
-            port = int(probe.stdout.strip())
-        if len(self.hosts) == 1:
-            return "127.0.0.1", port
-        return first.vars.str("bench_master_addr") or first.address, port
-
+    @abstractmethod
     def start(self) -> None:
-        spec = self.spec
-        addr, port = self._master()
-        text = Path(bench_program.__file__).read_text(encoding="utf-8")
-
-        def begin(host: Host) -> CommandOutput:
-            node = self.hosts.index(host)
-            folder = self.folders[host.name]
-            spec.connections[host.name].put_text(f"{folder}/program.py", text)
-            torchrun = [
-                f"--nnodes={len(self.hosts)}",
-                f"--node-rank={node}",
-                f"--nproc-per-node={spec.nproc}",
-                f"--master-addr={addr}",
-                f"--master-port={port}",
-                "--max-restarts=0",
-                "--monitor-interval=1",
-            ]
-            args = [*spec.program_args, "--results", f"{folder}/results.jsonl", "--log-dir", f"{folder}/logs"]
-            env = {**spec.env, **spec.host_env.get(host.name, {})}
-            script = start_script(folder, self.token, _python(host), torchrun, args, env)
-            return self._run(host, script)
-
-        results = self._each(begin, self.hosts)
-        broken = {n: r for n, r in results.items() if not r.ok}
-        if broken:
-            self.lost.update({n: r.error for n, r in broken.items() if r.error})
-            detail = "; ".join(
-                f"{n}: {(r.error or r.stderr or f'exit {r.exit_code}').strip()[:200]}"
-                for n, r in broken.items()
-            )
-            raise LaunchError(f"could not start the benchmark: {detail}", sorted(broken))
+        """Start the job on its hosts and return at once; :class:`LaunchError` names the hosts to blame."""
 
     def follow(self) -> None:
         """Poll until the run ends, fails, hangs, loses a host or reaches the deadline."""
@@ -429,9 +357,9 @@ class Launch:
         text = self._partial + data
         lines = text.split("\n")
         self._partial = lines.pop()
-        return self._decode(lines)
+        return self.decode(lines)
 
-    def _decode(self, lines: list[str]) -> list[dict[str, Any]]:
+    def decode(self, lines: list[str]) -> list[dict[str, Any]]:
         """Progress records from new complete lines of the progress file: the program's JSON lines."""
         records = []
         for line in lines:
@@ -451,7 +379,7 @@ class Launch:
         self.outcome.status = status
         self.outcome.message = message
 
-    def _stop_targets(self) -> list[Host]:
+    def stop_targets(self) -> list[Host]:
         """The hosts where processes of the launch may run: those it started something on."""
         return self._reachable()
 
@@ -459,7 +387,7 @@ class Launch:
         """Stop every process of the launch on every host still reachable; count the survivors."""
         results = self._each(
             lambda h: self._run(h, kill_script(self.folders[h.name], self.token), timeout=timeout),
-            self._stop_targets(),
+            self.stop_targets(),
         )
         for name, result in results.items():
             left = result.stdout.rpartition("left=")[2].strip()
@@ -481,7 +409,7 @@ class Launch:
             folder = spec.out_dir / "raw" / _safe(name)
             folder.mkdir(parents=True, exist_ok=True)
             for filename, content in split_files(result.stdout).items():
-                path = self._place(folder, name, filename, suffix)
+                path = self.place(folder, name, filename, suffix)
                 path.write_text(content, encoding="utf-8", errors="replace")
         self.remove_folders()
 
@@ -498,7 +426,7 @@ class Launch:
             self._reachable(),
         )
 
-    def _place(self, folder: Path, name: str, filename: str, suffix: str) -> Path:
+    def place(self, folder: Path, name: str, filename: str, suffix: str) -> Path:
         """Where one fetched file of host ``name`` goes, recorded as a rank's NCCL log or as evidence."""
         if filename.startswith("nccl-rank") and filename.endswith(".log"):
             rank = int(filename[len("nccl-rank") : -len(".log")])
@@ -509,17 +437,9 @@ class Launch:
             self.outcome.evidence[f"{name}:{filename}"] = str(path.relative_to(self.spec.out_dir))
         return path
 
+    @abstractmethod
     def failure_detail(self) -> str:
-        """The last lines of stderr of the hosts whose torchrun failed, for the message."""
-        parts = []
-        for name in self.outcome.failed_hosts:
-            err = self.outcome.evidence.get(f"{name}:err.txt")
-            if err is None:
-                continue
-            text = (self.spec.out_dir / err).read_text(errors="replace")
-            lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith(("W", "*"))]
-            parts.append(f"{name}: " + " | ".join(lines[-3:])[-400:])
-        return "; ".join(parts)
+        """The job's own words on why it failed (the tail of its error output), for the message."""
 
 
 class LaunchError(Exception):
@@ -555,11 +475,6 @@ def stop_live_launches(timeout: float = TERM_GRACE_S + 4) -> list[str]:
             problems.append(f"could not stop {job.runner} on {name}: {job.lost[name]}")
         job.pool.shutdown(wait=False)
     return problems
-
-
-def launch(spec: LaunchSpec) -> LaunchOutcome:
-    """Run one torchrun launch to its end and always clean up after it (see the module docstring)."""
-    return run_launch(Launch(spec))
 
 
 def _clean_up(job: Launch) -> None:

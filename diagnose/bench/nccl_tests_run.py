@@ -24,11 +24,12 @@ How a run goes:
    the launcher is found; the first host also names the NCCL_* variables of its login environment, which
    ``mpirun -x`` forwards (ranks started by mpirun get its environment, not their host's login). Each
    host that falls short is a ``bench.nccl_tests`` ERROR (WARN with the torch fallback) saying what is missing there;
-2. per collective, one job on the first host (:class:`NcclTestsLaunch`): the binary itself with
-   ``-g <gpus>`` on one node, ``mpirun -np <nodes × gpus> -H ... <binary> ... -g 1`` across nodes, NCCL's
-   INFO log on. The launcher (:mod:`diagnose.bench.launcher`) follows, stops and cleans it up like a
-   torchrun job: the table is read row by row as it grows, so a hang is named by size, the rows before it
-   are kept, and every process carrying the launch's token is killed on every host of the job;
+2. per collective, one job on the first host (:mod:`diagnose.bench.launcher_mpirun`): the binary itself
+   with ``-g <gpus>`` on one node, ``mpirun -np <nodes × gpus> -H ... <binary> ... -g 1`` across nodes,
+   NCCL's INFO log on. It is followed, stopped and cleaned up like a torchrun job
+   (:mod:`diagnose.bench.launcher`): the table is read row by row as it grows (:class:`TableFollower`), so
+   a hang is named by size, the rows before it are kept, and every process carrying the launch's token is
+   killed on every host of the job;
 3. its output, table and INFO lines together, is the evidence ``raw/<first host>/nccl-tests-<collective>.log``:
    rows come from the nccl-tests parser, the transport from the NCCL log parser.
 
@@ -46,31 +47,19 @@ import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from diagnose.bench import program
 from diagnose.bench.expect import Expectation, expected_busbw
-from diagnose.bench.launcher import (
-    TOKEN_VAR,
-    Launch,
-    LaunchError,
-    LaunchOutcome,
-    LaunchSpec,
-    detached_script,
-    remote_dir,
-    run_launch,
-)
-from diagnose.bench.stage import CHECKLIST, DEFAULT_STARTUP_S, Setup, launch_env
+from diagnose.bench.launcher import LaunchOutcome, LaunchSpec, run_launch
+from diagnose.bench.launcher_mpirun import ENV_NAME, NCCL_LINE, MpirunLaunch, mpirun_argv
+from diagnose.bench.setup import CHECKLIST, Setup, StageServices, launch_env, startup_timeout_s
 from diagnose.check import ParseError
 from diagnose.hosts import Host
 from diagnose.model import CheckResult, CommandOutput
 from diagnose.parsers.nccl_tests import parse_nccl_tests
 from diagnose.redact import redact_assignments
 from diagnose.vars import Vars
-
-if TYPE_CHECKING:
-    from diagnose.bench.stage import Stage
 
 #: The nccl-tests binary of each collective.
 BINARIES: dict[str, str] = {
@@ -103,9 +92,6 @@ TOLERANCE = {
 CHECK_ID = "bench.nccl_tests"
 FALLBACKS = ("torch",)
 PREFLIGHT_TIMEOUT_S = 30.0
-_MPI_TAG = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:")
-_NCCL_LINE = re.compile(r"\bNCCL (?:INFO|WARN)\b")
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 # ---------------------------------------------------------------------------------------------- settings
@@ -184,31 +170,16 @@ def command_argv(
     """The command line on the first host: the binary on one node, the launcher across several.
 
     On one node the binary drives every GPU from one process (``-g gpus``) and inherits ``env`` from the
-    shell. Across nodes each rank drives one GPU (``-g 1``); ``env`` is passed with ``-x K=V``, then the
-    variables named in ``forward`` (the first host's NCCL_* settings) and the launch token with ``-x K``,
-    so that every rank on every host has them and the launcher can find them again to stop them.
+    shell. Across nodes each rank drives one GPU (``-g 1``) and :func:`mpirun_argv` passes ``env``, the
+    variables named in ``forward`` (the first host's NCCL_* settings) and the launch token to every rank.
     """
     assert settings.directory is not None
     binary = binary_path(settings.directory, collective)
     if len(hosts) == 1:
         return [binary, *sweep, "-g", str(gpus)]
-    passed = [word for key, value in env.items() for word in ("-x", f"{key}={value}")]
-    names = sorted({n for n in forward if n not in env and n != TOKEN_VAR and _ENV_NAME.fullmatch(n)})
-    passed += [word for name in [*names, TOKEN_VAR] for word in ("-x", name)]
-    slots = ",".join(f"{mpi_host(h)}:{gpus}" for h in hosts)
-    return [
-        settings.mpirun,
-        "-np",
-        str(len(hosts) * gpus),
-        "-H",
-        slots,
-        *settings.mpi_args,
-        *passed,
-        binary,
-        *sweep,
-        "-g",
-        "1",
-    ]
+    program = [binary, *sweep, "-g", "1"]
+    names = [mpi_host(h) for h in hosts]
+    return mpirun_argv(settings.mpirun, names, gpus, settings.mpi_args, env, forward, program)
 
 
 # --------------------------------------------------------------------------------------------- preflight
@@ -264,7 +235,7 @@ def read_preflight(output: CommandOutput) -> HostCheck:
             found.binaries[rest] = "not executable"
         elif word == "no-launcher":
             found.launcher_found = False
-        elif word == "env" and _ENV_NAME.fullmatch(rest):
+        elif word == "env" and ENV_NAME.fullmatch(rest):
             found.env_names.append(rest)
     return found
 
@@ -344,7 +315,7 @@ class TableFollower:
         self._finished = False
 
     def feed(self, lines: Iterable[str]) -> list[dict[str, Any]]:
-        fresh = [line for line in lines if not _NCCL_LINE.search(line)]
+        fresh = [line for line in lines if not NCCL_LINE.search(line)]
         if not fresh:
             return []
         self._lines.extend(fresh)
@@ -368,71 +339,6 @@ class TableFollower:
         return records
 
 
-# -------------------------------------------------------------------------------------------- the launch
-
-
-class NcclTestsLaunch(Launch):
-    """One nccl-tests job: a process tree on the first host (the binary, or mpirun and its ranks).
-
-    Only the first host runs something diagnose started, so only it is polled; the other hosts of an
-    mpirun job are in the stop list, where every process carrying the token (``-x`` passed it to the
-    ranks) is killed.
-    """
-
-    progress_file = "out.txt"
-
-    def __init__(
-        self, spec: LaunchSpec, command: str, collective: str, others: Sequence[Host], evidence: str
-    ) -> None:
-        super().__init__(spec)
-        self.command = command
-        self.collective = collective
-        self.others = list(others)
-        self.evidence = evidence
-        self.runner = "mpirun" if self.others else BINARIES[collective]
-        for index, host in enumerate(self.others, start=1):
-            self.folders[host.name] = remote_dir(spec.run_id, spec.tag, index)
-        self.outcome.rank_hosts = {}  # the log names the hosts of its ranks itself
-        self.follower = TableFollower(collective)
-
-    def start(self) -> None:
-        host = self.hosts[0]
-        folder = self.folders[host.name]
-        script = detached_script(folder, self.token, self.command, self.spec.env, merge_stderr=True)
-        result = self._run(host, script)
-        if not result.ok:
-            if result.error:
-                self.lost[host.name] = result.error
-            detail = (result.error or result.stderr or f"exit {result.exit_code}").strip()[:300]
-            raise LaunchError(f"could not start {self.runner} on {host.name}: {detail}", [host.name])
-
-    def _decode(self, lines: list[str]) -> list[dict[str, Any]]:
-        return self.follower.feed(lines)
-
-    def _stop_targets(self) -> list[Host]:
-        return [*self._reachable(), *(h for h in self.others if h.name not in self.lost)]
-
-    def _place(self, folder: Path, name: str, filename: str, suffix: str) -> Path:
-        if filename != "out.txt":
-            return super()._place(folder, name, filename, suffix)
-        path = folder / self.evidence
-        self.outcome.logs[0] = path
-        self.outcome.evidence[f"{name}:{self.evidence}"] = str(path.relative_to(self.spec.out_dir))
-        return path
-
-    def failure_detail(self) -> str:
-        """The last lines of the output that are neither NCCL INFO nor the table: the error."""
-        log = self.outcome.logs.get(0)
-        if log is None or not log.exists():
-            return ""
-        lines = []
-        for raw in log.read_text(errors="replace").splitlines():
-            line = _MPI_TAG.sub("", raw).strip()
-            if line and not _NCCL_LINE.search(line) and not line.startswith("#") and not line[0].isdigit():
-                lines.append(line)
-        return " | ".join(lines[-3:])[-400:]
-
-
 # ----------------------------------------------------------------------------------------------- the run
 
 
@@ -447,13 +353,17 @@ class Handoff:
 
 
 class NcclTestsBench:
-    """The nccl-tests side of one benchmark stage; :meth:`run` emits its checks and entries."""
+    """The nccl-tests side of one benchmark stage; :meth:`run` emits its checks and entries.
 
-    def __init__(self, stage: Stage, setup: Setup) -> None:
+    ``stage`` is the benchmark stage seen through :class:`~diagnose.bench.setup.StageServices`: entries,
+    verdicts and pair runs are the stage's own, so nccl-tests and torch results are judged alike.
+    """
+
+    def __init__(self, stage: StageServices, setup: Setup) -> None:
         assert stage.first is not None
         self.stage = stage
         self.ctx = stage.ctx
-        self.plan = stage.plan
+        self.plan = stage.ctx.plan
         self.setup = setup
         self.first = stage.first
         self.settings = Settings.of(self.first.vars)
@@ -549,7 +459,6 @@ class NcclTestsBench:
         self.commands[(collective, tuple(h.name for h in hosts))] = shlex.join(redact_assignments(argv))
         sizes = program.sweep(min_bytes, max_bytes, float(plan.step_factor))
         budget = stage.row_budget(setup.backend, len(hosts), setup.nproc)
-        startup = self.first.vars.float("bench_startup_timeout_s", DEFAULT_STARTUP_S) or DEFAULT_STARTUP_S
         spec = LaunchSpec(
             run_id=ctx.run_id,
             tag=f"nccl-tests-{collective}" if tag == "main" else tag,
@@ -563,13 +472,21 @@ class NcclTestsBench:
             # playbook fixed the budget itself.
             row_budget_s=budget if plan.timeout_s else (lambda c, n: 2 * budget(c, n)),
             out_dir=ctx.out_dir,
-            startup_timeout_s=startup,
+            startup_timeout_s=startup_timeout_s(self.first),
             deadline=ctx.deadline,
             env=env,
         )
         suffix = "" if tag == "main" else "." + re.sub(r"[^A-Za-z0-9._-]", "_", tag)
         evidence = f"nccl-tests-{collective}{suffix}.log"
-        return run_launch(NcclTestsLaunch(spec, command, collective, hosts[1:], evidence))
+        job = MpirunLaunch(
+            spec,
+            command,
+            runner="mpirun" if len(hosts) > 1 else BINARIES[collective],
+            others=hosts[1:],
+            evidence=evidence,
+            decode=TableFollower(collective).feed,
+        )
+        return run_launch(job)
 
     # -- the stage --------------------------------------------------------------------------------------
     def run(self, collectives: list[str]) -> Handoff:

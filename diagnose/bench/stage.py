@@ -3,7 +3,7 @@
 The engine calls :func:`run_benchmark_stage` once, after the host checks, with a :class:`BenchContext`.
 The stage picks the backend and ranks per host from the host facts (NCCL, one rank per GPU; gloo on
 hosts without GPUs — it proves the plumbing, never the fabric), launches the playbook's sweep through
-:mod:`diagnose.bench.launcher`, and reports:
+:mod:`diagnose.bench.launcher_torchrun`, and reports:
 
 * one ``nccl.transport`` check: which transport NCCL really used between and inside the nodes, read from
   the connection lines of every rank's INFO log (NET/Socket between nodes where the profile expects RDMA
@@ -37,34 +37,37 @@ or ``-e``):
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from diagnose.bench import program
-from diagnose.bench.expect import Expectation, expected_busbw, human_bytes, judge_busbw, large_message_busbw
+from diagnose.bench.expect import Expectation, expected_busbw, judge_busbw, large_message_busbw
 from diagnose.bench.fabric_nics import nics_phrase, observed_nics, wrong_nics
-from diagnose.bench.launcher import LaunchOutcome, LaunchSpec, launch
+from diagnose.bench.launcher import LaunchOutcome, LaunchSpec
+from diagnose.bench.launcher_torchrun import launch
+from diagnose.bench.nccl_tests_run import NcclTestsBench
+from diagnose.bench.setup import (
+    CHECKLIST,
+    BenchContext,
+    PairLaunch,
+    Setup,
+    choose_setup,
+    launch_env,
+    startup_timeout_s,
+)
 from diagnose.bench.straggler import StragglerSearch
-from diagnose.check import Facts
-from diagnose.host_settings import parse_bench_env
 from diagnose.hosts import Host
 from diagnose.model import CheckResult
 from diagnose.parsers.nccl_log import parse_nccl_log, summarize_transport
+from diagnose.units import human_bytes
 from diagnose.variables import no_gpu_reason
 
-if TYPE_CHECKING:
-    from diagnose.connection import Connection
-
-CHECKLIST = "3"
 # A row may take this long on top of moving its bytes at the floor bandwidth before it counts as hung.
 ROW_BASE_S = 30.0
 # Floor bandwidths (GB/s) for the hang budget: gloo on CPUs, and NCCL when the profile names no figure
 # (with a figure, a tenth of the expected busbw: slower than that is broken even if it would finish).
 GLOO_FLOOR_GBPS = 0.02
 NCCL_FLOOR_GBPS = 1.0
-DEFAULT_STARTUP_S = 300.0
 
 # The row of results.json, and notes a row may carry: ``max_error`` where old nccl-tests printed the
 # largest deviation instead of a count, ``wrong_is_lower_bound`` where that deviation means "at least one".
@@ -79,75 +82,6 @@ TCP_FALLBACK_CAUSES = (
 )
 
 
-@dataclass
-class BenchContext:
-    """Everything the stage needs from the engine.
-
-    ``hosts`` are the reachable, healthy hosts in inventory order (the first is the rendezvous host);
-    ``connections`` their open connections by host name; ``facts`` the host stage's facts
-    ``{host: {check_id: facts}}`` (``gpu.topology`` gives ``gpu_count``); ``plan`` the playbook's
-    benchmark plan (any object with enabled, workload, collectives, min_bytes, max_bytes, step_factor,
-    warmup_iters, iters, tool, straggler_isolation, timeout_s); ``deadline`` a ``time.monotonic()``
-    limit for the whole stage, or None.
-    """
-
-    hosts: list[Host]
-    connections: dict[str, Connection]
-    facts: dict[str, dict[str, Facts]]
-    plan: Any
-    out_dir: Path
-    run_id: str
-    emit_check: Callable[[CheckResult], None]
-    emit_benchmark: Callable[[dict[str, Any]], None]
-    deadline: float | None = None
-
-
-@dataclass
-class Setup:
-    """Backend, ranks per host and the hosts a launch uses, with why any host was left out."""
-
-    backend: str
-    nproc: int
-    hosts: list[Host]
-    notes: list[str]
-
-
-def choose_setup(hosts: list[Host], facts: Mapping[str, Mapping[str, Facts]]) -> Setup:
-    """NCCL with one rank per GPU where the checks found GPUs (``bench_gpus_per_host`` overrides), else gloo."""
-    notes: list[str] = []
-    gpus: dict[str, int] = {}
-    for host in hosts:
-        override = host.vars.int("bench_gpus_per_host", None)
-        found = (facts.get(host.name, {}).get("gpu.topology") or {}).get("gpu_count") or 0
-        gpus[host.name] = override if override is not None else int(found)
-    forced = hosts[0].vars.str("bench_backend") if hosts else None
-    with_gpus = [h for h in hosts if gpus[h.name] > 0]
-    if forced != "gloo" and with_gpus:
-        left_out = [h.name for h in hosts if gpus[h.name] == 0]
-        if left_out:
-            notes.append(f"left out (no GPU found): {', '.join(left_out)}")
-        counts = {gpus[h.name] for h in with_gpus}
-        nproc = min(counts)
-        if len(counts) > 1:
-            notes.append(f"GPU counts differ between hosts ({sorted(counts)}); {nproc} ranks per host")
-        return Setup("nccl", nproc, with_gpus, notes)
-    procs = hosts[0].vars.int("bench_procs_per_host", 1) if hosts else 1
-    return Setup("gloo", max(1, procs or 1), list(hosts), notes)
-
-
-def launch_env(host: Host, backend: str) -> dict[str, str]:
-    """NCCL's INFO log for the transport check, plus the playbook's or inventory's ``bench_env``.
-
-    Nothing is ever unset: NCCL_NVLS_ENABLE=0 and its kin in the host's login environment reach the
-    ranks as they are.
-    """
-    env: dict[str, str] = {}
-    if backend == "nccl":
-        env.update({"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET,GRAPH"})
-    env.update(parse_bench_env(host.vars.get("bench_env")))  # validated when the inventory was read
-    return env
-
-
 def wrong_summary(rows: list[dict[str, Any]], wrong: int) -> str:
     """What the wrong rows say: a count of elements, or (old nccl-tests) deviations beyond tolerance."""
     bad = [human_bytes(r["bytes"]) for r in rows if r["wrong"]]
@@ -160,11 +94,12 @@ def wrong_summary(rows: list[dict[str, Any]], wrong: int) -> str:
     )
 
 
-#: Measures one collective on some hosts: (setup, hosts, tag, collectives, min_bytes, max_bytes).
-PairLaunch = Callable[[Setup, list[Host], str, list[str], int, int], LaunchOutcome]
-
-
 class Stage:
+    """The benchmark stage of one run.
+
+    A tool's runner sees it as :class:`~diagnose.bench.setup.StageServices`, never as this class.
+    """
+
     def __init__(self, ctx: BenchContext) -> None:
         self.ctx = ctx
         self.plan = ctx.plan
@@ -235,7 +170,6 @@ class Stage:
         assert self.first is not None
         ranks = len(hosts) * setup.nproc
         sizes = program.sweep(min_bytes, max_bytes, float(self.plan.step_factor))
-        startup = self.first.vars.float("bench_startup_timeout_s", DEFAULT_STARTUP_S) or DEFAULT_STARTUP_S
         spec = LaunchSpec(
             run_id=self.ctx.run_id,
             tag=tag,
@@ -247,7 +181,7 @@ class Stage:
             expected_rows=self.expected_rows(collectives, sizes, ranks),
             row_budget_s=self.row_budget(setup.backend, len(hosts), setup.nproc),
             out_dir=self.ctx.out_dir,
-            startup_timeout_s=startup,
+            startup_timeout_s=startup_timeout_s(self.first),
             deadline=self.ctx.deadline,
             host_env={h.name: launch_env(h, setup.backend) for h in hosts},
         )
@@ -416,9 +350,6 @@ class Stage:
             return
         judge_transport = True
         if plan.tool == "nccl-tests":
-            # Imported here: the nccl-tests runner builds on this module's Setup and helpers.
-            from diagnose.bench.nccl_tests_run import NcclTestsBench
-
             handoff = NcclTestsBench(self, setup).run(collectives)
             if not handoff.collectives:
                 return

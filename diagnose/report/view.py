@@ -16,11 +16,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from diagnose.bench.expect import DEFAULT_TOLERANCE, LARGE_BYTES, human_bytes
+from diagnose.bench.expect import DEFAULT_TOLERANCE, LARGE_BYTES
 from diagnose.model import SEVERITY, STATUSES, worst
 from diagnose.report.checklist import CLUSTER, SECTIONS, SectionResult, build_checklist, curve_shape
 from diagnose.report.hostlist import natural_key, summarize
 from diagnose.report.load import Excerpt, read_excerpt
+from diagnose.units import human_bytes
 
 ENV_FIELDS = (
     ("gpu_model", "GPU model"),

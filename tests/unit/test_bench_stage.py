@@ -6,7 +6,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from diagnose.bench.launcher import LaunchOutcome
-from diagnose.bench.stage import BenchContext, Setup, Stage, choose_setup
+from diagnose.bench.setup import BenchContext, Setup, choose_setup
+from diagnose.bench.stage import Stage
 from diagnose.hosts import Host
 from diagnose.vars import Vars
 

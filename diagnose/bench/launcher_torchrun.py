@@ -1,0 +1,141 @@
+"""torchrun on every host: the benchmark program started over each host's own connection.
+
+The launch of :mod:`diagnose.bench.stage` with ``benchmarks.tool: torch``. Per host:
+
+1. copy ``program.py`` with ``put_text`` into the launch's folder on that host;
+2. start ``{python} -m torch.distributed.run --nnodes N --node-rank i ...`` detached (see
+   :mod:`diagnose.bench.launcher` for the token that finds torchrun's workers again, and for the rest of
+   the life: follow, stop, collect);
+3. rank 0 writes the program's JSON progress lines (the default ``results.jsonl``) and every rank its
+   NCCL log into ``logs/``, which :meth:`~diagnose.bench.launcher.Launch.collect` brings home as
+   ``<out>/raw/<host>/nccl-rank<N>.log``.
+
+Variables: ``bench_python`` (per host) the Python with torch (default: the host's Python);
+``bench_master_addr`` / ``bench_master_port`` the rendezvous address and port (default: the first
+host's address, a free port found there).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from pathlib import Path
+
+from diagnose.bench import program as bench_program
+from diagnose.bench.launcher import (
+    Launch,
+    LaunchError,
+    LaunchOutcome,
+    LaunchSpec,
+    detached_script,
+    run_launch,
+)
+from diagnose.hosts import Host
+from diagnose.model import CommandOutput
+
+
+def _python(host: Host) -> str:
+    return host.vars.str("bench_python") or host.python
+
+
+def start_script(
+    folder: str,
+    token: str,
+    python: str,
+    torchrun_args: list[str],
+    program_args: list[str],
+    env: Mapping[str, str],
+) -> str:
+    """Shell that starts torchrun detached in its own session and returns at once."""
+    command = " ".join(
+        [
+            shlex.quote(python),
+            "-m",
+            "torch.distributed.run",
+            *map(shlex.quote, torchrun_args),
+            '"$0/program.py"',
+            *map(shlex.quote, program_args),
+        ]
+    )
+    return detached_script(folder, token, command, env)
+
+
+class TorchrunLaunch(Launch):
+    """One torchrun job: a torchrun agent per host, ``spec.nproc`` ranks under each."""
+
+    runner = "torchrun"
+
+    def _master(self) -> tuple[str, int]:
+        """The rendezvous address and port: ``bench_master_*``, else the first host's address and a free port
+        found there; on one node the loopback."""
+        first = self.hosts[0]
+        port = first.vars.int("bench_master_port", None)
+        if port is None:
+            probe = self._run(
+                first,
+                f"{shlex.quote(_python(first))} -c "
+                + shlex.quote(
+                    "import socket; s = socket.socket(); s.bind(('', 0)); print(s.getsockname()[1])"
+                ),
+            )
+            if not probe.ok or not probe.stdout.strip().isdigit():
+                raise LaunchError(
+                    f"could not run {_python(first)} on {first.name} to pick a rendezvous port: "
+                    f"{(probe.error or probe.stderr or probe.stdout).strip()[:300]}",
+                    [first.name],
+                )
+            port = int(probe.stdout.strip())
+        if len(self.hosts) == 1:
+            return "127.0.0.1", port
+        return first.vars.str("bench_master_addr") or first.address, port
+
+    def start(self) -> None:
+        """Copy the program to every host and start torchrun there, all hosts at once."""
+        spec = self.spec
+        addr, port = self._master()
+        text = Path(bench_program.__file__).read_text(encoding="utf-8")
+
+        def begin(host: Host) -> CommandOutput:
+            node = self.hosts.index(host)
+            folder = self.folders[host.name]
+            spec.connections[host.name].put_text(f"{folder}/program.py", text)
+            torchrun = [
+                f"--nnodes={len(self.hosts)}",
+                f"--node-rank={node}",
+                f"--nproc-per-node={spec.nproc}",
+                f"--master-addr={addr}",
+                f"--master-port={port}",
+                "--max-restarts=0",
+                "--monitor-interval=1",
+            ]
+            args = [*spec.program_args, "--results", f"{folder}/results.jsonl", "--log-dir", f"{folder}/logs"]
+            env = {**spec.env, **spec.host_env.get(host.name, {})}
+            script = start_script(folder, self.token, _python(host), torchrun, args, env)
+            return self._run(host, script)
+
+        results = self._each(begin, self.hosts)
+        broken = {n: r for n, r in results.items() if not r.ok}
+        if broken:
+            self.lost.update({n: r.error for n, r in broken.items() if r.error})
+            detail = "; ".join(
+                f"{n}: {(r.error or r.stderr or f'exit {r.exit_code}').strip()[:200]}"
+                for n, r in broken.items()
+            )
+            raise LaunchError(f"could not start the benchmark: {detail}", sorted(broken))
+
+    def failure_detail(self) -> str:
+        """The last lines of stderr of the hosts whose torchrun failed, for the message."""
+        parts = []
+        for name in self.outcome.failed_hosts:
+            err = self.outcome.evidence.get(f"{name}:err.txt")
+            if err is None:
+                continue
+            text = (self.spec.out_dir / err).read_text(errors="replace")
+            lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith(("W", "*"))]
+            parts.append(f"{name}: " + " | ".join(lines[-3:])[-400:])
+        return "; ".join(parts)
+
+
+def launch(spec: LaunchSpec) -> LaunchOutcome:
+    """Run one torchrun launch to its end and always clean up after it (see :func:`run_launch`)."""
+    return run_launch(TorchrunLaunch(spec))
