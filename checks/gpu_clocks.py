@@ -20,9 +20,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from diagnose.check import Check, Facts
+from diagnose.expected_values import no_gpu_reason
 from diagnose.model import CommandOutput, Outcome
 from diagnose.parsers.gpu_query import GPU_QUERY, flag, gpu_label, integer, parse_gpu_query
-from diagnose.variables import no_gpu_reason
 from diagnose.vars import Vars
 
 BITS = {

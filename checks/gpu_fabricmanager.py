@@ -19,9 +19,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from diagnose.check import Check, Command, Facts
+from diagnose.expected_values import no_gpu_reason, profile_label
 from diagnose.model import CommandOutput, Outcome
 from diagnose.parsers.gpu_query import GPU_QUERY, NOT_APPLICABLE, gpu_label, parse_gpu_query
-from diagnose.variables import no_gpu_reason, profile_label
 from diagnose.vars import Vars
 
 FM_SCRIPT = (

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from diagnose.check import Check, Command, Facts
+from diagnose.expected_values import fabric_expected, no_gpu_reason
 from diagnose.model import CommandOutput, Outcome
 from diagnose.parsers.gpudirect import (
     DMABUF_MIN_KERNEL,
@@ -19,7 +20,6 @@ from diagnose.parsers.gpudirect import (
     parse_kernel_release,
     parse_modules,
 )
-from diagnose.variables import fabric_expected, no_gpu_reason
 from diagnose.vars import Vars
 
 

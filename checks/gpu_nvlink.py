@@ -27,9 +27,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from diagnose.check import Check, Command, Facts
+from diagnose.expected_values import no_nvlink_reason
 from diagnose.model import CommandOutput, Outcome
 from diagnose.parsers.nvlink import counter_kind, parse_nvlink_errors, parse_nvlink_status
-from diagnose.variables import no_nvlink_reason
 from diagnose.vars import Vars
 
 DEFAULT_CRC_FAIL_DELTA = 100

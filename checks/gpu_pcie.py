@@ -19,9 +19,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from diagnose.check import Check, Facts
+from diagnose.expected_values import no_gpu_reason
 from diagnose.model import CommandOutput, Outcome
 from diagnose.parsers.gpu_query import GPU_QUERY, flag, gpu_label, integer, parse_gpu_query
-from diagnose.variables import no_gpu_reason
 from diagnose.vars import Vars
 
 # A snapshot counts as "under load" when the GPU was busy at least this share of the sample period.

@@ -13,9 +13,9 @@ from collections import defaultdict
 from collections.abc import Mapping
 
 from diagnose.check import Check, Command, Facts
+from diagnose.expected_values import no_gpu_reason
 from diagnose.model import CommandOutput, Outcome
 from diagnose.parsers.nvidia_smi import PCIE_RANK, nvlink_links, parse_smi_summary, parse_topo
-from diagnose.variables import no_gpu_reason
 from diagnose.vars import Vars
 
 GOOD_NIC_RELATIONS = ("PIX", "PXB")

@@ -22,10 +22,10 @@ from datetime import datetime, timezone
 from typing import Any
 
 from diagnose.check import Check, Command, Facts
+from diagnose.expected_values import no_gpu_reason
 from diagnose.model import CommandOutput, Outcome
 from diagnose.parsers.gpu_query import GPU_QUERY, parse_gpu_query
 from diagnose.parsers.kernel_log import KERNEL_LOG_SCRIPT, parse_kernel_log, pci_key
-from diagnose.variables import no_gpu_reason
 from diagnose.vars import Vars
 from diagnose.xid_catalog import REMEDIATION, lookup, severity
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from diagnose.check import Check, Command, Facts
+from diagnose.expected_values import fabric_expected, no_fabric_reason
 from diagnose.model import CommandOutput, Outcome
 from diagnose.parsers.limits import MEMLOCK_SCRIPT, parse_memlock
-from diagnose.variables import fabric_expected, no_fabric_reason
 from diagnose.vars import Vars
 
 REMEDIATION = (

@@ -31,9 +31,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from diagnose.check import Check, Command, Facts
+from diagnose.expected_values import no_fabric_reason
 from diagnose.model import CommandOutput, Outcome
 from diagnose.parsers.ib_counters import IB_COUNTERS_SCRIPT, SATURATION, parse_ib_counters
-from diagnose.variables import no_fabric_reason
 from diagnose.vars import Vars
 
 DEFAULT_SYMBOL_ERROR_MAX_DELTA = 10

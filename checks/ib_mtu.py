@@ -11,10 +11,10 @@ from collections import Counter
 from collections.abc import Mapping
 
 from diagnose.check import Check, Command, Facts
+from diagnose.expected_values import no_fabric_reason
 from diagnose.model import CommandOutput, Outcome
 from diagnose.parsers.ibv_devinfo import parse_ibv_devinfo
 from diagnose.parsers.rdma import describe_kind, fabric_ports, is_active, normalise_kind, port_name
-from diagnose.variables import no_fabric_reason
 from diagnose.vars import Vars
 
 

@@ -12,6 +12,7 @@ import shlex
 from collections.abc import Mapping
 
 from diagnose.check import Check, Command, Facts
+from diagnose.expected_values import no_gpu_reason
 from diagnose.model import CommandOutput, Outcome
 from diagnose.parsers.nccl_version import (
     TORCH_PROBE,
@@ -20,7 +21,6 @@ from diagnose.parsers.nccl_version import (
     parse_torch_probe,
     system_nccl_versions,
 )
-from diagnose.variables import no_gpu_reason
 from diagnose.vars import Vars
 
 LIBS_SCRIPT = (

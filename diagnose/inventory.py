@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from diagnose.errors import ConfigError
+from diagnose.expected_values import PROFILE_VARIABLES
 from diagnose.extra_vars import parse_extra_vars as parse_extra_vars
 from diagnose.host_settings import first_problem
 from diagnose.hosts import Host
@@ -43,7 +44,6 @@ from diagnose.playbook import (
     read_text,
     try_parse_yaml,
 )
-from diagnose.variables import PROFILE_VARIABLES
 from diagnose.vars import Vars
 
 if TYPE_CHECKING:

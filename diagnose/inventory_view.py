@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from diagnose.expected_values import PROFILE_VARIABLES
 from diagnose.host_settings import SETTINGS
 from diagnose.hosts import Host
 from diagnose.redact import MASK, is_secret_name
-from diagnose.variables import PROFILE_VARIABLES
 
 ALL = "all"
 

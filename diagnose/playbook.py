@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from diagnose.errors import ConfigError
-from diagnose.variables import PROFILE_VARIABLES
+from diagnose.expected_values import PROFILE_VARIABLES
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable

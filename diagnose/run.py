@@ -30,6 +30,7 @@ from diagnose.catalog import load_catalog, select
 from diagnose.check import Check, ClusterCheck
 from diagnose.custom import run_custom_checks
 from diagnose.errors import ConfigError
+from diagnose.expected_values import unknown_variable_warnings
 from diagnose.hosts import Host
 from diagnose.inventory import parse_extra_vars, resolve_hosts
 from diagnose.local_machine import no_gpu_reason
@@ -42,7 +43,6 @@ from diagnose.playbook import (
 )
 from diagnose.redact import redact_argv
 from diagnose.report.render import render
-from diagnose.variables import unknown_variable_warnings
 
 CPU_PROFILE = "cpu-testbed"
 FORMATS = ("html", "pdf", "json", "junit", "prom")

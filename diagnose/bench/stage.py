@@ -56,11 +56,11 @@ from diagnose.bench.setup import (
     startup_timeout_s,
 )
 from diagnose.bench.straggler import StragglerSearch
+from diagnose.expected_values import no_gpu_reason
 from diagnose.hosts import Host
 from diagnose.model import CheckResult
 from diagnose.parsers.nccl_log import parse_nccl_log, summarize_transport
 from diagnose.units import human_bytes
-from diagnose.variables import no_gpu_reason
 
 # A row may take this long on top of moving its bytes at the floor bandwidth before it counts as hung.
 ROW_BASE_S = 30.0
