@@ -39,6 +39,14 @@ def playbook(tmp_path: Path, text: str = PORTS_ONLY) -> Path:
     return path
 
 
+def run_diagnose(
+    tmp_path: Path, inventory: Path, text: str = PORTS_ONLY, *extra: str, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """`diagnose run` in a fresh process over ``inventory`` with the playbook ``text``, into tmp/out."""
+    argv = ["run", "-i", str(inventory), "--playbook", str(playbook(tmp_path, text))]
+    return diagnose(*argv, "-o", str(tmp_path / "out"), *extra, cwd=tmp_path, timeout=timeout)
+
+
 def written_text(folder: Path) -> str:
     """Every file a run wrote, as text (PDFs through pdftotext, so compressed streams hide nothing)."""
     parts = []
@@ -64,17 +72,7 @@ def test_bench_env_key_payload_is_a_config_error_naming_host_and_variable(
     host = testbed.add(HostSpec("node1"))
     key = payload.format(m=marker)
     inventory = testbed.write_inventory(tmp_path / "inv.yaml", host_vars={"node1": {"bench_env": {key: "1"}}})
-    done = diagnose(
-        "run",
-        "-i",
-        str(inventory),
-        "--playbook",
-        str(playbook(tmp_path, GLOO_BENCH)),
-        "-o",
-        str(tmp_path / "out"),
-        cwd=tmp_path,
-        timeout=120,
-    )
+    done = run_diagnose(tmp_path, inventory, GLOO_BENCH, timeout=120)
     assert done.returncode == 2, done.stderr
     line = done.stderr.strip()
     assert "\n" not in line and "bench_env" in line and "node1" in line and "inv.yaml:" in line
@@ -89,17 +87,7 @@ def test_bench_env_key_payload_in_ini_text_is_refused_too(testbed: TestBed, tmp_
     inventory = testbed.write_inventory(
         tmp_path / "inv.ini", fmt="ini", extra_vars={"bench_env": f"OK=1,$(touch {marker})=2"}
     )
-    done = diagnose(
-        "run",
-        "-i",
-        str(inventory),
-        "--playbook",
-        str(playbook(tmp_path, GLOO_BENCH)),
-        "-o",
-        str(tmp_path / "out"),
-        cwd=tmp_path,
-        timeout=120,
-    )
+    done = run_diagnose(tmp_path, inventory, GLOO_BENCH, timeout=120)
     assert done.returncode == 2 and "bench_env" in done.stderr and "inv.ini:" in done.stderr
     assert not marker.exists()
 
@@ -119,19 +107,7 @@ def test_payloads_in_values_reach_no_shell(testbed: TestBed, tmp_path: Path) -> 
             "node2": {"ansible_python_interpreter": f"python3;touch {marker}"},
         },
     )
-    done = diagnose(
-        "run",
-        "-i",
-        str(inventory),
-        "--playbook",
-        str(playbook(tmp_path, GLOO_BENCH)),
-        "-o",
-        str(tmp_path / "out"),
-        "--format",
-        "json",
-        cwd=tmp_path,
-        timeout=400,
-    )
+    done = run_diagnose(tmp_path, inventory, GLOO_BENCH, "--format", "json", timeout=400)
     assert done.returncode in (0, 1), done.stderr
     assert not marker.exists(), "a payload ran"
     results = json.loads((tmp_path / "out" / "results.json").read_text())
@@ -153,19 +129,7 @@ def test_nccl_tests_paths_and_mpirun_arguments_reach_no_shell(testbed: TestBed, 
         },
     )
     text = GLOO_BENCH.replace("benchmarks:\n", "benchmarks:\n  tool: nccl-tests\n")
-    done = diagnose(
-        "run",
-        "-i",
-        str(inventory),
-        "--playbook",
-        str(playbook(tmp_path, text)),
-        "-o",
-        str(tmp_path / "out"),
-        "--format",
-        "json",
-        cwd=tmp_path,
-        timeout=300,
-    )
+    done = run_diagnose(tmp_path, inventory, text, "--format", "json", timeout=300)
     assert done.returncode == 1, done.stderr
     assert not marker.exists()
     results = json.loads((tmp_path / "out" / "results.json").read_text())
@@ -192,17 +156,7 @@ def test_connection_text_that_would_reach_ssh_config_or_mpirun_is_refused(
     inventory = testbed.write_inventory(
         tmp_path / "inv.yaml", host_vars={"node1": {variable: value.format(m=marker)}}
     )
-    done = diagnose(
-        "run",
-        "-i",
-        str(inventory),
-        "--playbook",
-        str(playbook(tmp_path)),
-        "-o",
-        str(tmp_path / "out"),
-        cwd=tmp_path,
-        timeout=60,
-    )
+    done = run_diagnose(tmp_path, inventory, timeout=60)
     assert done.returncode == 2, done.stderr
     assert variable in done.stderr and "inv.yaml:" in done.stderr
     assert not marker.exists()
@@ -216,14 +170,10 @@ def test_a_secret_given_with_e_is_in_no_file_and_no_output(testbed: TestBed, tmp
     testbed.add(HostSpec("node1"))
     inventory = testbed.write_inventory(tmp_path / "inv.yaml", extra_vars={"site_api_token": secret})
     out = tmp_path / "out"
-    done = diagnose(
-        "run",
-        "-i",
-        str(inventory),
-        "--playbook",
-        str(playbook(tmp_path)),
-        "-o",
-        str(out),
+    done = run_diagnose(
+        tmp_path,
+        inventory,
+        PORTS_ONLY,
         "--format",
         "json,html,pdf,junit,prom",
         "-e",
@@ -232,7 +182,6 @@ def test_a_secret_given_with_e_is_in_no_file_and_no_output(testbed: TestBed, tmp
         f'{{"db_password": "{secret}"}}',
         f"--extra-vars=ansible_become_pass={secret} x=1",
         f"-eclient_secret={secret}",
-        cwd=tmp_path,
         timeout=240,
     )
     assert done.returncode == 0, done.stderr
@@ -376,19 +325,7 @@ def test_a_50_mib_output_is_capped_with_head_and_tail_kept(testbed: TestBed, tmp
     inventory = testbed.write_inventory(tmp_path / "inv.yaml", extra_vars={"max_output_bytes": 1048576})
     text = "name: loud\ndescription: a flood\nchecks: [host.reachable, net.port_range, ib.port_state]\n"
     out = tmp_path / "out"
-    done = diagnose(
-        "run",
-        "-i",
-        str(inventory),
-        "--playbook",
-        str(playbook(tmp_path, text)),
-        "-o",
-        str(out),
-        "--format",
-        "json",
-        cwd=tmp_path,
-        timeout=240,
-    )
+    done = run_diagnose(tmp_path, inventory, text, "--format", "json", timeout=240)
     assert done.returncode in (0, 1), done.stderr
     evidence = out / "raw" / "loud" / "ibstat.txt"
     kept = evidence.read_text()
@@ -491,17 +428,7 @@ def test_bad_connection_values_exit_2_naming_file_and_line(
 ) -> None:
     testbed.add(HostSpec("node1"))
     inventory = testbed.write_inventory(tmp_path / "inv.yaml", host_vars={"node1": {variable: value}})
-    done = diagnose(
-        "run",
-        "-i",
-        str(inventory),
-        "--playbook",
-        str(playbook(tmp_path)),
-        "-o",
-        str(tmp_path / "out"),
-        cwd=tmp_path,
-        timeout=60,
-    )
+    done = run_diagnose(tmp_path, inventory, timeout=60)
     assert done.returncode == 2, done.stderr
     line = done.stderr.strip()
     assert "\n" not in line and "Traceback" not in line
@@ -519,10 +446,7 @@ def test_a_custom_check_path_with_shell_characters_runs_as_a_file_name(
     testbed.add(HostSpec("node1"))
     inventory = testbed.write_inventory(tmp_path / "inv.yaml")
     text = PORTS_ONLY + f"custom_checks: [{json.dumps(module.name)}]\n"
-    done = diagnose(
-        "run", "-i", str(inventory), "--playbook", str(playbook(tmp_path, text)),
-        "-o", str(tmp_path / "out"), "--format", "json", cwd=tmp_path, timeout=240,
-    )  # fmt: skip
+    done = run_diagnose(tmp_path, inventory, text, "--format", "json", timeout=240)
     assert done.returncode == 0, done.stderr
     assert not marker.exists()
     results = json.loads((tmp_path / "out" / "results.json").read_text())

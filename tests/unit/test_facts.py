@@ -59,17 +59,21 @@ def _output(case: dict[str, Any]) -> str:
     return "\n".join(case["output"])
 
 
-@pytest.mark.parametrize("path", _case_files())
-def test_case(path: Path) -> None:
+def check_case(path: Path, parse: Callable[[str, int | None], Any]) -> None:
+    """One case file against its parser: the facts it expects, or the ParseError it expects."""
     case = json.loads(path.read_text())
     assert case.get("source"), f"{path} must say where its output came from"
-    parse = PARSERS[path.parent.name]
     text = _output(case)
     if "raises" in case:
         with pytest.raises(ParseError, match=case["raises"]):
             parse(text, case.get("exit_code", 0))
         return
     assert parse(text, case.get("exit_code", 0)) == case["facts"]
+
+
+@pytest.mark.parametrize("path", _case_files())
+def test_case(path: Path) -> None:
+    check_case(path, PARSERS[path.parent.name])
 
 
 def test_every_parser_has_cases() -> None:

@@ -20,6 +20,7 @@ from diagnose.parsers.ib_counters import parse_ib_counters
 from diagnose.parsers.kernel_log import parse_kernel_log
 from diagnose.parsers.limits import parse_memlock
 from diagnose.parsers.nvlink import parse_nvlink_errors, parse_nvlink_status
+from tests.unit.test_facts import check_case
 
 TESTS = Path(__file__).resolve().parent.parent
 CASES = TESTS / "facts"
@@ -40,23 +41,9 @@ def _case_paths() -> list[Path]:
     return [path for folder in sorted(PARSERS) for path in sorted((CASES / folder).glob("*.json"))]
 
 
-def _output(case: dict[str, Any]) -> str:
-    if "fixture" in case:
-        return (FIXTURES / case["fixture"]).read_text()
-    return "\n".join(case["output"])
-
-
 @pytest.mark.parametrize("path", [pytest.param(p, id=f"{p.parent.name}/{p.stem}") for p in _case_paths()])
 def test_case(path: Path) -> None:
-    case = json.loads(path.read_text())
-    assert case.get("source"), f"{path} must say where its output came from"
-    parse = PARSERS[path.parent.name]
-    text = _output(case)
-    if "raises" in case:
-        with pytest.raises(ParseError, match=case["raises"]):
-            parse(text, case.get("exit_code", 0))
-        return
-    assert parse(text, case.get("exit_code", 0)) == case["facts"]
+    check_case(path, PARSERS[path.parent.name])
 
 
 def test_every_parser_has_cases() -> None:
