@@ -452,3 +452,23 @@ def test_a_custom_check_path_with_shell_characters_runs_as_a_file_name(
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     custom = [c for c in results["checks"] if c["id"].startswith("custom.")]
     assert custom and all(c["status"] == "PASS" for c in custom), custom
+
+
+def test_the_nightly_time_budget_stops_a_hanging_batch_on_the_host(testbed: TestBed, tmp_path: Path) -> None:
+    """A run out of its time budget abandons the hosts still answering checks and stops their batches."""
+    stuck = testbed.add(HostSpec("stuck", tools={"ibstat": Reply(stdout="partial\n", hang=True)}))
+    testbed.add(HostSpec("quick"))
+    inventory = testbed.write_inventory(tmp_path / "inv.yaml", extra_vars={"command_timeout_s": 300})
+    text = (
+        "name: night\ndescription: a short budget\nchecks: [host.reachable, net.port_range, ib.port_state]\n"
+        "nightly:\n  time_budget_s: 4\n"
+    )
+    began = time.monotonic()
+    done = run_diagnose(tmp_path, inventory, text, "--format", "json", "--history", str(tmp_path / "h.db"))
+    assert time.monotonic() - began < 60, "the budget, not the 300 s command timeout, ends the run"
+    assert done.returncode == 1, done.stderr
+    _wait_for(lambda: not _processes(stuck, "ibstat"), 5, "the stuck batch to be gone")
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    reach = {c["host"]: c for c in results["checks"] if c["id"] == "host.reachable"}
+    assert reach["stuck"]["status"] == "ERROR" and "time budget" in reach["stuck"]["message"]
+    assert reach["quick"]["status"] == "PASS"
