@@ -93,6 +93,22 @@ PROFILE_VARIABLES: dict[str, Variable] = {
             int,
             "symbol errors on one IB port during the benchmarks that make ib.counters FAIL (fewer: WARN); default 10",
         ),
+        Variable(
+            "expected_k8s_resources",
+            list,
+            "extended resources a pod must request (names or globs, e.g. rdma/hca_shared_devices_a, "
+            "nvidia.com/hostdev, openshift.io/*)",
+        ),
+        Variable(
+            "expected_k8s_networks",
+            list,
+            "Multus networks a pod must have attached with an IP (ns/name or bare name); "
+            "default: those its k8s.v1.cni.cncf.io/networks annotation asks for",
+        ),
+        Variable("expected_k8s_subnet", str, "CIDR every expected Multus network address of a pod lies in"),
+        Variable(
+            "min_shm_mib", int, "smallest /dev/shm in a pod, MiB, for NCCL's SHM transport; default 1024"
+        ),
     )
 }
 

@@ -50,7 +50,13 @@ SECTIONS: tuple[tuple[str, str, tuple[ItemSpec, ...]], ...] = (
     (
         "2",
         "Container / Kubernetes",
-        (ItemSpec("2.1", "RDMA devices visible where the workload runs", ("ib.devices",)),),
+        (
+            ItemSpec("2.1", "RDMA devices visible in the pod", ("k8s.rdma_devices", "ib.devices")),
+            ItemSpec("2.2", "Device-plugin resources requested and allocated", ("k8s.resources",)),
+            ItemSpec("2.3", "Multus network attached, VF has its IP", ("k8s.networks",)),
+            ItemSpec("2.4", "/dev/shm large enough for NCCL", ("k8s.shm",)),
+            ItemSpec("2.5", "Pod sees what its node has (HCAs, GPUs, NCCL)", ("k8s.host_parity",)),
+        ),
     ),
     (
         "3",

@@ -1,0 +1,122 @@
+"""k8s.resources — the pod asks for the device-plugin resources the profile expects, and got them.
+
+GPUs, RDMA devices and SR-IOV VFs reach a pod only through extended resources (``nvidia.com/gpu``,
+``rdma/*``, ``nvidia.com/hostdev``, ``openshift.io/*``, ``intel.com/*``) that a device plugin allocates. Two
+things go wrong: the pod spec never asks (a copied manifest without the RDMA resource), or the scheduler
+cannot give it (Pending, ``Insufficient rdma/...``: the plugin advertises no free unit). Then what the
+container sees is compared with what was allocated: a pod that requested 8 GPUs and shows fewer device
+nodes was not given its allocation, and one that shows more than it asked for is using GPUs the scheduler
+counts as free for others (privileged, or ``NVIDIA_VISIBLE_DEVICES=all``).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Mapping
+
+from diagnose.check import Check, Command, Facts
+from diagnose.model import CommandOutput, Outcome
+from diagnose.parsers.pod import NOT_A_POD, parse_gpu_devices, pod_label, pod_of
+from diagnose.vars import Vars
+
+GPU_RESOURCE = "nvidia.com/gpu"
+_INSUFFICIENT = re.compile(r"Insufficient (?P<resource>[\w.\-/]*\w)")
+REMEDIATION = (
+    "Request every device the job needs in the container's resources.limits (nvidia.com/gpu, the RDMA "
+    "or SR-IOV resource of the network operator, e.g. rdma/rdma_shared_device_a or nvidia.com/hostdev); "
+    "for a Pending pod, check the node's allocatable (`kubectl describe node`) and the device plugin's "
+    "pods and logs: a resource advertised as 0 means the plugin found no device matching its selectors."
+)
+
+
+def parse(outputs: Mapping[str, CommandOutput], host_vars: Vars) -> Facts:
+    pod = pod_of(host_vars)
+    if pod is None:
+        return {"pod": None}
+    listing = outputs.get("gpu_list")
+    smi = listing.stdout if listing is not None and listing.ok else None
+    return {"pod": pod, "gpus": parse_gpu_devices(outputs["dev_nvidia"].stdout, smi)}
+
+
+def judge(facts: Facts, host_vars: Vars) -> Outcome:
+    pod = facts["pod"]
+    if pod is None:
+        return Outcome("SKIP", f"{host_vars.host or 'this host'} is {NOT_A_POD}")
+    where = pod_label(pod)
+    resources: dict[str, int | str] = pod["resources"]
+    asked = ", ".join(f"{name}: {n}" for name, n in sorted(resources.items())) or "no extended resource"
+    wanted_names = host_vars.list("expected_k8s_resources") or []
+    expected_gpus = host_vars.int("expected_gpu_count")
+    wanted = (
+        ", ".join([*wanted_names, *([f"{GPU_RESOURCE}: {expected_gpus}"] if expected_gpus else [])])
+        or "the resources the pod requests, allocated"
+    )
+    gpus = facts["gpus"]
+    observed = f"requests {asked}; sees {gpus['count']} GPUs ({gpus['source']})"
+    if pod["unscheduled"] is not None:
+        message = pod["unscheduled"]["message"]
+        short = sorted(set(_INSUFFICIENT.findall(message)))
+        named = f"no node can give it {', '.join(short)}" if short else "it was not scheduled"
+        return Outcome(
+            "FAIL",
+            f"{where} is {pod['phase'] or 'Pending'} ({pod['unscheduled']['reason']}): {named}: {message}",
+            observed,
+            wanted,
+            remediation=REMEDIATION,
+        )
+    missing = [g for g in wanted_names if not any(fnmatch.fnmatchcase(n, g) for n in resources)]
+    if missing:
+        return Outcome(
+            "FAIL",
+            f"{where} does not request {', '.join(missing)} (it requests {asked}): the device plugin "
+            "gives the pod nothing it does not ask for",
+            observed,
+            wanted,
+            remediation=REMEDIATION,
+        )
+    requested = resources.get(GPU_RESOURCE, 0)
+    requested = requested if isinstance(requested, int) else 0
+    if expected_gpus and requested < expected_gpus:
+        return Outcome(
+            "FAIL",
+            f"{where} requests {requested} {GPU_RESOURCE}, expected {expected_gpus}",
+            observed,
+            wanted,
+            remediation=REMEDIATION,
+        )
+    if gpus["count"] < requested:
+        return Outcome(
+            "FAIL",
+            f"{where} requested {requested} GPUs but sees {gpus['count']} ({gpus['source']}): the "
+            "allocation did not reach the container",
+            observed,
+            wanted,
+            remediation="Check that the pod runs with the NVIDIA container runtime (runtimeClassName "
+            "nvidia where containerd's default is runc) and that the NVIDIA device plugin is healthy.",
+        )
+    if gpus["count"] > requested:
+        return Outcome(
+            "WARN",
+            f"{where} sees {gpus['count']} GPUs but requested {requested}: the extra GPUs count as free "
+            "for the scheduler and may be given to another pod",
+            observed,
+            wanted,
+            remediation="Request the GPUs the job uses (nvidia.com/gpu) rather than exposing all of them "
+            "through privileged mode or NVIDIA_VISIBLE_DEVICES=all.",
+        )
+    return Outcome("PASS", f"{where} requests {asked}; sees {gpus['count']} GPUs", observed, wanted)
+
+
+CHECK = Check(
+    id="k8s.resources",
+    checklist="2",
+    summary="the pod requests the expected GPU/RDMA/SR-IOV resources and sees the GPUs it was allocated",
+    commands=(
+        Command("dev_nvidia", "ls -1 /dev | grep -E '^nvidia[0-9]+$' || true", timeout=10),
+        Command("gpu_list", "nvidia-smi -L", tool="nvidia-smi", timeout=20, required=False, auxiliary=True),
+    ),
+    parse=parse,
+    judge=judge,
+    remediation=REMEDIATION,
+)
