@@ -16,7 +16,7 @@ from typing import Any
 
 from diagnose.check import Check, Command, Facts
 from diagnose.model import CommandOutput, Outcome
-from diagnose.parsers.pod import NOT_A_POD, in_subnet, parse_interfaces, pod_label, pod_of
+from diagnose.parsers.pod import NOT_A_POD, POD_VARIABLE, in_subnet, parse_interfaces, pod_label, pod_of
 from diagnose.vars import Vars
 
 IP_SCRIPT = (
@@ -103,11 +103,20 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
     return Outcome("PASS", f"{where}: {shown}", observed, wanted)
 
 
+POD_COMMANDS = (Command("ip_addr", IP_SCRIPT, timeout=10),)
+
+
+def commands_for(host_vars: Vars) -> tuple[Command, ...]:
+    """In a pod only: an SSH host has no pod to judge, and pays nothing for this check."""
+    return POD_COMMANDS if host_vars.get(POD_VARIABLE) is not None else ()
+
+
 CHECK = Check(
     id="k8s.networks",
     checklist="2",
     summary="the pod's Multus networks are attached and each VF interface holds its IP inside the pod",
-    commands=(Command("ip_addr", IP_SCRIPT, timeout=10),),
+    commands=POD_COMMANDS,
+    commands_for=commands_for,
     parse=parse,
     judge=judge,
     remediation=REMEDIATION,

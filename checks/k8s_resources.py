@@ -17,7 +17,7 @@ from collections.abc import Mapping
 
 from diagnose.check import Check, Command, Facts
 from diagnose.model import CommandOutput, Outcome
-from diagnose.parsers.pod import NOT_A_POD, parse_gpu_devices, pod_label, pod_of
+from diagnose.parsers.pod import NOT_A_POD, POD_VARIABLE, parse_gpu_devices, pod_label, pod_of
 from diagnose.vars import Vars
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -108,14 +108,23 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
     return Outcome("PASS", f"{where} requests {asked}; sees {gpus['count']} GPUs", observed, wanted)
 
 
+POD_COMMANDS = (
+    Command("dev_nvidia", "ls -1 /dev | grep -E '^nvidia[0-9]+$' || true", timeout=10),
+    Command("gpu_list", "nvidia-smi -L", tool="nvidia-smi", timeout=20, required=False, auxiliary=True),
+)
+
+
+def commands_for(host_vars: Vars) -> tuple[Command, ...]:
+    """In a pod only: an SSH host has no pod to judge, and pays nothing for this check."""
+    return POD_COMMANDS if host_vars.get(POD_VARIABLE) is not None else ()
+
+
 CHECK = Check(
     id="k8s.resources",
     checklist="2",
     summary="the pod requests the expected GPU/RDMA/SR-IOV resources and sees the GPUs it was allocated",
-    commands=(
-        Command("dev_nvidia", "ls -1 /dev | grep -E '^nvidia[0-9]+$' || true", timeout=10),
-        Command("gpu_list", "nvidia-smi -L", tool="nvidia-smi", timeout=20, required=False, auxiliary=True),
-    ),
+    commands=POD_COMMANDS,
+    commands_for=commands_for,
     parse=parse,
     judge=judge,
     remediation=REMEDIATION,

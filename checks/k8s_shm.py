@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from diagnose.check import Check, Command, Facts
 from diagnose.model import CommandOutput, Outcome
-from diagnose.parsers.pod import NOT_A_POD, parse_shm, pod_label, pod_of
+from diagnose.parsers.pod import NOT_A_POD, POD_VARIABLE, parse_shm, pod_label, pod_of
 from diagnose.vars import Vars
 
 DEFAULT_MIN_SHM_MIB = 1024
@@ -63,11 +63,20 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
     return Outcome("PASS", f"/dev/shm in {where} is {observed}", observed, wanted)
 
 
+POD_COMMANDS = (Command("shm", "df -P -k /dev/shm", timeout=10),)
+
+
+def commands_for(host_vars: Vars) -> tuple[Command, ...]:
+    """In a pod only: an SSH host has no pod to judge, and pays nothing for this check."""
+    return POD_COMMANDS if host_vars.get(POD_VARIABLE) is not None else ()
+
+
 CHECK = Check(
     id="k8s.shm",
     checklist="2",
     summary="/dev/shm in the pod is at least min_shm_mib (default 1024 MiB) for NCCL's SHM transport",
-    commands=(Command("shm", "df -P -k /dev/shm", timeout=10),),
+    commands=POD_COMMANDS,
+    commands_for=commands_for,
     parse=parse,
     judge=judge,
     remediation=REMEDIATION,

@@ -3,7 +3,9 @@ host settings, and the engine rule that a check whose commands did not complete 
 
 from __future__ import annotations
 
+import json
 import random
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +20,8 @@ from diagnose.streams import Capped, FramedStream
 from diagnose.vars import Vars
 
 TOKEN = "@@diagnose-0123456789abcdef"
+CAPTURED = Path(__file__).resolve().parent.parent / "fixtures" / "captured"
+POD_FIXTURE = "healthy_sriov_rdma_pod.json"
 
 
 # ------------------------------------------------------------------------------------------- capture
@@ -247,8 +251,13 @@ def _catalog_checks() -> list[Check]:
     ids=["cut", "timed-out"],
 )
 def test_a_check_whose_commands_did_not_complete_is_an_error(check: Check, output: CommandOutput) -> None:
-    host_vars = Vars({"diagnose_profile": "h100-8x-ndr400", "expected_hca_count": 8}, host="node1")
+    # A pod host, so that the pod checks have their commands too (on SSH hosts they run none).
+    pod = json.loads((CAPTURED / "k8s_pod" / POD_FIXTURE).read_text())
+    host_vars = Vars(
+        {"diagnose_profile": "h100-8x-ndr400", "expected_hca_count": 8, "diagnose_k8s_pod": pod}, host="node1"
+    )
     commands = check.host_commands(host_vars)
+    assert commands, f"{check.id} runs no command"
     outputs = {c.key: output for c in commands}
     result, facts = evaluate_check(check, outputs, host_vars, None)
     assert result.status == "ERROR", (check.id, result.message)
