@@ -162,6 +162,8 @@ def assess_host(
     else:
         record.reachable = True
     record.environment = environment_from_facts(state.facts)
+    if host.vars.get("diagnose_k8s_node"):  # the node a pod runs on, beside the pod in the report
+        record.environment["k8s_node"] = str(host.vars["diagnose_k8s_node"])
     return state
 
 

@@ -15,15 +15,22 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from diagnose.errors import ConfigError
+from diagnose.k8s import KubectlArgsError, parse_extra_args
 from diagnose.ssh_args import SSHArgsError, host_ssh_args, parse_variable
 from diagnose.vars import Vars
 
-CONNECTIONS = ("ssh", "paramiko", "smart", "local")
+CONNECTIONS = ("ssh", "paramiko", "smart", "local", "kubectl")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # Host names, IPv4 and IPv6 addresses (with an optional %zone); nothing a shell or ssh_config would parse.
 _ADDRESS = re.compile(r"[A-Za-z0-9_.:%\[\]-]+\Z")
 _USER = re.compile(r"[A-Za-z0-9_.@\\$-]+\Z")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# Kubernetes names (DNS-1123): a label for namespaces and containers, a subdomain for pods. They end up
+# as argv words of kubectl, never in a shell, but a name kubectl would refuse is better refused here.
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
+_DNS_SUBDOMAIN = re.compile(r"(?=.{1,253}\Z)[a-z0-9]([-a-z0-9.]*[a-z0-9])?\Z")
+# kubeconfig context names are free text in practice (arn:aws:eks:...:cluster/x, gke_p_z_c, user@cluster).
+_CONTEXT = re.compile(r"[A-Za-z0-9_.:@/+-]+\Z")
 
 
 def parse_bench_env(value: Any, host: str = "") -> dict[str, str]:
@@ -92,6 +99,25 @@ def _connection(values: Vars, name: str) -> str | None:
     value = values.str(name)
     if value is not None and value not in CONNECTIONS:
         return f"{name}={value!r} is not supported (use one of {', '.join(CONNECTIONS)})"
+    pod = values.host
+    if value == "kubectl" and "ansible_kubectl_pod" not in values and pod and not _DNS_SUBDOMAIN.match(pod):
+        return f"the host name {values.host!r} is not a pod name: set ansible_kubectl_pod"
+    return None
+
+
+def _kubectl_args(values: Vars, name: str) -> str | None:
+    """Extra kubectl options diagnose cannot pass on safely stop the run (see diagnose.k8s)."""
+    try:
+        parse_extra_args(values.str(name))
+    except KubectlArgsError as exc:
+        return f"{name}: {exc}"
+    return None
+
+
+def _one_line(values: Vars, name: str) -> str | None:
+    value = values.str(name)
+    if value is not None and (_CONTROL.search(value) or not value.strip()):
+        return f"{name} must be one line of text, got {value!r}"
     return None
 
 
@@ -144,6 +170,16 @@ SETTINGS: dict[str, Callable[[Vars, str], str | None]] = {
     "bench_env": _bench_env,
     "ansible_ssh_common_args": _ssh_args,
     "ansible_ssh_extra_args": _ssh_args,
+    "ansible_kubectl_namespace": _matching(_DNS_LABEL, "a Kubernetes namespace name"),
+    "diagnose_k8s_namespace": _matching(_DNS_LABEL, "a Kubernetes namespace name"),
+    "ansible_kubectl_pod": _matching(_DNS_SUBDOMAIN, "a pod name"),
+    "ansible_kubectl_container": _matching(_DNS_LABEL, "a container name"),
+    "diagnose_k8s_container": _matching(_DNS_LABEL, "a container name"),
+    "ansible_kubectl_context": _matching(_CONTEXT, "a kubeconfig context name"),
+    "ansible_kubectl_kubeconfig": _path,
+    "diagnose_kubectl": _path,
+    "ansible_kubectl_extra_args": _kubectl_args,
+    "diagnose_k8s_selector": _one_line,
 }
 
 

@@ -20,7 +20,7 @@ import os
 import re
 import shlex
 import string
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -52,6 +52,13 @@ if TYPE_CHECKING:
 ALL = "all"
 UNGROUPED = "ungrouped"
 PRIORITY_VARIABLE = "ansible_group_priority"
+#: A group holding this variable lists pods by label selector; see :meth:`Inventory.expand_pod_groups`.
+SELECTOR_VARIABLE = "diagnose_k8s_selector"
+#: The group's variables (with ``-e``) -> its Running pods in order, or an exception whose text says
+#: why; diagnose.k8s.discover_pods runs kubectl, tests hand in a list.
+PodDiscovery = Callable[[Mapping[str, Any]], list[str]]
+#: The variables a discovered pod gets from its group's (diagnose.k8s.discovered_host_vars).
+PodHostVars = Callable[[Mapping[str, Any], str], dict[str, Any]]
 
 
 # ------------------------------------------------------------------------------------------------ host ranges
@@ -208,7 +215,7 @@ class Inventory:
         Mirrors what Ansible does once a source is read: a group nobody lists as child hangs under ``all``,
         and ``ungrouped`` keeps only hosts that belong to no other group.
         """
-        if not self._host_vars:
+        if not self._host_vars and not self._selector_groups():
             if len(self.sources) == 1:
                 raise ConfigError("inventory has no hosts", self.path)
             raise ConfigError(f"inventories {', '.join(map(str, self.sources))} have no hosts")
@@ -231,6 +238,79 @@ class Inventory:
         for group in self.groups.values():
             for host in group.hosts:
                 self._direct[host].append(group.name)
+
+    def _selector_groups(self) -> list[str]:
+        return [g.name for g in self.groups.values() if SELECTOR_VARIABLE in g.vars]
+
+    def group_scope_vars(self, name: str) -> dict[str, Any]:
+        """The variables a host of only this group would get from the groups (the group, its ancestors and
+        ``all``, inventory text then group_vars/ files, in :meth:`layers` order); no host variables."""
+        found, pending = set(), [name]
+        while pending:
+            group = pending.pop()
+            if group not in found:
+                found.add(group)
+                pending.extend(self._parents.get(group, []))
+        found.add(ALL)
+        groups = sorted(found, key=lambda g: (self._depth[g], self._priority.get(g, 1), g))
+        merged: dict[str, Any] = {}
+        for group in groups:
+            merged.update(self.groups[group].vars)
+        for folder in self.vars_folders.folders:
+            for layer in self.vars_folders.group_layers(ALL, folder):
+                merged.update(layer.values)
+        for folder in self.vars_folders.folders:
+            for group in groups:
+                if group != ALL:
+                    for layer in self.vars_folders.group_layers(group, folder):
+                        merged.update(layer.values)
+        return merged
+
+    def _group_var_origin(self, name: str, key: str) -> Origin:
+        for folder in reversed(self.vars_folders.folders):
+            for layer in reversed(self.vars_folders.group_layers(name, folder)):
+                if key in layer.values:
+                    return layer.origins.get(key, (None, None))
+        return self._var_lines.get(("group", name, key), (self.path, None))
+
+    def expand_pod_groups(
+        self, discover: PodDiscovery, host_vars: PodHostVars, extra_vars: Mapping[str, Any]
+    ) -> None:
+        """Add the Running pods of every group that sets ``diagnose_k8s_selector``, as hosts of that group
+        (named after the pod, in the order ``discover`` gives), before ``--limit`` applies.
+
+        Each pod gets ``host_vars(group vars, pod)`` as host variables and the group's others as a member.
+        A selector that matches no Running pod, or that kubectl refuses, is a ConfigError naming the group
+        and the file that set the selector: a group that silently shrank would shrink the acceptance run.
+        """
+        groups = [
+            g for g in self.groups if SELECTOR_VARIABLE in self.groups[g].vars or self._own_file_selector(g)
+        ]
+        listed = set(self._host_vars)
+        for group in groups:
+            scope = {**self.group_scope_vars(group), **extra_vars}
+            path, line = self._group_var_origin(group, SELECTOR_VARIABLE)
+            try:
+                pods = discover(scope)
+            except Exception as exc:  # the discoverer's own words are the message
+                raise ConfigError(f"group {group}: {exc}", path, line) from None
+            self.source = path
+            for pod in pods:
+                if pod in listed:
+                    raise ConfigError(f"group {group}: pod {pod} is also an inventory host", path, line)
+                self.add_host(pod, group)
+                for key, value in host_vars(scope, pod).items():
+                    self.set_host_var(pod, key, value, line)
+        self.source = self.path
+        if groups:
+            self.finish()
+
+    def _own_file_selector(self, group: str) -> bool:
+        return any(
+            SELECTOR_VARIABLE in layer.values
+            for folder in self.vars_folders.folders
+            for layer in self.vars_folders.group_layers(group, folder)
+        )
 
     def _reject_cycles(self) -> None:
         state: dict[str, int] = {}  # 1: on the current path, 2: done
@@ -762,6 +842,7 @@ def resolve_hosts(
     limit: str | None,
     extra_vars: Mapping[str, Any],
     profile_dirs: Sequence[Path | Traversable] | None = None,
+    discover: tuple[PodDiscovery, PodHostVars] | None = None,
 ) -> list[Host]:
     """The selected hosts, in inventory order, each with its variables merged.
 
@@ -771,10 +852,15 @@ def resolve_hosts(
     chosen per host (its merged ``diagnose_profile``, else the playbook's ``profile``), so one inventory can
     mix hardware generations; ``diagnose_profile`` in the result names the profile used (None: no profile).
     Expected-value variables are type-checked here, so a bad ``-e expected_gpu_count=eight`` stops the run
-    before any host is touched.
+    before any host is touched. ``discover`` expands groups of pods chosen by label selector
+    (:meth:`Inventory.expand_pod_groups`; diagnose.run hands in diagnose.k8s's kubectl calls).
     """
     paths = [inventory_path] if isinstance(inventory_path, (str, os.PathLike)) else list(inventory_path)
     inventory = load_inventories([Path(p) for p in paths], playbook_folder(playbook))
+    if discover is not None:
+        inventory.expand_pod_groups(*discover, extra_vars)
+    if not inventory.hosts:
+        raise ConfigError("inventory has no hosts (its pod groups need kubectl discovery)", inventory.path)
     sources = _Sources(inventory, playbook, extra_vars)
     profiles: dict[str, Profile] = {}
     hosts = []

@@ -25,7 +25,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from diagnose import engine, history, unattended
+from diagnose import engine, history, k8s, unattended
 from diagnose.catalog import load_catalog, select
 from diagnose.check import Check, ClusterCheck
 from diagnose.custom import run_custom_checks
@@ -139,7 +139,14 @@ def prepare(options: RunOptions) -> RunRequest:
             )
     if options.known_hosts and not Path(options.known_hosts).expanduser().is_file():
         raise ConfigError(f"--known-hosts {options.known_hosts}: no such file")
-    hosts = resolve_hosts(inventories, playbook, options.limit, extra_vars)
+    hosts = resolve_hosts(
+        inventories,
+        playbook,
+        options.limit,
+        extra_vars,
+        discover=(k8s.discover_pods, k8s.discovered_host_vars),
+    )
+    hosts = k8s.attach_pods(hosts)  # pods read once, before any host is touched
     catalog = load_catalog()
     check_unknown_patterns(playbook, [e.id for e in catalog])
     host_checks, cluster_checks = engine.split_catalog(select(catalog, playbook.checks))

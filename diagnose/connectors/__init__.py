@@ -20,6 +20,7 @@ from diagnose.connectors.base import (
     stop_running_batches,
 )
 from diagnose.connectors.jump import close_jump_hosts, open_jump_hosts
+from diagnose.connectors.kubectl import KubectlConnection
 from diagnose.connectors.local import LocalConnection
 from diagnose.connectors.ssh import SSHConnection
 from diagnose.hosts import Host
@@ -28,6 +29,7 @@ __all__ = [
     "CONNECTORS",
     "ConnectError",
     "Connection",
+    "KubectlConnection",
     "LocalConnection",
     "SSHConnection",
     "batch_script",
@@ -49,12 +51,17 @@ def _local(host: Host, accept_unknown_host_keys: bool, known_hosts: str | None) 
     return LocalConnection(host)
 
 
+def _kubectl(host: Host, accept_unknown_host_keys: bool, known_hosts: str | None) -> Connection:
+    return KubectlConnection(host)
+
+
 #: ``ansible_connection`` value -> how to build its connector (Ansible's ``paramiko`` and ``smart`` are ssh).
 CONNECTORS: dict[str, Callable[[Host, bool, str | None], Connection]] = {
     "ssh": _ssh,
     "paramiko": _ssh,
     "smart": _ssh,
     "local": _local,
+    "kubectl": _kubectl,
 }
 
 

@@ -329,6 +329,8 @@ class Environment:
     nccl_vars: list[NcclVar]
     missing: str
     missing_count: int
+    #: (pod, node) for every host that is a Kubernetes pod, in host order.
+    pod_nodes: list[tuple[str, str]] = field(default_factory=list)
 
 
 def build_environment(results: dict[str, Any]) -> Environment:
@@ -370,7 +372,8 @@ def build_environment(results: dict[str, Any]) -> Environment:
         values = [(v, summarize(h), len(h)) for v, h in sorted(holders.items(), key=lambda kv: -len(kv[1]))]
         nccl_vars.append(NcclVar(name, len(values) == 1, values))
     nccl_vars.sort(key=lambda v: (v.uniform, v.name))
-    return Environment(rows, majority, mismatched, nccl_vars, summarize(missing), len(missing))
+    pod_nodes = [(name, str(env["k8s_node"])) for name, env in envs.items() if env.get("k8s_node")]
+    return Environment(rows, majority, mismatched, nccl_vars, summarize(missing), len(missing), pod_nodes)
 
 
 @dataclass
