@@ -28,10 +28,13 @@ def _node_host(node: str, host_vars: Mapping[str, Vars]) -> str | None:
 
 
 def _hcas(by_check: Mapping[str, Facts], check_id: str) -> int | None:
+    """HCAs a process there can open: listed by ibv_devinfo and backed by a uverbs device node."""
     facts = by_check.get(check_id)
     if not facts or "devices" not in facts:
         return None
-    return len(facts["devices"])
+    listed = len(facts["devices"])
+    dev = facts.get("dev")
+    return min(listed, len(dev["uverbs"])) if isinstance(dev, dict) and "uverbs" in dev else listed
 
 
 def _node_view(by_check: Mapping[str, Facts]) -> dict[str, Any]:

@@ -103,6 +103,8 @@ class FakePod:
     phase: str = "Running"
     namespace: str = "ml"
     labels: dict[str, str] | None = None
+    #: The pod object to serve instead of the default fixture (a fault: no annotation, other resources).
+    pod: dict[str, Any] | None = None
 
 
 class FakeCluster:
@@ -117,7 +119,7 @@ class FakeCluster:
         template = json.loads(FIXTURE.read_text())
         objects, ssh = [], {}
         for pod in pods:
-            obj: dict[str, Any] = copy.deepcopy(template)
+            obj: dict[str, Any] = copy.deepcopy(pod.pod if pod.pod is not None else template)
             obj["metadata"].update(name=pod.name, namespace=pod.namespace)
             if pod.labels is not None:
                 obj["metadata"]["labels"] = pod.labels
