@@ -27,6 +27,7 @@ from typing import Any
 
 from diagnose.errors import ConfigError
 from diagnose.hosts import Host
+from diagnose.parsers.pod import parse_pod
 from diagnose.vars import Vars
 
 KUBECTL_TIMEOUT_S = 30.0
@@ -303,6 +304,10 @@ def discovered_host_vars(group_vars: Mapping[str, Any], pod: str) -> dict[str, A
     return values
 
 
+#: Host variable naming the Multus network whose address the benchmark's rendezvous uses.
+BENCH_NETWORK_VAR = "bench_network"
+
+
 def attach_pods(hosts: list[Host], run: Runner = run_kubectl) -> list[Host]:
     """Each kubectl host with its pod object, node and pod IP; other hosts unchanged.
 
@@ -340,6 +345,25 @@ def _read_pod(host: Host, run: Runner) -> dict[str, Any]:
     status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
     if spec.get("nodeName"):
         values[NODE_VAR] = str(spec["nodeName"])
-    if not host.vars.get("ansible_host") and status.get("podIP"):
-        values["ansible_host"] = str(status["podIP"])
+    if not host.vars.get("ansible_host"):
+        address = _network_address(pod, host.vars.str(BENCH_NETWORK_VAR)) or status.get("podIP")
+        if address:
+            values["ansible_host"] = str(address)
     return values
+
+
+def _network_address(pod: Mapping[str, Any], network: str | None) -> str | None:
+    """The pod's first IP on the Multus network ``network`` (``ns/name``, or a bare name in the pod's
+    namespace), from its network-status annotation: where the benchmark's ranks should meet, when the pod
+    network is not the fabric the collectives are meant to cross. None when not named or not attached."""
+    if not network:
+        return None
+    facts = parse_pod(pod)
+
+    def full(name: str) -> str:
+        return name if "/" in name else f"{facts['namespace']}/{name}"
+
+    for entry in facts["networks"]:
+        if full(entry["name"] or "") == full(network) and entry["ips"]:
+            return str(entry["ips"][0])
+    return None

@@ -137,3 +137,16 @@ def test_selector_groups_expand_before_limit_with_group_variables(tmp_path: Path
     with pytest.raises(ConfigError) as caught:
         resolve_hosts(inventory, playbook, None, {}, discover=(fails, discovered_host_vars))
     assert "group trainers" in str(caught.value) and str(inventory) in str(caught.value)
+
+
+def test_the_rendezvous_address_can_be_a_multus_network() -> None:
+    """With bench_network the ranks meet on the VF's address (the fabric), not on the pod network."""
+
+    def host(name: str, **values: object) -> Host:
+        return Host(name, vars=Vars({"ansible_connection": "kubectl", **values}, host=name))
+
+    hosts = [host("p-0", bench_network="default/sriov-net1"), host("p-1", bench_network="absent-net")]
+    run = _answers({"p-0": (0, json.dumps(POD), ""), "p-1": (0, json.dumps(POD), "")})
+    attached = attach_pods(hosts, run)
+    assert attached[0].vars["ansible_host"] == "10.56.217.2"
+    assert attached[1].vars["ansible_host"] == POD["status"]["podIP"], "an unattached network falls back"
