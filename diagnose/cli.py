@@ -17,10 +17,9 @@ from typing import Any
 
 from diagnose import __version__
 from diagnose.errors import ConfigError
+from diagnose.report.render import DEFAULT_FORMATS, FORMATS
 
 EXIT_PASS, EXIT_FAIL, EXIT_CONFIG, EXIT_INTERNAL, EXIT_LOCKED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
-FORMATS = ("html", "pdf", "json", "junit", "prom")
-DEFAULT_FORMATS = "json,html,pdf"
 
 
 def _terminate(signum: int, frame: Any) -> None:

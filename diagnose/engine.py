@@ -44,7 +44,6 @@ class HostState:
     facts: dict[str, Facts] = field(default_factory=dict)
     results: list[CheckResult] = field(default_factory=list)
     record: HostRecord | None = None
-    results_by_id: dict[str, CheckResult] = field(default_factory=dict)
 
     @property
     def healthy(self) -> bool:
@@ -396,9 +395,10 @@ def _after_snapshot(
     evidence = {
         key: _save_evidence(out_dir, host.name, after_commands[key], outputs[key]) for key in after_commands
     }
+    first = {r.id: r for r in state.results}
     results = []
     for check in judged:
-        before = state.results_by_id[check.id]
+        before = first[check.id]
         keys = [c.key for c in check.host_commands(host.vars)]
         result, after = evaluate_check(check, outputs, host.vars, evidence[keys[0]])
         if after is None:
@@ -448,8 +448,6 @@ def run_after_snapshot_stage(
     connected = [s for s in states.values() if s.connection is not None]
     if not delta_checks or not connected:
         return
-    for state in connected:
-        state.results_by_id = {r.id: r for r in state.results}
     with ThreadPoolExecutor(max_workers=max(1, min(forks, len(connected)))) as pool:
         futures = {
             pool.submit(_after_snapshot, s, delta_checks, out_dir, (samples or {}).get(s.host.name, {})): s

@@ -123,9 +123,9 @@ def fold_into_root_causes(
         root = by_id.get(check.id)
         if root is not None and root.status == "ERROR" and _MISSING_TOOL.match(root.message):
             missing_tool[check.id] = root.message.split(":")[0]
+    folded = {c.id: c.folded_under for c in checks}
     for result in results:
-        check = next((c for c in checks if c.id == result.id), None)
-        root = check.folded_under if check is not None else None
+        root = folded.get(result.id)
         if root in reasons and result.status != "PASS":
             result.status, result.message = "SKIP", f"not judged: {reasons[root]}; see {root}"
             result.remediation = None

@@ -11,6 +11,7 @@ from typing import Any
 from diagnose.expected_values import PROFILE_VARIABLES
 from diagnose.host_settings import SETTINGS
 from diagnose.hosts import Host
+from diagnose.parsers.pod import POD_VARIABLE
 from diagnose.redact import MASK, is_secret_name
 
 ALL = "all"
@@ -19,6 +20,8 @@ ALL = "all"
 # settings that change what a run does or how long it may take.
 _RELEVANT_PREFIXES = ("ansible_", "diagnose_", "bench_", "nccl_tests_", "expected_", "min_", "max_")
 _RELEVANT_NAMES = {"command_timeout_s", "mpirun", "line_rate_gbps", "nvlink_busbw_gbps"}
+# Read from the cluster, not configured: the whole pod object, whose env may hold literal secrets.
+_NOT_SHOWN = {POD_VARIABLE}
 
 
 def list_hosts(hosts: Sequence[Host]) -> list[dict[str, Any]]:
@@ -44,6 +47,8 @@ def list_hosts(hosts: Sequence[Host]) -> list[dict[str, Any]]:
 
 
 def _is_relevant(name: str) -> bool:
+    if name in _NOT_SHOWN:
+        return False
     return (
         name.startswith(_RELEVANT_PREFIXES)
         or name in _RELEVANT_NAMES

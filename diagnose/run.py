@@ -14,7 +14,6 @@ and exit code, and tests and site scripts can run a whole assessment without arg
 
 from __future__ import annotations
 
-import getpass
 import signal
 import socket
 import threading
@@ -42,11 +41,9 @@ from diagnose.playbook import (
     load_playbook,
 )
 from diagnose.redact import redact_argv
-from diagnose.report.render import render
+from diagnose.report.render import DEFAULT_FORMATS, FORMATS, render
 
 CPU_PROFILE = "cpu-testbed"
-FORMATS = ("html", "pdf", "json", "junit", "prom")
-DEFAULT_FORMATS = "json,html,pdf"
 
 
 @dataclass
@@ -223,7 +220,8 @@ class Run:
         header["cluster"] = options.cluster_name or (
             request.inventory.stem if options.inventories else socket.gethostname()
         )
-        header["operator"] = options.operator or f"{getpass.getuser()}@{socket.gethostname()}"
+        if options.operator:
+            header["operator"] = options.operator
         if request.profile_note:
             header["profile_note"] = request.profile_note
         return header

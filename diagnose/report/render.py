@@ -16,7 +16,9 @@ from diagnose.report.junit import render_junit
 from diagnose.report.load import clean_tree, normalize, read_results
 from diagnose.report.prometheus import render_prometheus
 
-FORMATS = frozenset({"html", "pdf", "json", "junit", "prom"})
+FORMATS = ("html", "pdf", "json", "junit", "prom")
+#: What a run writes unless told otherwise (`diagnose report` defaults to html,pdf).
+DEFAULT_FORMATS = "json,html,pdf"
 OUTPUT_NAMES = {"html": "report.html", "pdf": "report.pdf", "junit": "junit.xml", "prom": "diagnose.prom"}
 
 
@@ -66,7 +68,7 @@ def _html(results: dict[str, Any], evidence_dir: Path) -> str:
 
 
 def _check_formats(formats: set[str]) -> None:
-    unknown = set(formats) - FORMATS
+    unknown = set(formats) - set(FORMATS)
     if unknown:
         raise ValueError(
             f"unknown report format(s): {', '.join(sorted(unknown))}; known: {', '.join(sorted(FORMATS))}"

@@ -3,8 +3,8 @@ person, and every wrong input ends in one line naming the file or option (exit 2
 
 from __future__ import annotations
 
+import getpass
 import json
-import os
 import socket
 from pathlib import Path
 
@@ -45,7 +45,7 @@ def test_by_default_the_cluster_is_this_host_and_the_operator_the_login(tmp_path
     assert done.returncode in (0, 1), done.stderr
     run = json.loads((out / "results.json").read_text())["run"]
     assert run["cluster"] == socket.gethostname()
-    assert run["operator"].split("@")[0] == os.environ.get("USER", run["operator"].split("@")[0])
+    assert run["operator"] == f"{getpass.getuser()}@{socket.gethostname()}"
 
 
 def test_the_profile_is_the_operators_choice_when_given(tmp_path: Path) -> None:

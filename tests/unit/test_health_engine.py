@@ -26,6 +26,7 @@ from diagnose.checks import (
     ib_port_state,
 )
 from diagnose.engine import (
+    HostState,
     assess_host,
     note_counters_on_slow_collectives,
     run_after_snapshot_stage,
@@ -64,14 +65,19 @@ def by_id(store: ResultsStore) -> dict[str, dict]:
     return {c["id"]: c for c in store.document()["checks"]}
 
 
-def test_a_link_flap_during_the_run_fails_on_the_second_snapshot(tmp_path: Path) -> None:
+def first_counter_snapshot(tmp_path: Path) -> tuple[Path, list[Check], HostState, ResultsStore]:
+    """The host stage over GPUd's healthy H100 counters, read from a file the test may change next."""
     sysfs = tmp_path / "counters.txt"
     shutil.copy(CAPTURED / "ib_counters" / "h100_gpud_sysfs_testdata.txt", sysfs)
     checks = [host_reachable.CHECK, reading(ib_counters.CHECK, "ib_counters", sysfs)]
-    host = local_host()
-    state = assess_host(host, checks, tmp_path, False, None)
+    state = assess_host(local_host(), checks, tmp_path, False, None)
     store = store_in(tmp_path)
     store.add_checks(state.results)
+    return sysfs, checks, state, store
+
+
+def test_a_link_flap_during_the_run_fails_on_the_second_snapshot(tmp_path: Path) -> None:
+    sysfs, checks, state, store = first_counter_snapshot(tmp_path)
     assert by_id(store)["ib.counters"]["status"] in ("PASS", "WARN")
 
     shutil.copy(CAPTURED / "ib_counters" / "h100_gpud_sysfs_after_flap_mlx5_4.txt", sysfs)
@@ -97,12 +103,7 @@ def test_a_link_flap_during_the_run_fails_on_the_second_snapshot(tmp_path: Path)
 
 def test_nothing_moved_is_no_failure_and_a_saturated_counter_is_named(tmp_path: Path) -> None:
     """GPUd's H100 capture has mlx5_1's link_downed stuck at 255, the most the 8-bit counter holds."""
-    sysfs = tmp_path / "counters.txt"
-    shutil.copy(CAPTURED / "ib_counters" / "h100_gpud_sysfs_testdata.txt", sysfs)
-    checks = [host_reachable.CHECK, reading(ib_counters.CHECK, "ib_counters", sysfs)]
-    state = assess_host(local_host(), checks, tmp_path, False, None)
-    store = store_in(tmp_path)
-    store.add_checks(state.results)
+    _, checks, state, store = first_counter_snapshot(tmp_path)
     run_after_snapshot_stage({"local": state}, checks, tmp_path, store, forks=2)
     result = by_id(store)["ib.counters"]
     assert result["status"] == "WARN", result["message"]
@@ -110,12 +111,7 @@ def test_nothing_moved_is_no_failure_and_a_saturated_counter_is_named(tmp_path: 
 
 
 def test_a_missing_second_snapshot_keeps_the_first_verdict_and_says_so(tmp_path: Path) -> None:
-    sysfs = tmp_path / "counters.txt"
-    shutil.copy(CAPTURED / "ib_counters" / "h100_gpud_sysfs_testdata.txt", sysfs)
-    checks = [host_reachable.CHECK, reading(ib_counters.CHECK, "ib_counters", sysfs)]
-    state = assess_host(local_host(), checks, tmp_path, False, None)
-    store = store_in(tmp_path)
-    store.add_checks(state.results)
+    sysfs, checks, state, store = first_counter_snapshot(tmp_path)
     first = by_id(store)["ib.counters"]
     sysfs.unlink()
     os.mkfifo(sysfs)  # the second read never answers: a wedged HCA driver

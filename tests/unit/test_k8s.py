@@ -150,3 +150,15 @@ def test_the_rendezvous_address_can_be_a_multus_network() -> None:
     attached = attach_pods(hosts, run)
     assert attached[0].vars["ansible_host"] == "10.56.217.2"
     assert attached[1].vars["ansible_host"] == POD["status"]["podIP"], "an unattached network falls back"
+
+
+def test_a_dry_run_shows_the_pod_node_but_not_the_pod_object() -> None:
+    """The pod object is read from the cluster; its env may hold literal secrets, so --check never prints it."""
+    from diagnose.inventory import relevant_vars
+
+    host = Host(
+        "p-0",
+        vars=Vars({"ansible_connection": "kubectl", "diagnose_k8s_pod": POD, "diagnose_k8s_node": "n1"}),
+    )
+    shown = relevant_vars(host)
+    assert "diagnose_k8s_pod" not in shown and shown["diagnose_k8s_node"] == "n1"
