@@ -53,7 +53,8 @@ class LoadSampler:
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
         self._stop.set()
-        if self._thread.is_alive():
+        # On Ctrl-C do not wait for a sample in flight: the run's stop ends its batch with all the others.
+        if kind is None and self._thread.is_alive():
             self._thread.join(timeout=_SAMPLE_TIMEOUT_S + 2)
 
     def _loop(self) -> None:
