@@ -350,6 +350,7 @@ def run_benchmark_stage(
         run_id=str(store.run["id"]),
         emit_check=store.add_check,
         emit_benchmark=store.add_benchmark,
+        emit_record=store.add_record,
         deadline=None if remaining == float("inf") else time.monotonic() + remaining,
     )
     with LoadSampler(sampled, context.connections, under_load) as sampler:

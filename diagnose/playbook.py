@@ -59,6 +59,10 @@ class BenchmarkPlan:
     tool: str
     straggler_isolation: bool
     timeout_s: float | None
+    # Benchmarks beyond the collective sweep (diagnose.bench.extras), each switched on by its own key.
+    training_probe: bool = False
+    kv_transfer: bool = False
+    fleet_probes: bool = False
 
     def sizes(self) -> list[int]:
         """Message sizes of the sweep, as nccl-tests' ``-b/-e/-f`` walk them: min, min×f, ... ≤ max."""
@@ -401,6 +405,9 @@ _BENCHMARK_KEYS = (
     "tool",
     "straggler_isolation",
     "timeout_s",
+    "training_probe",
+    "kv_transfer",
+    "fleet_probes",
 )
 _NIGHTLY_KEYS = ("time_budget_s", "keep_runs", "keep_days", "busbw_drop_pct")
 
@@ -524,6 +531,9 @@ def _benchmark_plan(data: YamlMap | None, path: Path) -> BenchmarkPlan | None:
         tool=tool,
         straggler_isolation=section.boolean("straggler_isolation", True),
         timeout_s=section.number("timeout_s", None),
+        training_probe=section.boolean("training_probe", False),
+        kv_transfer=section.boolean("kv_transfer", False),
+        fleet_probes=section.boolean("fleet_probes", False),
     )
 
 

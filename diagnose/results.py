@@ -115,6 +115,13 @@ class ResultsStore:
             self.benchmarks.append(entry)
         self.flush(force=True)  # benchmarks are few and expensive: never hold one back
 
+    def add_record(self, section: str, entry: dict[str, Any]) -> None:
+        """Append ``entry`` to the top-level list ``section`` of results.json (``training``,
+        ``inference``, ``localization``, ``fleet``): measurements richer than a check's observed value."""
+        with self._lock:
+            self.extra.setdefault(section, []).append(entry)
+        self.flush(force=True)
+
     def verdict(self) -> str:
         with self._lock:
             return verdict_of(self.checks, self.benchmarks, bool(self.run.get("interrupted")))

@@ -79,6 +79,13 @@ class LaunchSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     # Per host, on top of ``env``: a host's own bench_env (its GPUs, its NIC names) stays its own.
     host_env: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # The program torchrun starts (default: the collective benchmark, diagnose.bench.program). It is
+    # shipped as one file, so it may import nothing but the standard library and torch.
+    program: Path | None = None
+    # A folder inside the launch's remote folder (given to the program as ``--files-dir``) whose files come
+    # home byte for byte as ``<out>/raw/<host>/<tag>/<name>`` (profiler traces), each up to ``fetch_max_bytes``.
+    fetch_dir: str | None = None
+    fetch_max_bytes: int = 512 * 1024 * 1024
 
 
 @dataclass
@@ -95,6 +102,9 @@ class LaunchOutcome:
     rank_hosts: dict[int, str] = field(default_factory=dict)
     leftovers: dict[str, int] = field(default_factory=dict)
     evidence: dict[str, str] = field(default_factory=dict)
+    # Files brought home from ``fetch_dir``, by "host:name"; the problems met fetching them.
+    files: dict[str, Path] = field(default_factory=dict)
+    fetch_errors: list[str] = field(default_factory=list)
 
 
 def remote_dir(run_id: str, tag: str, node: int) -> str:
@@ -411,7 +421,31 @@ class Launch(ABC):
             for filename, content in split_files(result.stdout).items():
                 path = self.place(folder, name, filename, suffix)
                 path.write_text(content, encoding="utf-8", errors="replace")
+        if spec.fetch_dir:
+            self.fetch_files(spec.fetch_dir)
         self.remove_folders()
+
+    def fetch_files(self, subdir: str) -> None:
+        """Copy every file of ``subdir`` in each host's remote folder home, one file at a time."""
+        spec = self.spec
+
+        def fetch(host: Host) -> CommandOutput:
+            remote = f"{self.folders[host.name]}/{subdir}"
+            listing = self._run(host, f"cd {shlex.quote(remote)} 2>/dev/null && ls -1A")
+            names = [n for n in listing.stdout.splitlines() if n and n == _safe(n)] if listing.ok else []
+            local = spec.out_dir / "raw" / _safe(host.name) / _safe(spec.tag)
+            for filename in names:
+                local.mkdir(parents=True, exist_ok=True)
+                try:
+                    connection = spec.connections[host.name]
+                    connection.get_file(f"{remote}/{filename}", local / filename, spec.fetch_max_bytes)
+                except OSError as exc:
+                    self.outcome.fetch_errors.append(str(exc))
+                    continue
+                self.outcome.files[f"{host.name}:{filename}"] = local / filename
+            return listing
+
+        self._each(fetch, self._reachable())
 
     def remove_folders(self, timeout: float = POLL_TIMEOUT_S) -> None:
         """Remove the launch's remote folders (and the run's, once empty) on every host still reachable."""

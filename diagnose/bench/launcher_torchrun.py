@@ -93,7 +93,7 @@ class TorchrunLaunch(Launch):
         """Copy the program to every host and start torchrun there, all hosts at once."""
         spec = self.spec
         addr, port = self._master()
-        text = Path(bench_program.__file__).read_text(encoding="utf-8")
+        text = Path(spec.program or bench_program.__file__).read_text(encoding="utf-8")
 
         def begin(host: Host) -> CommandOutput:
             node = self.hosts.index(host)
@@ -109,6 +109,8 @@ class TorchrunLaunch(Launch):
                 "--monitor-interval=1",
             ]
             args = [*spec.program_args, "--results", f"{folder}/results.jsonl", "--log-dir", f"{folder}/logs"]
+            if spec.fetch_dir:
+                args += ["--files-dir", f"{folder}/{spec.fetch_dir}"]
             env = {**spec.env, **spec.host_env.get(host.name, {})}
             script = start_script(folder, self.token, _python(host), torchrun, args, env)
             return self._run(host, script)

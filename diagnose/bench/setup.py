@@ -49,6 +49,8 @@ class BenchContext:
     emit_check: Callable[[CheckResult], None]
     emit_benchmark: Callable[[dict[str, Any]], None]
     deadline: float | None = None
+    # Appends an entry to a top-level list of results.json (see ResultsStore.add_record).
+    emit_record: Callable[[str, dict[str, Any]], None] = lambda section, entry: None
 
 
 @dataclass

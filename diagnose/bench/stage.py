@@ -42,6 +42,7 @@ from typing import Any
 
 from diagnose.bench import program
 from diagnose.bench.expect import Expectation, expected_busbw, judge_busbw, large_message_busbw
+from diagnose.bench.extras import run_extras
 from diagnose.bench.fabric_nics import nics_phrase, observed_nics, wrong_nics
 from diagnose.bench.launcher import LaunchOutcome, LaunchSpec
 from diagnose.bench.launcher_torchrun import launch
@@ -105,6 +106,8 @@ class Stage:
         self.plan = ctx.plan
         self.first = ctx.hosts[0] if ctx.hosts else None
         self.dtype = (self.first.vars.str("bench_dtype", "float32") if self.first else None) or "float32"
+        # The benchmark entries of the sweep, by collective, for the extras that judge against them.
+        self.records: dict[str, dict[str, Any]] = {}
 
     # -- sizing -------------------------------------------------------------------------------------------
     def expected_rows(self, collectives: list[str], sizes: list[int], ranks: int) -> list[tuple[str, int]]:
@@ -347,9 +350,14 @@ class Stage:
             why = f"one host without GPU ({no_gpu_reason(setup.hosts[0].vars)}): no fabric to measure"
             for check_id in ("nccl.transport", *(f"bench.{c}" for c in collectives)):
                 ctx.emit_check(CheckResult(check_id, None, CHECKLIST, "SKIP", message=f"not measured: {why}"))
-            return
+        else:
+            self.run_sweep(setup, collectives)
+        run_extras(self, setup)
+
+    def run_sweep(self, setup: Setup, collectives: list[str]) -> None:
+        """The collectives, with the playbook's tool (torch, or nccl-tests handing back what it cannot)."""
         judge_transport = True
-        if plan.tool == "nccl-tests":
+        if self.plan.tool == "nccl-tests":
             handoff = NcclTestsBench(self, setup).run(collectives)
             if not handoff.collectives:
                 return
@@ -403,6 +411,7 @@ class Stage:
             if outcome.failed_hosts and record["status"] == "ERROR":
                 record["failed_hosts"] = outcome.failed_hosts
             ctx.emit_benchmark(record)
+            self.records[collective] = record
             ctx.emit_check(self.as_check(record, expectation, outcome))
             below = record["status"] == "FAIL" and "below the normal range" in record["message"]
             if below and len(setup.hosts) > 2 and setup.backend == "nccl":

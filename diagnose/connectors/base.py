@@ -22,6 +22,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 from diagnose.check import Command
 from diagnose.hosts import Host
@@ -235,6 +236,30 @@ class Connection(ABC):
         if not result.ok:
             reason = result.error or (result.stderr.strip() or f"exit code {result.exit_code}")[:300]
             raise OSError(f"could not write {remote_path} on {self.name}: {reason}")
+
+    def get_file(self, remote_path: str, local_path: Path, max_bytes: int, timeout: float = 300) -> int:
+        """Copy one file from the host through the exec stream, byte for byte; its size.
+
+        A file larger than ``max_bytes`` is refused before any byte is written: a half-copied trace
+        would read as a valid but shorter one.
+        """
+        quoted = shlex.quote(remote_path)
+        script = (
+            f"s=$(wc -c < {quoted}) || exit 3; "
+            f'if [ "$s" -gt {int(max_bytes)} ]; then echo "too large: $s bytes" >&2; exit 4; fi; '
+            f"cat -- {quoted}"
+        )
+        started = time.monotonic()
+        err = Capped(64 * 1024)
+        part = local_path.with_name(local_path.name + ".part")
+        with open(part, "wb") as handle:
+            ended = self._execute(script, None, handle.write, err.add, lambda: started + timeout)
+        if ended.error or ended.timed_out or ended.exit_code != 0:
+            part.unlink(missing_ok=True)
+            reason = ended.error or ("timed out" if ended.timed_out else err.text().strip())
+            raise OSError(f"could not copy {remote_path} from {self.name}: {reason or ended.exit_code}")
+        part.replace(local_path)
+        return local_path.stat().st_size
 
     def run_batch(
         self, commands: Sequence[Command], timeout_cap: float | None = None

@@ -67,8 +67,25 @@ SECTIONS: tuple[tuple[str, str, tuple[ItemSpec, ...]], ...] = (
             ItemSpec("3.3", "Normal busbw curve over message sizes", ("bench.*",), curve=True),
         ),
     ),
-    ("4", "Training trace", (ItemSpec("4.1", "Compute / communication overlap", ()),)),
-    ("5", "Inference trace", (ItemSpec("5.1", "KV-cache transfer latency", ()),)),
+    (
+        "4",
+        "Training trace",
+        (
+            ItemSpec("4.1", "Compute / communication overlap", ("train.overlap",)),
+            ItemSpec("4.2", "Last-bucket tail after the backward pass", ("train.tail",)),
+            ItemSpec("4.3", "No host sync (.item(), synchronize) every step", ("train.sync",)),
+            ItemSpec("4.4", "Input pipeline (DataLoader, storage) not stalling the step", ("train.input",)),
+        ),
+    ),
+    (
+        "5",
+        "Inference trace",
+        (
+            ItemSpec("5.1", "KV-cache transfer latency", ("infer.kv_transfer",)),
+            ItemSpec("5.2", "Prefill / decode placement topology-aware", ("infer.placement",)),
+            ItemSpec("5.3", "KV path not staged through CPU or storage", ("infer.staging",)),
+        ),
+    ),
 )
 #: Node health, after the five sections of the paper checklist: the faults that interrupt large jobs most
 #: often (GPUs, HBM, links), which the checklist itself does not list.

@@ -85,6 +85,7 @@ def render_html(report: Report) -> str:
         environment=report.environment,
         evidence=report.evidence,
         history=report.history,
+        parts=report.parts,
         env_fields=ENV_FIELDS,
         large_bytes=LARGE_BYTES,
         css=Markup(_css()),

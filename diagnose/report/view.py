@@ -21,6 +21,7 @@ from diagnose.model import SEVERITY, STATUSES, worst
 from diagnose.report.checklist import CLUSTER, SECTIONS, SectionResult, build_checklist, curve_shape
 from diagnose.report.hostlist import natural_key, summarize
 from diagnose.report.load import Excerpt, read_excerpt
+from diagnose.report.parts import Part, build_parts
 from diagnose.units import human_bytes
 
 ENV_FIELDS = (
@@ -599,6 +600,7 @@ class Report:
     environment: Environment
     evidence: EvidenceIndex
     history: History | None
+    parts: list[tuple[Part, Any]]
 
 
 def build_report(results: dict[str, Any], base_dir: Path) -> Report:
@@ -625,4 +627,5 @@ def build_report(results: dict[str, Any], base_dir: Path) -> Report:
         environment=build_environment(results),
         evidence=evidence,
         history=build_history(results.get("history")),
+        parts=build_parts(results),
     )

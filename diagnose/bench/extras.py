@@ -1,0 +1,43 @@
+"""Benchmarks that run after the collective sweep, each switched on by its own key of a playbook's
+``benchmarks`` section.
+
+They share the stage's hosts, setup (backend, ranks per host) and launcher, and may read what the sweep
+measured (:attr:`diagnose.bench.stage.Stage.records`: the training probe judges exposed communication
+against the busbw the fabric just delivered). Each module named here has ``run(stage, setup) -> None`` and
+emits its own checks and results.json records; modules are imported only when their key is on, so a
+playbook without them never loads their code.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+from diagnose.bench.setup import Setup
+
+
+@dataclass(frozen=True)
+class Extra:
+    """One benchmark after the sweep: the plan key that enables it and the module that runs it."""
+
+    plan_key: str
+    module: str
+
+
+EXTRAS: tuple[Extra, ...] = (
+    Extra("fleet_probes", "diagnose.bench.fleet_probes"),
+    Extra("training_probe", "diagnose.bench.train_probe"),
+    Extra("kv_transfer", "diagnose.bench.kv_transfer"),
+)
+
+
+def enabled(plan: Any) -> list[Extra]:
+    """The extras a plan switches on, in the order they run."""
+    return [extra for extra in EXTRAS if getattr(plan, extra.plan_key, False)]
+
+
+def run_extras(stage: Any, setup: Setup) -> None:
+    """Run every extra the stage's plan switches on, one after the other (they share the hosts' GPUs)."""
+    for extra in enabled(stage.plan):
+        importlib.import_module(extra.module).run(stage, setup)

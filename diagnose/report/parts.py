@@ -1,0 +1,36 @@
+"""Report chapters that read their own top-level lists of results.json (``training``, ``inference``,
+``localization``, ``fleet``), shown after the benchmarks.
+
+Each part is a builder (results dict → its view model, or None when the run has nothing for it) and a
+partial template under ``reports/`` that receives the view model as ``data``. Adding a chapter is one
+entry here and one template: the fixed chapters and their numbering stay as they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Part:
+    """One chapter: its anchor, its heading, its partial template and the builder of its data."""
+
+    key: str
+    title: str
+    template: str
+    build: Callable[[dict[str, Any]], Any | None]
+
+
+PARTS: tuple[Part, ...] = ()
+
+
+def build_parts(results: dict[str, Any]) -> list[tuple[Part, Any]]:
+    """The parts this run has data for, each with its view model, in registry order."""
+    built = []
+    for part in PARTS:
+        data = part.build(results)
+        if data is not None:
+            built.append((part, data))
+    return built
