@@ -1,0 +1,436 @@
+"""The training probe diagnose ships to every host and starts there with torchrun: a short DDP job, profiled.
+
+A synthetic dense transformer (token embedding, a stack of pre-norm attention + MLP blocks, a vocabulary
+head) trains with DistributedDataParallel on random tokens served by a real ``DataLoader``: warm-up steps
+first (DDP rebuilds its buckets after the first step, NCCL sets up its channels), then a few steps under
+``torch.profiler``. Every rank writes its own trace (Chrome-trace JSON, gzipped) into ``--files-dir``;
+diagnose brings them home and reads from them how much of the gradient all-reduce hides behind backward
+compute, the last bucket's tail, host syncs per step and input waits.
+
+Like :mod:`diagnose.bench.program` it runs with nothing but the standard library and torch, imports torch
+only inside :func:`main`, and exposes its pure sizing helpers (:func:`model_shape`,
+:func:`parameter_count`) so that the controller computes the gradient size the same way.
+
+``--plant`` adds one known anti-pattern to every step, for test fixtures and for checking that diagnose
+names it: ``item`` (a ``loss.item()`` after the forward pass), ``sync`` (``torch.cuda.synchronize()``
+after backward), ``slow-loader`` (a dataset that sleeps), ``one-bucket`` (a bucket larger than the model:
+nothing is reduced until backward ends) and ``no-sync`` (backward under ``no_sync()``, then one
+all-reduce per parameter: the reduction never overlaps compute).
+
+Progress protocol (rank 0 appends JSON lines to ``--results``, as the collective benchmark does): ``start``
+once the ranks are together, then per bucket size two phases, ``train_warmup`` and ``train_profile``,
+each announced by ``begin`` and closed by ``row`` (``bytes`` is the bucket size), and ``done``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import math
+import os
+import sys
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+PLANTS = ("item", "sync", "slow-loader", "one-bucket", "no-sync")
+DEFAULT_BUCKET_CAP_MB = 25.0
+# Hidden sizes the model picks from: the widest that still leaves MIN_BLOCKS blocks within the budget, so
+# gradients come in many tensors (several buckets) as in a real stack.
+_HIDDEN_CHOICES = (128, 256, 512, 1024, 2048, 4096)
+MIN_BLOCKS = 8
+HEAD_DIM = 64
+VOCAB_PER_HIDDEN = 32
+# Defaults per device: on GPU ≈ 300 M parameters (≈ 1.2 GB of fp32 gradients, ~48 buckets of 25 MB);
+# on CPU a model small enough that two gloo ranks on a CI machine take seconds.
+GPU_DEFAULTS = {"params_m": 300.0, "batch": 8, "seq": 1024, "steps": 5, "warmup": 3}
+CPU_DEFAULTS = {"params_m": 2.0, "batch": 4, "seq": 64, "steps": 3, "warmup": 2}
+SLOW_LOADER_SLEEP_MS = 400.0
+PHASES = ("train_warmup", "train_profile")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The synthetic model's dimensions."""
+
+    hidden: int
+    heads: int
+    layers: int
+    vocab: int
+
+
+def block_parameters(hidden: int) -> int:
+    """Parameters of one block: two LayerNorms, qkv and output projections, a 4× MLP (weights and biases)."""
+    return 12 * hidden * hidden + 13 * hidden
+
+
+def model_shape(params_m: float) -> Shape:
+    """Dimensions of a model of about ``params_m`` million parameters (at least one block)."""
+    target = params_m * 1e6
+    hidden = _HIDDEN_CHOICES[0]
+    for choice in _HIDDEN_CHOICES:
+        if MIN_BLOCKS * block_parameters(choice) <= target:
+            hidden = choice
+    vocab = VOCAB_PER_HIDDEN * hidden
+    rest = target - (2 * vocab * hidden + vocab + 2 * hidden)
+    layers = max(1, round(rest / block_parameters(hidden)))
+    return Shape(hidden=hidden, heads=max(1, hidden // HEAD_DIM), layers=layers, vocab=vocab)
+
+
+def parameter_count(shape: Shape) -> int:
+    """Exact parameter count: embedding, blocks, final LayerNorm, head (weight and bias)."""
+    h, v = shape.hidden, shape.vocab
+    return v * h + shape.layers * block_parameters(h) + 2 * h + h * v + v
+
+
+def gradient_bytes(shape: Shape) -> int:
+    """Bytes DDP all-reduces per step: one fp32 gradient per parameter."""
+    return 4 * parameter_count(shape)
+
+
+def trace_name(rank: int, bucket_cap_mb: float) -> str:
+    """The file one rank's trace of one bucket size is written to (letters, digits, ``.-_`` only)."""
+    return f"rank{rank}-bucket{bucket_cap_mb:g}mb.trace.json.gz"
+
+
+def cap_bytes(bucket_cap_mb: float) -> int:
+    """The ``bytes`` a phase's progress rows carry: its bucket size."""
+    return int(bucket_cap_mb * 1024 * 1024)
+
+
+def build_model(torch: Any, shape: Shape) -> Any:
+    """The transformer stack as a torch module (classes are made here: torch is imported in main only)."""
+    nn = torch.nn
+    functional = torch.nn.functional
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            h = shape.hidden
+            self.ln1 = nn.LayerNorm(h)
+            self.qkv = nn.Linear(h, 3 * h)
+            self.proj = nn.Linear(h, h)
+            self.ln2 = nn.LayerNorm(h)
+            self.up = nn.Linear(h, 4 * h)
+            self.down = nn.Linear(4 * h, h)
+
+        def forward(self, x: Any) -> Any:
+            b, s, h = x.shape
+            qkv = self.qkv(self.ln1(x)).view(b, s, 3, shape.heads, h // shape.heads)
+            q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+            attn = functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(attn.transpose(1, 2).reshape(b, s, h))
+            return x + self.down(functional.gelu(self.up(self.ln2(x))))
+
+    class Stack(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Embedding(shape.vocab, shape.hidden)
+            self.blocks = nn.ModuleList(Block() for _ in range(shape.layers))
+            self.norm = nn.LayerNorm(shape.hidden)
+            self.head = nn.Linear(shape.hidden, shape.vocab)
+
+        def forward(self, tokens: Any) -> Any:
+            x = self.embed(tokens)
+            for block in self.blocks:
+                x = block(x)
+            return self.head(self.norm(x))
+
+    return Stack()
+
+
+def token_dataset(torch: Any, vocab: int, seq: int, sleep_s: float) -> Any:
+    """Random token sequences, one per index, made on the fly (and slowly, when a plant says so)."""
+
+    class Tokens(torch.utils.data.Dataset):
+        def __len__(self) -> int:
+            return 1 << 40
+
+        def __getitem__(self, index: int) -> tuple[Any, Any]:
+            if sleep_s:
+                time.sleep(sleep_s)
+            generator = torch.Generator().manual_seed(index)
+            tokens = torch.randint(vocab, (seq + 1,), generator=generator)
+            return tokens[:-1], tokens[1:]
+
+    return Tokens()
+
+
+class Probe:
+    """One rank of the probe: its process group, device, data and the steps it profiles."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        import torch
+        import torch.distributed as dist
+
+        self.torch = torch
+        self.dist = dist
+        self.args = args
+        self.rank = int(os.environ["RANK"])
+        self.ranks = int(os.environ["WORLD_SIZE"])
+        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        self.local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+        self.gpu = args.backend == "nccl"
+        self.shape = model_shape(args.params_m)
+        timeout = __import__("datetime").timedelta(seconds=args.op_timeout)
+        if self.gpu:
+            torch.cuda.set_device(self.local_rank)
+            self.device = torch.device("cuda", self.local_rank)
+            dist.init_process_group("nccl", timeout=timeout, device_id=self.device)
+        else:
+            self.device = torch.device("cpu")
+            torch.set_num_threads(max(1, (os.cpu_count() or 1) // self.local_ranks))
+            dist.init_process_group("gloo", timeout=timeout)
+        sleep_s = (args.loader_sleep_ms or (SLOW_LOADER_SLEEP_MS if args.plant == "slow-loader" else 0)) / 1e3
+        loader = torch.utils.data.DataLoader(
+            token_dataset(torch, self.shape.vocab, args.seq, sleep_s / args.batch),
+            batch_size=args.batch,
+            num_workers=args.loader_workers,
+            pin_memory=self.gpu,
+            persistent_workers=args.loader_workers > 0,
+        )
+        self.batches: Iterator[Any] = iter(loader)
+
+    # -- one step --------------------------------------------------------------------------------------
+    def loss(self, ddp: Any, tokens: Any, targets: Any) -> Any:
+        torch = self.torch
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.gpu):
+            logits = ddp(tokens)
+        return torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
+
+    def step(self, ddp: Any, optimizer: Any) -> None:
+        """Load a batch, forward, backward (gradients all-reduced by DDP), update: one training step."""
+        plant = self.args.plant
+        tokens, targets = next(self.batches)
+        tokens = tokens.to(self.device, non_blocking=True)
+        targets = targets.to(self.device, non_blocking=True)
+        if plant == "no-sync":
+            with ddp.no_sync():
+                self.loss(ddp, tokens, targets).backward()
+            for param in ddp.module.parameters():
+                if param.grad is not None:
+                    self.dist.all_reduce(param.grad)
+                    param.grad.div_(self.ranks)
+        else:
+            loss = self.loss(ddp, tokens, targets)
+            if plant == "item" and not math.isfinite(loss.item()):
+                raise FloatingPointError("the loss is not finite")
+            loss.backward()
+        if plant == "sync":
+            self.torch.cuda.synchronize()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    def finish_gpu(self) -> None:
+        if self.gpu:
+            self.torch.cuda.synchronize()
+
+    # -- one bucket size -------------------------------------------------------------------------------
+    def bucket_cap(self, requested: float) -> float:
+        """The bucket size this phase uses: one bucket larger than the whole model for ``one-bucket``."""
+        if self.args.plant == "one-bucket":
+            return float(math.ceil(gradient_bytes(self.shape) / (1024 * 1024)) + 1)
+        return requested
+
+    def run_cap(self, requested: float, emit: Callable[[dict[str, Any]], None]) -> None:
+        """Warm up, then profile, a freshly built model with one bucket size."""
+        torch, args = self.torch, self.args
+        cap = self.bucket_cap(requested)
+        nbytes = cap_bytes(requested)
+        torch.manual_seed(0)
+        model = build_model(torch, self.shape).to(self.device)
+        device_ids = [self.local_rank] if self.gpu else None
+        ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=device_ids, bucket_cap_mb=cap)
+        optimizer = torch.optim.SGD(ddp.parameters(), lr=1e-4)
+
+        emit({"event": "begin", "collective": PHASES[0], "bytes": nbytes})
+        began = time.perf_counter()
+        for _ in range(args.warmup):
+            self.step(ddp, optimizer)
+        self.finish_gpu()
+        self.dist.barrier()
+        warm_ms = (time.perf_counter() - began) * 1e3 / max(1, args.warmup)
+        emit(
+            {
+                "event": "row",
+                "collective": PHASES[0],
+                "bytes": nbytes,
+                "bucket_cap_mb": cap,
+                "step_ms": warm_ms,
+            }
+        )
+
+        emit({"event": "begin", "collective": PHASES[1], "bytes": nbytes})
+        step_ms = self.profile(ddp, optimizer, requested)
+        self.dist.barrier()
+        emit(
+            {
+                "event": "row",
+                "collective": PHASES[1],
+                "bytes": nbytes,
+                "bucket_cap_mb": cap,
+                "step_ms": step_ms,
+                "steps": args.steps,
+                "plant": args.plant,
+                "trace": trace_name(self.rank, requested),
+            }
+        )
+        del ddp, optimizer, model
+        gc.collect()
+        if self.gpu:
+            torch.cuda.empty_cache()
+
+    def profile(self, ddp: Any, optimizer: Any, requested: float) -> float:
+        """``--steps`` steps under torch.profiler (after one step of profiler warm-up); ms per step on
+        this rank's wall clock. The trace is written when the active window closes."""
+        torch, args = self.torch, self.args
+        profiler = torch.profiler
+        activities = [profiler.ProfilerActivity.CPU]
+        if self.gpu:
+            activities.append(profiler.ProfilerActivity.CUDA)
+        path = os.path.join(args.files_dir, trace_name(self.rank, requested)) if args.files_dir else None
+        schedule = profiler.schedule(wait=0, warmup=1, active=args.steps, repeat=1)
+
+        def export(prof: Any) -> None:
+            if path is not None:
+                prof.export_chrome_trace(path)
+
+        elapsed = 0.0
+        with profiler.profile(
+            activities=activities,
+            schedule=schedule,
+            on_trace_ready=export,
+            record_shapes=False,
+            profile_memory=False,
+            with_stack=False,
+        ) as prof:
+            for index in range(args.steps + 1):
+                if index == 1:
+                    self.finish_gpu()
+                    began = time.perf_counter()
+                self.step(ddp, optimizer)
+                if index == args.steps:
+                    self.finish_gpu()
+                    elapsed = time.perf_counter() - began
+                prof.step()
+        return elapsed * 1e3 / args.steps
+
+    def versions(self) -> dict[str, Any]:
+        info: dict[str, Any] = {"torch": self.torch.__version__}
+        if self.gpu:
+            nccl = self.torch.cuda.nccl.version()
+            info["nccl"] = ".".join(str(p) for p in nccl) if isinstance(nccl, tuple) else str(nccl)
+            info["gpu"] = self.torch.cuda.get_device_name(self.device)
+        return info
+
+
+def parse_caps(text: str) -> list[float]:
+    caps = []
+    for part in text.split(","):
+        if part.strip():
+            value = float(part)
+            if not value > 0:
+                raise ValueError(f"bucket size {part.strip()!r} is not positive")
+            caps.append(value)
+    return caps
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", choices=("nccl", "gloo"), default="nccl")
+    parser.add_argument("--params-m", type=float, help="model size in millions of parameters")
+    parser.add_argument("--batch", type=int, help="sequences per step and rank")
+    parser.add_argument("--seq", type=int, help="tokens per sequence")
+    parser.add_argument("--warmup", type=int, help="steps before profiling")
+    parser.add_argument("--steps", type=int, help="profiled steps")
+    parser.add_argument(
+        "--bucket-cap-mb",
+        default=f"{DEFAULT_BUCKET_CAP_MB:g}",
+        help="DDP bucket size in MB; several, comma-separated, are profiled one after the other",
+    )
+    parser.add_argument("--plant", choices=PLANTS, help="add one anti-pattern to every step")
+    parser.add_argument("--loader-workers", type=int, default=2)
+    parser.add_argument("--loader-sleep-ms", type=float, default=0.0, help="sleep per batch in the dataset")
+    parser.add_argument(
+        "--op-timeout", type=float, default=900.0, help="seconds before torch aborts a collective"
+    )
+    parser.add_argument("--results", help="file rank 0 appends its JSON progress lines to")
+    parser.add_argument("--log-dir", help="where each rank writes its NCCL log (nccl-rank<N>.log)")
+    parser.add_argument("--files-dir", help="where each rank writes its trace")
+    args = parser.parse_args(argv)
+    defaults = GPU_DEFAULTS if args.backend == "nccl" else CPU_DEFAULTS
+    for name, value in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    try:
+        args.bucket_caps = parse_caps(args.bucket_cap_mb)
+    except ValueError as exc:
+        parser.error(f"--bucket-cap-mb: {exc}")
+    if not args.bucket_caps:
+        parser.error("--bucket-cap-mb names no bucket size")
+    if args.plant == "sync" and args.backend != "nccl":
+        parser.error("--plant sync needs a GPU (nccl)")
+    if min(args.params_m, args.batch, args.seq, args.steps) <= 0 or args.warmup < 0:
+        parser.error("--params-m, --batch, --seq and --steps must be positive, --warmup not negative")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    rank = int(os.environ.get("RANK", "0"))
+    if args.log_dir and os.environ.get("NCCL_DEBUG"):
+        os.makedirs(args.log_dir, exist_ok=True)
+        os.environ["NCCL_DEBUG_FILE"] = os.path.join(args.log_dir, f"nccl-rank{rank}.log")
+    if args.files_dir:
+        os.makedirs(args.files_dir, exist_ok=True)
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=UserWarning)
+    results = open(args.results, "a", encoding="utf-8") if args.results and rank == 0 else None  # noqa: SIM115
+
+    def emit(record: dict[str, Any]) -> None:
+        if rank != 0:
+            return
+        line = json.dumps(record)
+        print(line, flush=True)
+        if results is not None:
+            results.write(line + "\n")
+            results.flush()
+
+    probe = Probe(args)
+    shape = probe.shape
+    emit(
+        {
+            "event": "start",
+            "ranks": probe.ranks,
+            "backend": args.backend,
+            "parameters": parameter_count(shape),
+            "gradient_bytes": gradient_bytes(shape),
+            "shape": {
+                "hidden": shape.hidden,
+                "heads": shape.heads,
+                "layers": shape.layers,
+                "vocab": shape.vocab,
+            },
+            "batch": args.batch,
+            "seq": args.seq,
+            "plant": args.plant,
+            **probe.versions(),
+        }
+    )
+    for phase in PHASES:  # each phase's hang budget is its own, not the sum over bucket sizes
+        emit({"event": "warm", "collective": phase})
+    for cap in args.bucket_caps:
+        probe.run_cap(cap, emit)
+    probe.dist.barrier()
+    emit({"event": "done"})
+    probe.dist.destroy_process_group()
+    if results is not None:
+        results.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
