@@ -178,6 +178,33 @@ def cmd_report(args: argparse.Namespace) -> int:
     return EXIT_PASS
 
 
+def cmd_trace(args: argparse.Namespace) -> int:
+    from diagnose.run import parse_formats
+    from diagnose.trace_cmd import TraceOptions, run_trace
+
+    options = TraceOptions(
+        traces=args.traces,
+        out=args.out,
+        extra_vars=args.extra_vars or [],
+        profile=args.profile,
+        fabric=args.fabric,
+        argv=args.argv,
+    )
+    try:
+        formats = parse_formats(args.format)
+        outcome = run_trace(options)
+    except ConfigError as exc:
+        print(f"diagnose: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    document = outcome.document
+    _print_lines([f"{c['id']:<14} {c['status']:<5} {c['message']}" for c in document["checks"]])
+    written = _render(outcome.results_path, formats)
+    if written is None:
+        return EXIT_INTERNAL
+    _print_summary(document, outcome.out_dir, written)
+    return EXIT_PASS if document["verdict"] == "PASS" else EXIT_FAIL
+
+
 def cmd_checks(args: argparse.Namespace) -> int:
     from diagnose.catalog import load_catalog
 
@@ -314,6 +341,21 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("-o", "--out", help="write the reports here (default: beside results.json)")
     report.add_argument("--format", default="html,pdf", help=f"comma list of {', '.join(FORMATS)}")
     report.set_defaults(func=cmd_report)
+
+    trace = sub.add_parser(
+        "trace", help="judge torch.profiler traces of a training job (one per rank): checklist section 4"
+    )
+    trace.add_argument("traces", nargs="+", help="Kineto/Chrome-trace JSON files (.json or .json.gz)")
+    trace.add_argument(
+        "-o", "--out", help="write results and reports here (default: ./diagnose-runs/<time>-trace)"
+    )
+    trace.add_argument("--format", default=DEFAULT_FORMATS, help=f"comma list of {', '.join(FORMATS)}")
+    trace.add_argument("-e", "--extra-vars", action="append", help="key=value (train_* thresholds), or @file")
+    trace.add_argument("--profile", help="hardware profile whose train_* thresholds apply")
+    trace.add_argument(
+        "--fabric", help="a run's results.json (or folder) whose all_reduce busbw is the fabric baseline"
+    )
+    trace.set_defaults(func=cmd_trace)
 
     checks = sub.add_parser("checks", help="list the check catalog")
     checks.set_defaults(func=cmd_checks)

@@ -109,6 +109,52 @@ PROFILE_VARIABLES: dict[str, Variable] = {
         Variable(
             "min_shm_mib", int, "smallest /dev/shm in a pod, MiB, for NCCL's SHM transport; default 1024"
         ),
+        # Training trace (checklist section 4: diagnose/trace/judge.py, the training probe, diagnose trace)
+        Variable(
+            "train_min_overlap_ratio",
+            float,
+            "share of communication hidden behind compute below which train.overlap FAILs "
+            "(when the exposed part also exceeds train_max_exposed_comm_pct); default 0.7",
+        ),
+        Variable(
+            "train_max_exposed_comm_pct",
+            float,
+            "exposed communication, % of the step, that train.overlap tolerates whatever the ratio; default 10",
+        ),
+        Variable(
+            "train_max_tail_pct",
+            float,
+            "last-bucket tail (backward end → last all-reduce end), % of the step, above which train.tail WARNs; "
+            "default 10",
+        ),
+        Variable(
+            "train_max_syncs_per_step",
+            int,
+            "host-device syncs per step above which train.sync WARNs; default 0",
+        ),
+        Variable(
+            "train_max_input_stall_pct",
+            float,
+            "input wait (GPU idle during DataLoader fetches; on CPU traces the DataLoader time), % of the step, "
+            "above which train.input WARNs; default 5",
+        ),
+        Variable(
+            "train_fabric_slowdown",
+            float,
+            "communication per step over the all-reduce time the measured busbw predicts beyond which "
+            "train.overlap blames the fabric, not the job; default 2",
+        ),
+        Variable(
+            "train_fabric_busbw_gbps",
+            float,
+            "all_reduce busbw (GB/s) to judge traces against when no collectives stage measured one "
+            "(diagnose trace)",
+        ),
+        Variable(
+            "train_grad_bytes",
+            int,
+            "gradient bytes all-reduced per step, when the trace does not record them (record_param_comms)",
+        ),
     )
 }
 

@@ -1,0 +1,490 @@
+"""One rank's torch.profiler trace → per-step metrics of compute, communication, host syncs and input.
+
+The trace is read in one streaming pass (:mod:`diagnose.trace.reader`) that keeps only the spans the
+metrics need; the metrics are then interval arithmetic (:mod:`diagnose.trace.intervals`) per step:
+
+- steps are the ``ProfilerStep#N`` annotations that ``profiler.step()`` leaves on the CPU timeline, or,
+  without them, the spans between repeated ``Optimizer.step#…`` annotations (said in ``notes``);
+- on a GPU trace, communication is the NCCL kernels (``ncclKernel_*`` / ``ncclDevKernel_*``), compute every
+  other kernel plus memcpy/memset; a kernel belongs to the step whose CPU window holds the runtime call
+  that launched it (matched through ``correlation``), because the GPU runs behind the CPU;
+- exposed communication is the part of the step's communication that no compute on any stream covers;
+- the tail runs from the end of the last backward compute (kernels launched inside
+  ``autograd::engine::evaluate_function`` ops) to the end of the step's last collective;
+- host syncs are ``cudaStreamSynchronize`` / ``cudaDeviceSynchronize`` / ``cudaEventSynchronize`` calls,
+  each named by its cause (inside ``aten::item``: an ``.item()``);
+- input wait is the time in ``enumerate(DataLoader)#…__next__``; on a GPU trace the part of it during which
+  the GPU had nothing to run is the stall that makes a job look communication- or compute-bound.
+
+A CPU-only trace (gloo) has no kernels: communication is then the ``gloo:*`` ranges on gloo's own threads
+and compute the operators of the training threads. What a CPU trace cannot answer (host-device syncs) is
+listed in ``not_judged`` and its check is skipped.
+"""
+
+from __future__ import annotations
+
+import statistics
+from bisect import bisect_right
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from diagnose.trace import intervals
+from diagnose.trace.intervals import Span
+from diagnose.trace.reader import TraceFormatError, TraceReader
+
+COMM_KERNEL_PREFIXES = ("ncclKernel", "ncclDevKernel")
+GPU_COMPUTE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
+RUNTIME_CATEGORIES = ("cuda_runtime", "cuda_driver")
+SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
+ITEM_OPS = ("aten::item", "aten::_local_scalar_dense")
+BACKWARD_PREFIX = "autograd::engine::evaluate_function"
+DATALOADER_PREFIX = "enumerate(DataLoader)#"
+STEP_PREFIX = "ProfilerStep#"
+OPTIMIZER_PREFIX = "Optimizer.step#"
+CPU_COMM_PREFIXES = ("gloo:",)
+CPU_COMM_CALLS = ("record_param_comms", "c10d::")
+CPU_CATEGORIES = ("cpu_op", "user_annotation")
+# torch's dtype names in record_param_comms → bytes per element.
+DTYPE_BYTES = {
+    "Float": 4, "Half": 2, "BFloat16": 2, "Double": 8, "Int": 4, "Long": 8, "Byte": 1, "Char": 1,
+    "Short": 2, "Bool": 1, "Float8_e4m3fn": 1, "Float8_e5m2": 1,
+}  # fmt: skip
+_US_PER_MS = 1000.0
+# The per-step medians the summary holds, in this order.
+SUMMARY_KEYS = (
+    "step_ms", "compute_ms", "comm_ms", "exposed_comm_ms", "overlap_ratio", "tail_ms",
+    "syncs_per_step", "input_wait_ms", "input_stall_ms", "gpu_idle_before_ms", "comm_bytes",
+)  # fmt: skip
+
+
+@dataclass
+class StepMetrics:
+    """One step, times in milliseconds; None where the trace cannot say."""
+
+    step: int
+    start_us: float
+    step_ms: float
+    compute_ms: float
+    comm_ms: float
+    exposed_comm_ms: float
+    overlap_ratio: float | None
+    tail_ms: float | None
+    syncs_per_step: int | None
+    input_wait_ms: float
+    input_stall_ms: float | None
+    comm_calls: int
+    comm_bytes: int | None
+    # GPU idle between the previous step's last kernel and this step's first.
+    gpu_idle_before_ms: float | None = None
+    sync_causes: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class RankAnalysis:
+    """What one rank's trace says; ``summary`` holds medians over the steady steps (all but the first of
+    three or more)."""
+
+    path: str
+    rank: int | None
+    rank_source: str  # "distributedInfo" or "file order"
+    device: str  # "cuda" or "cpu"
+    steps: list[StepMetrics]
+    summary: dict[str, Any]
+    not_judged: list[str]
+    skipped: dict[str, str]  # check id → why this trace cannot answer it
+    notes: list[str]
+    step_source: str
+    world_size: int | None = None
+    backend: str | None = None
+    host_name: str | None = None
+    events: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        document = asdict(self)
+        document["steps"] = [s.to_dict() for s in self.steps]
+        return document
+
+
+@dataclass
+class _Collected:
+    """The spans one pass over the events keeps; everything else is dropped as it streams by."""
+
+    events: int = 0
+    first_us: float = float("inf")
+    last_us: float = float("-inf")
+    steps: list[tuple[int, float, float]] = field(default_factory=list)
+    optimizer: list[Span] = field(default_factory=list)
+    comm_kernels: list[tuple[float, float, int | None]] = field(default_factory=list)
+    compute_kernels: list[tuple[float, float, int | None]] = field(default_factory=list)
+    launches: dict[int, tuple[float, Any]] = field(default_factory=dict)
+    syncs: list[tuple[float, float, Any, str]] = field(default_factory=list)
+    items: dict[Any, list[Span]] = field(default_factory=lambda: defaultdict(list))
+    backward: dict[Any, list[Span]] = field(default_factory=lambda: defaultdict(list))
+    dataloader: list[Span] = field(default_factory=list)
+    cpu_ops: dict[Any, list[Span]] = field(default_factory=lambda: defaultdict(list))
+    cpu_comm: list[tuple[float, float, Any]] = field(default_factory=list)
+    cpu_comm_calls: list[Span] = field(default_factory=list)
+    comm_sizes: list[tuple[float, int]] = field(default_factory=list)
+
+
+def _collect(reader: TraceReader) -> _Collected:
+    """The one streaming pass: keep the spans the metrics use, as compact tuples."""
+    kept = _Collected()
+    for event in reader.events():
+        kept.events += 1
+        if event.get("ph") != "X":
+            continue
+        try:
+            start = float(event["ts"])
+            end = start + float(event.get("dur") or 0.0)
+        except (KeyError, TypeError, ValueError):
+            continue
+        category = str(event.get("cat", "")).lower()
+        name = str(event.get("name", ""))
+        if category == "trace":  # the profiler's own span over the whole window
+            continue
+        kept.first_us = min(kept.first_us, start)
+        kept.last_us = max(kept.last_us, end)
+        args = event.get("args") or {}
+        if category in GPU_COMPUTE_CATEGORIES:
+            correlation = args.get("correlation")
+            if category == "kernel" and name.startswith(COMM_KERNEL_PREFIXES):
+                kept.comm_kernels.append((start, end, correlation))
+            else:
+                kept.compute_kernels.append((start, end, correlation))
+        elif category in RUNTIME_CATEGORIES:
+            correlation = args.get("correlation")
+            if correlation is not None:
+                kept.launches[correlation] = (start, event.get("tid"))
+            if name in SYNC_CALLS:
+                kept.syncs.append((start, end, event.get("tid"), name))
+        elif category in CPU_CATEGORIES:
+            _collect_cpu(kept, name, start, end, event.get("tid"), args)
+    if kept.first_us == float("inf"):
+        raise TraceFormatError(reader.path, "no timed events (ph 'X'): not a torch.profiler trace")
+    return kept
+
+
+def _collect_cpu(kept: _Collected, name: str, start: float, end: float, tid: Any, args: dict) -> None:
+    if name.startswith(STEP_PREFIX):
+        number = name[len(STEP_PREFIX) :]
+        if number.isdigit():
+            kept.steps.append((int(number), start, end))
+        return
+    if name.startswith(DATALOADER_PREFIX):
+        kept.dataloader.append((start, end))
+        return
+    if name.startswith(CPU_COMM_PREFIXES):
+        kept.cpu_comm.append((start, end, tid))
+        return
+    if name.startswith(CPU_COMM_CALLS):
+        kept.cpu_comm_calls.append((start, end))
+        if name == "record_param_comms":
+            size = _comm_bytes(args)
+            if size is not None:
+                kept.comm_sizes.append((start, size))
+        return
+    if name.startswith(OPTIMIZER_PREFIX):
+        kept.optimizer.append((start, end))
+    elif name.startswith(BACKWARD_PREFIX):
+        kept.backward[tid].append((start, end))
+    elif name in ITEM_OPS:
+        kept.items[tid].append((start, end))
+    kept.cpu_ops[tid].append((start, end))
+
+
+def _comm_bytes(args: dict[str, Any]) -> int | None:
+    """Bytes one all-reduce moved, from record_param_comms' arguments (other collectives: None)."""
+    if "allreduce" not in str(args.get("Collective name", "")).replace("_", ""):
+        return None
+    try:
+        count = int(args.get("In msg nelems"))
+    except (TypeError, ValueError):
+        return None
+    return count * DTYPE_BYTES.get(str(args.get("dtype")), 4)
+
+
+def _windows(kept: _Collected, notes: list[str]) -> tuple[list[tuple[int, float, float]], str]:
+    """The steps as (number, start, end) in µs, and where they came from."""
+    if kept.steps:
+        return sorted(kept.steps, key=lambda s: s[1]), "ProfilerStep#N annotations"
+    if len(kept.optimizer) >= 2:
+        notes.append(
+            "no ProfilerStep#N annotations (profiler.step() not called): steps are cut at the end of each "
+            "Optimizer.step#…, the first one from the start of the trace"
+        )
+        ends = sorted(end for _, end in kept.optimizer)
+        starts = [kept.first_us, *ends[:-1]]
+        return [
+            (n, s, e) for n, (s, e) in enumerate(zip(starts, ends, strict=True))
+        ], "Optimizer.step annotations"
+    notes.append("no ProfilerStep#N nor repeated Optimizer.step annotations: the whole trace is one step")
+    return [(0, kept.first_us, kept.last_us)], "whole trace"
+
+
+def _step_of(starts: list[float], windows: list[tuple[int, float, float]], moment: float) -> int | None:
+    index = bisect_right(starts, moment) - 1
+    if index < 0 or moment >= windows[index][2]:
+        return None
+    return index
+
+
+def _inside(merged_by_tid: dict[Any, list[Span]], tid: Any, moment: float) -> bool:
+    spans = merged_by_tid.get(tid)
+    if not spans:
+        return False
+    index = bisect_right(spans, moment, key=lambda span: span[0]) - 1
+    return index >= 0 and spans[index][1] >= moment
+
+
+def _ms(us: float) -> float:
+    return round(us / _US_PER_MS, 4)
+
+
+def analyze_trace(path: Path, fallback_rank: int | None = None) -> RankAnalysis:
+    """Stream ``path`` (.json or .json.gz) and measure every step; TraceFormatError if unreadable."""
+    reader = TraceReader(Path(path))
+    kept = _collect(reader)
+    notes: list[str] = []
+    windows, step_source = _windows(kept, notes)
+    device = "cuda" if kept.comm_kernels or kept.compute_kernels else "cpu"
+    not_judged: list[str] = []
+    skipped: dict[str, str] = {}
+    if device == "cuda":
+        steps = _gpu_steps(kept, windows, notes, not_judged, skipped)
+    else:
+        steps = _cpu_steps(kept, windows, notes, not_judged, skipped)
+    info = reader.meta.get("distributedInfo") or {}
+    rank = info.get("rank") if isinstance(info.get("rank"), int) else None
+    return RankAnalysis(
+        path=str(path),
+        rank=rank if rank is not None else fallback_rank,
+        rank_source="distributedInfo" if rank is not None else "file order",
+        device=device,
+        steps=steps,
+        summary=summarize(steps),
+        not_judged=not_judged,
+        skipped=skipped,
+        notes=notes,
+        step_source=step_source,
+        world_size=info.get("world_size") if isinstance(info.get("world_size"), int) else None,
+        backend=info.get("backend"),
+        host_name=reader.meta.get("host_name"),
+        events=kept.events,
+    )
+
+
+def summarize(steps: list[StepMetrics]) -> dict[str, Any]:
+    """Medians over the steady steps: the first of three or more is left out (caches, allocator, NCCL
+    channels still warming up)."""
+    steady = steps[1:] if len(steps) >= 3 else steps
+    summary: dict[str, Any] = {"steps": len(steps), "steady_steps": len(steady)}
+    for key in SUMMARY_KEYS:
+        values = [getattr(s, key) for s in steady if getattr(s, key) is not None]
+        summary[key] = round(statistics.median(values), 4) if values else None
+    causes: dict[str, int] = defaultdict(int)
+    for step in steady:
+        for cause, count in step.sync_causes.items():
+            causes[cause] += count
+    summary["sync_causes"] = dict(causes)
+    return summary
+
+
+def _by_step(
+    items: list[tuple[float, float, Any]], when: list[float], starts: list[float], windows: list
+) -> list[list[Span]]:
+    """Spans grouped by the step holding each one's moment ``when[i]``; spans outside every step drop."""
+    grouped: list[list[Span]] = [[] for _ in windows]
+    for (start, end, _), moment in zip(items, when, strict=True):
+        index = _step_of(starts, windows, moment)
+        if index is not None:
+            grouped[index].append((start, end))
+    return grouped
+
+
+def _gpu_steps(kept, windows, notes, not_judged, skipped) -> list[StepMetrics]:
+    starts = [w[1] for w in windows]
+    launch = kept.launches
+
+    def launched(kernel: tuple[float, float, Any]) -> float:
+        found = launch.get(kernel[2])
+        return found[0] if found else kernel[0]
+
+    comm_by_step = _by_step(kept.comm_kernels, [launched(k) for k in kept.comm_kernels], starts, windows)
+    compute_by_step = _by_step(
+        kept.compute_kernels, [launched(k) for k in kept.compute_kernels], starts, windows
+    )
+    all_compute = intervals.merge((s, e) for s, e, _ in kept.compute_kernels)
+    busy = intervals.merge([*all_compute, *((s, e) for s, e, _ in kept.comm_kernels)])
+    backward = {tid: intervals.merge(spans) for tid, spans in kept.backward.items()}
+    backward_ends = _backward_kernel_ends(kept, backward, starts, windows)
+    if not backward:
+        notes.append(
+            "no autograd::engine ops in the trace: the tail is measured from the last compute kernel that "
+            "started before the last collective"
+        )
+    items = {tid: intervals.merge(spans) for tid, spans in kept.items.items()}
+    syncs = _syncs_by_step(kept, items, starts, windows)
+    loader = intervals.merge(kept.dataloader)
+    steps = []
+    previous_end: float | None = None
+    for index, (number, start, end) in enumerate(windows):
+        comm = intervals.merge(comm_by_step[index])
+        compute = intervals.merge(compute_by_step[index])
+        comm_us = intervals.total(comm)
+        exposed_us = intervals.uncovered(comm, all_compute)
+        tail = None
+        if comm:
+            last_comm = comm[-1][1]
+            if backward:
+                last_compute = backward_ends[index]
+            else:
+                before = [e for s, e in compute_by_step[index] if s < comm[-1][0]]
+                last_compute = max(before) if before else None
+            tail = _ms(max(0.0, last_comm - last_compute)) if last_compute is not None else None
+        step_loader = intervals.clip(loader, start, end)
+        kernels = [*comm, *compute]
+        idle_before = None
+        if kernels and previous_end is not None:
+            idle_before = _ms(max(0.0, min(s for s, _ in kernels) - previous_end))
+        if kernels:
+            previous_end = max(e for _, e in kernels)
+        causes = syncs[index]
+        steps.append(
+            StepMetrics(
+                step=number,
+                start_us=start,
+                step_ms=_ms(end - start),
+                compute_ms=_ms(intervals.total(compute)),
+                comm_ms=_ms(comm_us),
+                exposed_comm_ms=_ms(exposed_us),
+                overlap_ratio=round(1.0 - exposed_us / comm_us, 4) if comm_us > 0 else None,
+                tail_ms=tail,
+                syncs_per_step=sum(causes.values()),
+                input_wait_ms=_ms(intervals.total(step_loader)),
+                input_stall_ms=_ms(intervals.uncovered(step_loader, busy)),
+                gpu_idle_before_ms=idle_before,
+                comm_calls=len(comm_by_step[index]),
+                comm_bytes=_bytes_in(kept.comm_sizes, start, end),
+                sync_causes=causes,
+            )
+        )
+    if not kept.comm_kernels:
+        reason = (
+            "no NCCL kernels in the trace (a single-GPU job, or communication outside the profiled steps)"
+        )
+        not_judged.append(f"overlap and tail: {reason}")
+        skipped["train.overlap"] = skipped["train.tail"] = reason
+    if not kept.dataloader:
+        not_judged.append(
+            "input pipeline: no enumerate(DataLoader) ops (the job feeds batches without a DataLoader, or "
+            "fetches them outside the profiled steps); only GPU idle time is known"
+        )
+    return steps
+
+
+def _backward_kernel_ends(kept, backward, starts, windows) -> list[float | None]:
+    """Per step, the latest end of a compute kernel launched from inside a backward op."""
+    ends: list[float | None] = [None] * len(windows)
+    if not backward:
+        return ends
+    for _start, end, correlation in kept.compute_kernels:
+        found = kept.launches.get(correlation)
+        if not found or not _inside(backward, found[1], found[0]):
+            continue
+        index = _step_of(starts, windows, found[0])
+        if index is not None and (ends[index] is None or end > ends[index]):
+            ends[index] = end
+    return ends
+
+
+def _syncs_by_step(kept, items, starts, windows) -> list[dict[str, int]]:
+    """Per step, host-device sync calls counted by cause."""
+    counts: list[dict[str, int]] = [defaultdict(int) for _ in windows]
+    for start, _end, tid, name in kept.syncs:
+        index = _step_of(starts, windows, start)
+        if index is None:
+            continue
+        if _inside(items, tid, start):
+            cause = ".item() (aten::item)"
+        elif name == "cudaDeviceSynchronize":
+            cause = "torch.cuda.synchronize() (cudaDeviceSynchronize)"
+        else:
+            cause = name
+        counts[index][cause] += 1
+    return [dict(c) for c in counts]
+
+
+def _bytes_in(sizes: list[tuple[float, int]], start: float, end: float) -> int | None:
+    moved = [size for moment, size in sizes if start <= moment < end]
+    return sum(moved) if moved else None
+
+
+def _cpu_steps(kept, windows, notes, not_judged, skipped) -> list[StepMetrics]:
+    starts = [w[1] for w in windows]
+    comm_threads = {tid for _, _, tid in kept.cpu_comm}
+    comm_items = kept.cpu_comm
+    if not comm_items and kept.cpu_comm_calls:
+        notes.append("no gloo:* ranges: communication measured from the c10d / record_param_comms calls")
+        comm_items = [(s, e, None) for s, e in kept.cpu_comm_calls]
+    compute = intervals.merge(
+        span for tid, spans in kept.cpu_ops.items() if tid not in comm_threads for span in spans
+    )
+    comm_by_step = _by_step(comm_items, [s for s, _, _ in comm_items], starts, windows)
+    optimizer = sorted(kept.optimizer)
+    backward = intervals.merge(span for spans in kept.backward.values() for span in spans)
+    loader = intervals.merge(kept.dataloader)
+    steps = []
+    for index, (number, start, end) in enumerate(windows):
+        # Gradients are averaged before the optimizer runs, so an all-reduce range still open when the
+        # optimizer starts stays open for bookkeeping, not for data: it is cut there.
+        cut = next((s for s, _ in optimizer if start <= s < end), end)
+        raw = comm_by_step[index]
+        comm = intervals.merge((s, min(e, cut) if s < cut else min(e, end)) for s, e in raw)
+        comm_us = intervals.total(comm)
+        exposed_us = intervals.uncovered(comm, compute)
+        tail = None
+        step_backward = intervals.clip(backward, start, end)
+        if comm and step_backward:
+            tail = _ms(max(0.0, comm[-1][1] - step_backward[-1][1]))
+        step_loader = intervals.clip(loader, start, end)
+        steps.append(
+            StepMetrics(
+                step=number,
+                start_us=start,
+                step_ms=_ms(end - start),
+                compute_ms=_ms(intervals.total(intervals.clip(compute, start, end))),
+                comm_ms=_ms(comm_us),
+                exposed_comm_ms=_ms(exposed_us),
+                overlap_ratio=round(1.0 - exposed_us / comm_us, 4) if comm_us > 0 else None,
+                tail_ms=tail,
+                syncs_per_step=None,
+                input_wait_ms=_ms(intervals.total(step_loader)),
+                input_stall_ms=None,
+                comm_calls=len(raw),
+                comm_bytes=_bytes_in(kept.comm_sizes, start, end),
+            )
+        )
+    reason = (
+        "a CPU-only trace (no CUDA kernels): there is no device for the host to wait on, so "
+        "cudaStreamSynchronize / .item() stalls cannot occur or be seen"
+    )
+    not_judged.append(f"host sync points per step: {reason}")
+    skipped["train.sync"] = reason
+    not_judged.append(
+        "GPU idle during input waits: a CPU-only trace; input is judged by DataLoader time alone"
+    )
+    if not comm_items:
+        why = "no gloo:* ranges nor c10d calls in the trace (a single-process job?)"
+        not_judged.append(f"overlap and tail: {why}")
+        skipped["train.overlap"] = skipped["train.tail"] = why
+    elif not backward:
+        why = "no autograd::engine ops in the trace, so the end of the backward pass is unknown"
+        not_judged.append(f"last-bucket tail: {why}")
+        skipped["train.tail"] = why
+    return steps

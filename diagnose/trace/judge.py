@@ -1,0 +1,332 @@
+"""The ranks' trace metrics → the four ``train.*`` checks of checklist section 4 (pure: facts in, results out).
+
+Exposed communication alone cannot say whose fault it is: a slow fabric makes every all-reduce long, and
+a job that hides nothing exposes even a fast one. So the all-reduce time a step needs on *this* fabric
+is computed from what the collectives stage measured (busbw) and the bytes the step reduced:
+``bytes · 2(n−1)/n / busbw``. Communication far above that points at the fabric (``bench.*``,
+``nccl.transport``); communication near it but exposed points at the job (buckets, ``no_sync``, a sync
+point). The two get different messages and remediations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from diagnose.model import SEVERITY, CheckResult, worst
+from diagnose.trace.analyze import RankAnalysis
+from diagnose.vars import Vars
+
+CHECKLIST = "4"
+# Defaults of the profile variables (diagnose/expected_values.py names and explains each).
+DEFAULTS: dict[str, float] = {
+    "train_min_overlap_ratio": 0.7,
+    "train_max_exposed_comm_pct": 10.0,
+    "train_max_tail_pct": 10.0,
+    "train_max_syncs_per_step": 0,
+    "train_max_input_stall_pct": 5.0,
+    "train_fabric_slowdown": 2.0,
+}
+
+REMEDY_FABRIC = (
+    "The all-reduces themselves are slow, not the job: read bench.all_reduce (busbw against the expected "
+    "range) and nccl.transport (NET/Socket where NET/IB was expected), and the node-health checks of the "
+    "hosts these ranks ran on, before tuning the job."
+)
+REMEDY_OVERLAP = (
+    "The fabric delivers, but the job waits for it: keep DDP's bucket_cap_mb near the default (one huge "
+    "bucket starts the all-reduce only after the whole backward pass), use no_sync() only on accumulation "
+    "micro-steps, and remove host syncs (.item(), torch.cuda.synchronize()) inside backward."
+)
+REMEDY_UNKNOWN = (
+    "No fabric baseline: run the collectives stage (diagnose run) or pass -e train_fabric_busbw_gbps=... to "
+    "tell a slow fabric from poor overlap; meanwhile check bucket_cap_mb, no_sync() use and host syncs."
+)
+REMEDY_TAIL = (
+    "The last gradient bucket is reduced after the backward pass ends: make the first-filled bucket small "
+    "(DDP's first bucket is 1 MB by default; a larger bucket_cap_mb enlarges the others), avoid "
+    "gradient hooks that delay the final bucket, and check the fabric if every all-reduce is slow."
+)
+REMEDY_SYNC = (
+    "Move .item(), .cpu(), print(tensor) and torch.cuda.synchronize() out of the step (log every N steps, "
+    "keep metrics on the GPU and reduce them asynchronously): each sync stalls the CPU until the GPU drains."
+)
+REMEDY_INPUT = (
+    "The GPU idles while the DataLoader fetches: raise num_workers, set pin_memory=True and "
+    "persistent_workers=True, prefetch (prefetch_factor), and check the storage the dataset reads from."
+)
+
+
+@dataclass
+class FabricBaseline:
+    """What the collectives stage measured; None fields are unknown."""
+
+    busbw_gbps: float | None
+    grad_bytes: int | None
+    ranks: int
+    nodes: int
+
+    def allreduce_ms(self, nbytes: int | None, ranks: int | None = None) -> float | None:
+        """The time one all-reduce of ``nbytes`` takes at the measured busbw (nccl-tests' bus factor)."""
+        ranks = ranks or self.ranks
+        if not self.busbw_gbps or not nbytes or ranks < 2:
+            return None
+        return nbytes * 2.0 * (ranks - 1) / ranks / (self.busbw_gbps * 1e9) * 1000.0
+
+
+@dataclass
+class _Finding:
+    """One rank's verdict on one check."""
+
+    rank: int
+    status: str
+    detail: str
+    kind: str = ""  # "fabric", "overlap" or "unknown" for train.overlap's remediation
+
+
+def baseline_from_benchmarks(
+    entries: list[dict[str, Any]], grad_bytes: int | None = None
+) -> FabricBaseline | None:
+    """The fabric as the collectives stage measured it: the all_reduce entry's busbw at its largest size
+    (the bandwidth-bound end of the sweep, the regime a step's gradient buckets run in)."""
+    for entry in entries:
+        if entry.get("collective") != "all_reduce" or entry.get("status") == "ERROR":
+            continue
+        rows = [r for r in entry.get("rows") or [] if isinstance(r.get("busbw_gbps"), (int, float))]
+        if not rows:
+            continue
+        largest = max(rows, key=lambda r: r.get("bytes") or 0)
+        return FabricBaseline(
+            busbw_gbps=float(largest["busbw_gbps"]),
+            grad_bytes=grad_bytes,
+            ranks=int(entry.get("ranks") or 0),
+            nodes=int(entry.get("nodes") or 0),
+        )
+    return None
+
+
+def _mib(nbytes: int | None) -> str:
+    return f"{(nbytes or 0) / 2**20:.1f} MiB"
+
+
+def _threshold(host_vars: Vars, name: str) -> float:
+    value = host_vars.float(name)
+    return DEFAULTS[name] if value is None else value
+
+
+def _pct(part: float | None, whole: float | None) -> float | None:
+    if part is None or not whole:
+        return None
+    return 100.0 * part / whole
+
+
+def _label(analysis: RankAnalysis) -> int:
+    return analysis.rank if analysis.rank is not None else -1
+
+
+def _overlap(analysis: RankAnalysis, host_vars: Vars, baseline: FabricBaseline | None) -> _Finding:
+    s = analysis.summary
+    rank = _label(analysis)
+    min_ratio = _threshold(host_vars, "train_min_overlap_ratio")
+    max_exposed = _threshold(host_vars, "train_max_exposed_comm_pct")
+    ratio, exposed, comm = s["overlap_ratio"], s["exposed_comm_ms"], s["comm_ms"]
+    share = _pct(exposed, s["step_ms"]) or 0.0
+    nbytes = s.get("comm_bytes") or (baseline.grad_bytes if baseline else None)
+    expected = baseline.allreduce_ms(nbytes, analysis.world_size) if baseline else None
+    slowdown = comm / expected if expected else None
+    slow_fabric = slowdown is not None and slowdown > _threshold(host_vars, "train_fabric_slowdown")
+    numbers = (
+        f"exposed {exposed:.2f} ms of {comm:.2f} ms communication per {s['step_ms']:.2f} ms step "
+        f"({share:.1f}%), overlap ratio {ratio:.2f}"
+    )
+    fabric = (
+        f"; the all-reduce of {_mib(nbytes)} needs {expected:.2f} ms at the measured "
+        f"{baseline.busbw_gbps:.1f} GB/s busbw, it took {slowdown:.1f}×"
+        if expected and baseline
+        else ""
+    )
+    if ratio is None or ratio >= min_ratio or share <= max_exposed:
+        return _Finding(rank, "PASS", numbers + fabric)
+    if slow_fabric:
+        return _Finding(rank, "FAIL", f"slow fabric: {numbers}{fabric}", "fabric")
+    if expected is not None:
+        return _Finding(rank, "FAIL", f"poor overlap on a fabric that delivers: {numbers}{fabric}", "overlap")
+    return _Finding(rank, "FAIL", f"{numbers} (no fabric baseline to compare with)", "unknown")
+
+
+def _tail(analysis: RankAnalysis, host_vars: Vars, baseline: FabricBaseline | None) -> _Finding:
+    s = analysis.summary
+    limit = _threshold(host_vars, "train_max_tail_pct")
+    share = _pct(s["tail_ms"], s["step_ms"]) or 0.0
+    detail = (
+        f"tail {s['tail_ms']:.2f} ms after the backward pass ({share:.1f}% of a {s['step_ms']:.2f} ms step)"
+    )
+    return _Finding(_label(analysis), "WARN" if share > limit else "PASS", detail)
+
+
+def _sync(analysis: RankAnalysis, host_vars: Vars, baseline: FabricBaseline | None) -> _Finding:
+    s = analysis.summary
+    limit = _threshold(host_vars, "train_max_syncs_per_step")
+    count = s["syncs_per_step"]
+    causes = ", ".join(f"{cause} ×{n}" for cause, n in sorted(s.get("sync_causes", {}).items()))
+    detail = f"{count:g} host sync(s) per step" + (
+        f" over {s['steady_steps']} steps: {causes}" if causes else ""
+    )
+    return _Finding(_label(analysis), "WARN" if count > limit else "PASS", detail)
+
+
+def _input(analysis: RankAnalysis, host_vars: Vars, baseline: FabricBaseline | None) -> _Finding:
+    s = analysis.summary
+    limit = _threshold(host_vars, "train_max_input_stall_pct")
+    gpu = s.get("input_stall_ms") is not None
+    waited = s["input_stall_ms"] if gpu else s["input_wait_ms"]
+    share = _pct(waited, s["step_ms"]) or 0.0
+    what = "GPU idle while the DataLoader fetched" if gpu else "in the DataLoader"
+    detail = f"{waited:.2f} ms per step {what} ({share:.1f}% of a {s['step_ms']:.2f} ms step)"
+    return _Finding(_label(analysis), "WARN" if share > limit else "PASS", detail)
+
+
+@dataclass(frozen=True)
+class _Spec:
+    check_id: str
+    metric: str  # the summary key that must be known to judge
+    title: str
+    judge: Callable[[RankAnalysis, Vars, FabricBaseline | None], _Finding]
+    expected: Callable[[Vars], dict[str, Any]]
+    remediation: str
+
+
+SPECS = (
+    _Spec(
+        "train.overlap",
+        "comm_ms",
+        "communication hidden behind compute",
+        _overlap,
+        lambda v: {
+            "min_overlap_ratio": _threshold(v, "train_min_overlap_ratio"),
+            "max_exposed_comm_pct": _threshold(v, "train_max_exposed_comm_pct"),
+        },
+        REMEDY_OVERLAP,
+    ),
+    _Spec(
+        "train.tail",
+        "tail_ms",
+        "last-bucket tail",
+        _tail,
+        lambda v: {"max_tail_pct": _threshold(v, "train_max_tail_pct")},
+        REMEDY_TAIL,
+    ),
+    _Spec(
+        "train.sync",
+        "syncs_per_step",
+        "host syncs per step",
+        _sync,
+        lambda v: {"max_syncs_per_step": _threshold(v, "train_max_syncs_per_step")},
+        REMEDY_SYNC,
+    ),
+    _Spec(
+        "train.input",
+        "input_wait_ms",
+        "input pipeline",
+        _input,
+        lambda v: {"max_input_stall_pct": _threshold(v, "train_max_input_stall_pct")},
+        REMEDY_INPUT,
+    ),
+)
+
+
+def judge_training(
+    analyses: list[RankAnalysis], host_vars: Vars, baseline: FabricBaseline | None, source: str
+) -> list[CheckResult]:
+    """One cluster-wide result per ``train.*`` check, naming the ranks behind its status.
+
+    ``source`` says where the traces came from (the built-in probe, or the files a user gave) and heads
+    every message, so the report tells the two apart.
+    """
+    return [_judge_one(spec, analyses, host_vars, baseline, source) for spec in SPECS]
+
+
+def _judge_one(
+    spec: _Spec, analyses: list[RankAnalysis], host_vars: Vars, baseline: FabricBaseline | None, source: str
+) -> CheckResult:
+    judged: list[_Finding] = []
+    skipped: dict[str, list[int]] = {}
+    for analysis in sorted(analyses, key=_label):
+        reason = analysis.skipped.get(spec.check_id)
+        if reason is None and analysis.summary.get(spec.metric) is None:
+            reason = "no step in the trace measured it"
+        if reason is not None:
+            skipped.setdefault(reason, []).append(_label(analysis))
+        else:
+            judged.append(spec.judge(analysis, host_vars, baseline))
+    observed = {str(_label(a)): {k: a.summary.get(k) for k in _OBSERVED[spec.check_id]} for a in analyses}
+    skip_text = "; ".join(f"rank {_ranks(r)} not judged: {why}" for why, r in skipped.items())
+    result = CheckResult(
+        id=spec.check_id,
+        host=None,
+        checklist=CHECKLIST,
+        status="SKIP",
+        observed=observed,
+        expected=spec.expected(host_vars),
+        message=f"{source}: {skip_text}" if skip_text else f"{source}: no trace",
+    )
+    if not judged:
+        return result
+    status = worst([f.status for f in judged])
+    shown = [f for f in judged if f.status == status]
+    parts = [f"rank {f.rank}: {f.detail}" for f in shown[:4]]
+    if len(shown) > 4:
+        parts.append(f"and {len(shown) - 4} more rank(s)")
+    if status == "PASS":
+        head = f"{spec.title} within limits on rank(s) {_ranks([f.rank for f in judged])}"
+    else:
+        head = f"{spec.title} out of limits on rank(s) {_ranks([f.rank for f in shown])}"
+    result.status = status
+    result.message = f"{source}: {head}; " + "; ".join(parts) + (f"; {skip_text}" if skip_text else "")
+    if SEVERITY[status] > SEVERITY["PASS"]:
+        result.remediation = _remediation(spec, shown)
+    return result
+
+
+def _remediation(spec: _Spec, shown: list[_Finding]) -> str:
+    if spec.check_id != "train.overlap":
+        return spec.remediation
+    kinds = {f.kind for f in shown}
+    if "fabric" in kinds:
+        return REMEDY_FABRIC
+    if "unknown" in kinds:
+        return REMEDY_UNKNOWN
+    return REMEDY_OVERLAP
+
+
+_OBSERVED = {
+    "train.overlap": ("step_ms", "comm_ms", "exposed_comm_ms", "overlap_ratio", "comm_bytes"),
+    "train.tail": ("step_ms", "tail_ms"),
+    "train.sync": ("syncs_per_step", "sync_causes"),
+    "train.input": ("step_ms", "input_wait_ms", "input_stall_ms"),
+}
+
+
+def _ranks(ranks: list[int]) -> str:
+    return ", ".join(str(r) for r in ranks)
+
+
+def training_record(analysis: RankAnalysis, host: str | None, source: str, evidence: str | None) -> dict:
+    """One entry of results.json's top-level ``training`` list: the rank's summary, every step and what
+    could not be judged, with the trace it came from."""
+    return {
+        "source": source,
+        "host": host,
+        "rank": analysis.rank,
+        "rank_source": analysis.rank_source,
+        "device": analysis.device,
+        "backend": analysis.backend,
+        "world_size": analysis.world_size,
+        "trace": evidence,
+        "step_source": analysis.step_source,
+        "summary": analysis.summary,
+        "steps": [step.to_dict() for step in analysis.steps],
+        "not_judged": list(analysis.not_judged),
+        "notes": list(analysis.notes),
+    }
