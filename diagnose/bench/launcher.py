@@ -260,17 +260,7 @@ class Launch(ABC):
         failed_at: float | None = None
         expected = list(spec.expected_rows)
         while True:
-            results = self._each(
-                lambda h: self._run(
-                    h,
-                    poll_script(
-                        self.folders[h.name],
-                        self._offset if h is self.hosts[0] else None,
-                        self.progress_file,
-                    ),
-                ),
-                self._reachable(),
-            )
+            results = self.poll()
             self._mark_lost(results)
             now = time.monotonic()
             first = results.get(self.hosts[0].name)
@@ -339,6 +329,20 @@ class Launch(ABC):
                 self._finish("deadline", "the run's time budget ran out during the benchmark")
                 return
             time.sleep(POLL_INTERVAL_S)
+
+    def poll(self) -> dict[str, CommandOutput]:
+        """Per reachable host, what :func:`poll_script` prints there: ``rc=<exit status or empty>`` and, on
+        the first host, the progress file's bytes from the current offset on. A launch whose scheduler
+        reports its job's state on the controller overrides this and saves the hosts a round trip."""
+        return self._each(
+            lambda h: self._run(
+                h,
+                poll_script(
+                    self.folders[h.name], self._offset if h is self.hosts[0] else None, self.progress_file
+                ),
+            ),
+            self._reachable(),
+        )
 
     def _record(self, record: dict[str, Any], expected: list[tuple[str, int]]) -> None:
         event = record.get("event")
