@@ -109,6 +109,38 @@ PROFILE_VARIABLES: dict[str, Variable] = {
         Variable(
             "min_shm_mib", int, "smallest /dev/shm in a pod, MiB, for NCCL's SHM transport; default 1024"
         ),
+        # Fleet-relative verdicts (diagnose/fleet.py, diagnose/bench/fleet_probes.py, history instability)
+        Variable(
+            "fleet_mad_k",
+            float,
+            "k: a host is odd among its peers when its robust z (0.6745 × deviation / MAD) is below −k; default 3.5",
+        ),
+        Variable(
+            "fleet_min_rel_dev_pct",
+            float,
+            "a host is odd only when also this many % below the fleet median; default 5",
+        ),
+        Variable(
+            "min_host_copy_gbps",
+            float,
+            "floor for pinned host↔device copies per GPU, GB/s (the fleet's median below it is a cluster-wide FAIL)",
+        ),
+        Variable(
+            "min_peer_copy_gbps",
+            float,
+            "floor for GPU peer copies per GPU pair, GB/s (the fleet's median below it is a cluster-wide FAIL)",
+        ),
+        Variable(
+            "history_unstable_flips",
+            int,
+            "PASS↔FAIL changes of one check on one host within history_unstable_window runs that make it "
+            "history.unstable; default 3",
+        ),
+        Variable(
+            "history_unstable_window",
+            int,
+            "how many recent runs of the series (this one included) history.unstable looks at; default 6",
+        ),
         # Training trace (checklist section 4: diagnose/trace/judge.py, the training probe, diagnose trace)
         Variable(
             "train_min_overlap_ratio",

@@ -1,0 +1,557 @@
+"""Fleet probes: the same figures measured on every host at once, each host judged against its peers.
+
+An extra of the benchmark stage (``benchmarks.fleet_probes: true``, :mod:`diagnose.bench.extras`). On
+every host at the same time, each in its own single-node launch:
+
+1. :mod:`diagnose.bench.fleet_program` — host memory copy; per GPU host→device and device→host copies
+   from pinned memory (the PCIe path); per ordered GPU pair a peer copy (NVLink where present);
+2. :mod:`diagnose.bench.program` on that host alone with the plan's collectives at its largest size —
+   the single-node busbw (NVLink/NVSwitch and the GPUs themselves), skipped with one rank per host,
+   where a collective moves nothing between ranks.
+
+Hosts run their own launches in parallel threads, so the stage takes as long as the slowest host, not
+the sum. Per host, a GPU metric is the host's weakest GPU (or GPU pair): one bad link is what a job
+feels. :mod:`diagnose.fleet` then judges every metric within each *peer group* (hosts reporting the
+same GPUs: an H100 is not an odd H200) and this module turns the verdicts into checks and records:
+
+* ``fleet.busbw`` (checklist 3), ``fleet.h2d``, ``fleet.nvlink`` and ``fleet.memcpy`` (node health, H):
+  one result per host that is odd (or below the floor while its fleet clears it), one ERROR per host the
+  probe could not measure, and one cluster-wide line per check with the median, the MAD and the floor —
+  FAIL when the fleet's median is below the floor (one finding, not one per host);
+* results.json ``fleet``: per host and metric the value, the group's median and MAD, the robust z and the
+  verdict, and per metric and group a summary entry (``host`` null).
+
+With one host there is no fleet: its figures are recorded and every check is a SKIP saying so.
+
+Variables (first host): ``fleet_mad_k`` and ``fleet_min_rel_dev_pct`` (when a host is odd, see
+:mod:`diagnose.fleet`); floors ``min_host_copy_gbps`` (h2d and d2h per GPU), ``min_peer_copy_gbps`` (per
+GPU pair) and, for busbw on NCCL, the bottom of the single-node normal range (``nvlink_busbw_gbps`` ×
+(1 − ``bench_tolerance``), :mod:`diagnose.bench.expect`).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from diagnose import fleet
+from diagnose.bench import fleet_program, program
+from diagnose.bench.expect import expected_busbw
+from diagnose.bench.launcher import LaunchOutcome, LaunchSpec
+from diagnose.bench.launcher_torchrun import launch
+from diagnose.bench.setup import Setup, startup_timeout_s
+from diagnose.host_settings import parse_bench_env
+from diagnose.hosts import Host
+from diagnose.model import SEVERITY, CheckResult, worst
+from diagnose.units import human_bytes
+from diagnose.vars import Vars
+
+#: Bytes per timed copy and timed copies per figure (each figure is their median).
+COPY_BYTES = 256 << 20
+COPY_REPS = 10
+#: A copy row may take this long on top of moving its bytes at the floor rate before the probe counts as hung.
+ROW_BASE_S = 30.0
+COPY_FLOOR_GBPS = 0.2
+#: Hosts probed at the same time (each holds one SSH poller while its launch runs).
+MAX_PARALLEL_HOSTS = 256
+SECTION = "fleet"
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    """A fleet check: its id, checklist section, what it measures and what to do about an odd host."""
+
+    id: str
+    checklist: str
+    title: str
+    remediation: str
+
+
+CHECKS = {
+    "fleet.busbw": CheckSpec(
+        "fleet.busbw",
+        "3",
+        "single-node busbw",
+        "Compare this host with a peer: NVLink/NVSwitch state and errors (gpu.nvlink, gpu.fabricmanager), "
+        "clocks and throttling (gpu.clocks), and its NCCL environment (nccl.env). A host slower than identical "
+        "peers in its own node's collectives has a local fault.",
+    ),
+    "fleet.h2d": CheckSpec(
+        "fleet.h2d",
+        "H",
+        "host↔device copy bandwidth",
+        "Check the named GPU's PCIe link (gpu.pcie: width, and generation under load; `lspci -vv -s <bus id>` "
+        "LnkSta against LnkCap), the BIOS PCIe/IOMMU settings and the PCIe switch or riser behind it.",
+    ),
+    "fleet.nvlink": CheckSpec(
+        "fleet.nvlink",
+        "H",
+        "GPU peer copy bandwidth",
+        "Check `nvidia-smi nvlink --status` and the NVLink error counters of the named pair (gpu.nvlink), the "
+        "fabric manager (gpu.fabricmanager), and whether the pair has peer access at all (p2p in the record).",
+    ),
+    "fleet.memcpy": CheckSpec(
+        "fleet.memcpy",
+        "H",
+        "host memory copy bandwidth",
+        "Check the host's memory population (`dmidecode -t memory`: every channel filled alike), the CPU "
+        "frequency governor and power capping, and processes competing for the CPUs.",
+    ),
+}
+METRIC_CHECK = {"h2d": "fleet.h2d", "d2h": "fleet.h2d", "peer": "fleet.nvlink", "memcpy": "fleet.memcpy"}
+SHORTFALL_REMEDIATION = (
+    "The whole fleet falls short of the profile's floor: check that the profile matches this hardware "
+    "(nvlink_busbw_gbps, min_host_copy_gbps, min_peer_copy_gbps) and the settings every host shares "
+    "(BIOS, driver, NCCL environment) before chasing single hosts."
+)
+
+
+def check_of(metric: str) -> str:
+    return "fleet.busbw" if metric.startswith("busbw.") else METRIC_CHECK[metric]
+
+
+def metric_order(metric: str) -> tuple[int, str]:
+    """Metrics as the report lists them: collectives first, then the copies from PCIe to memory."""
+    return (0, metric) if metric.startswith("busbw.") else (1 + list(METRIC_CHECK).index(metric), metric)
+
+
+@dataclass
+class HostFigures:
+    """What one host's probes measured: a figure per metric (its weakest GPU or pair), the rows behind it,
+    what it could not measure, and why a check could not be measured there at all."""
+
+    host: str
+    group: str = ""
+    values: dict[str, float] = field(default_factory=dict)
+    detail: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    not_measured: list[str] = field(default_factory=list)
+    errors: dict[str, str] = field(default_factory=dict)
+    evidence: dict[str, str] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# From launch outcomes to figures (pure)
+
+
+def group_label(start: Mapping[str, Any] | None) -> str:
+    """The peer group a probe's ``start`` line puts its host in: the GPUs it reports, or a CPU host."""
+    if not start:
+        return ""
+    gpus = list(start.get("gpus") or [])
+    if not gpus:
+        return "CPU host"
+    counts = Counter(gpus)
+    return " + ".join(f"{n}× {name}" for name, n in sorted(counts.items()))
+
+
+def _where(metric: str, row: Mapping[str, Any]) -> str:
+    if metric == "peer":
+        return f"GPU {row.get('src')}→{row.get('dst')}"
+    if metric in ("h2d", "d2h"):
+        return f"GPU {row.get('gpu')}"
+    return ""
+
+
+def copy_figures(figures: HostFigures, outcome: LaunchOutcome) -> None:
+    """Fill ``figures`` from the copy probe's outcome: every row kept, the weakest per metric as the value."""
+    figures.group = group_label(outcome.start)
+    if outcome.start:
+        figures.not_measured.extend(outcome.start.get("not_measured") or [])
+    for row in outcome.rows:
+        metric = row.get("collective")
+        if metric not in fleet_program.METRICS or not isinstance(row.get("gbps"), int | float):
+            continue
+        keep = {k: row[k] for k in ("gpu", "name", "src", "dst", "p2p", "threads", "gbps") if k in row}
+        keep["where"] = _where(metric, row)
+        samples = row.get("samples_gbps") or []
+        if len(samples) > 1:
+            keep["spread_pct"] = round((max(samples) - min(samples)) / statistics.median(samples) * 100.0, 1)
+        figures.detail.setdefault(metric, []).append(keep)
+    for metric, rows in figures.detail.items():
+        figures.values[metric] = min(float(r["gbps"]) for r in rows)
+    evidence = outcome.evidence.get(f"{figures.host}:out.txt")
+    if evidence:
+        for check in ("fleet.h2d", "fleet.nvlink", "fleet.memcpy"):
+            figures.evidence[check] = evidence
+    if outcome.status != "done":
+        why = outcome.message or f"the copy probe ended {outcome.status}"
+        for check in ("fleet.h2d", "fleet.nvlink", "fleet.memcpy"):
+            figures.errors.setdefault(check, f"copy probe: {why}")
+
+
+def busbw_figures(figures: HostFigures, outcome: LaunchOutcome, collectives: Sequence[str]) -> None:
+    """Fill ``figures`` from the single-node collective launch: busbw at the largest size per collective."""
+    for collective in collectives:
+        rows = [r for r in outcome.rows if r.get("collective") == collective and not r.get("wrong")]
+        if rows:
+            last = max(rows, key=lambda r: r["bytes"])
+            figures.values[f"busbw.{collective}"] = float(last["busbw_gbps"])
+            figures.detail[f"busbw.{collective}"] = [
+                {"bytes": last["bytes"], "gbps": last["busbw_gbps"], "where": human_bytes(int(last["bytes"]))}
+            ]
+    evidence = outcome.evidence.get(f"{figures.host}:out.txt")
+    if evidence:
+        figures.evidence["fleet.busbw"] = evidence
+    wrong = [r["collective"] for r in outcome.rows if r.get("wrong")]
+    if wrong:
+        figures.errors["fleet.busbw"] = f"wrong results in {', '.join(sorted(set(wrong)))} on this host alone"
+    elif outcome.status != "done":
+        figures.errors["fleet.busbw"] = outcome.message or f"the single-node launch ended {outcome.status}"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# From figures to verdicts, checks and records (pure)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Thresholds and floors, read once from the first host's variables."""
+
+    thresholds: fleet.Thresholds
+    floors: dict[str, float | None]
+
+
+def settings_from(host_vars: Vars, setup: Setup, collectives: Sequence[str]) -> Settings:
+    thresholds = fleet.Thresholds(
+        mad_k=host_vars.float("fleet_mad_k", fleet.DEFAULT_MAD_K) or fleet.DEFAULT_MAD_K,
+        min_rel_dev_pct=host_vars.float("fleet_min_rel_dev_pct", fleet.DEFAULT_MIN_REL_DEV_PCT) or 0.0,
+    )
+    host_copy = host_vars.float("min_host_copy_gbps")
+    floors: dict[str, float | None] = {
+        "h2d": host_copy,
+        "d2h": host_copy,
+        "peer": host_vars.float("min_peer_copy_gbps"),
+        "memcpy": None,
+    }
+    for collective in collectives:
+        low = None
+        if setup.backend == "nccl":
+            low = expected_busbw(collective, 1, setup.nproc, host_vars).low_gbps
+        floors[f"busbw.{collective}"] = low
+    return Settings(thresholds, floors)
+
+
+def _metric_label(metric: str) -> str:
+    if metric.startswith("busbw."):
+        return f"{metric[len('busbw.') :]} single-node busbw"
+    return {
+        "h2d": "host→device copy",
+        "d2h": "device→host copy",
+        "peer": "peer copy",
+        "memcpy": "memory copy",
+    }[metric]
+
+
+def groups_of(figures: Sequence[HostFigures]) -> dict[str, list[HostFigures]]:
+    """Hosts by peer group; a host whose probe said nothing joins the most common group."""
+    named = Counter(f.group for f in figures if f.group)
+    fallback = named.most_common(1)[0][0] if named else "hosts"
+    grouped: dict[str, list[HostFigures]] = {}
+    for item in figures:
+        grouped.setdefault(item.group or fallback, []).append(item)
+    return grouped
+
+
+@dataclass
+class Judgement:
+    """Everything the probes conclude: checks to emit and records for results.json ``fleet``."""
+
+    checks: list[CheckResult] = field(default_factory=list)
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _host_record(
+    item: HostFigures, metric: str, group: str, verdict: fleet.FleetVerdict | None
+) -> dict[str, Any]:
+    value = item.values[metric]
+    record: dict[str, Any] = {
+        "host": item.host,
+        "metric": metric,
+        "check": check_of(metric),
+        "group": group,
+        "unit": "GB/s",
+        "value": round(value, 3),
+        "detail": item.detail.get(metric, []),
+    }
+    host = next((h for h in verdict.hosts if h.host == item.host), None) if verdict else None
+    if verdict is None or host is None or verdict.median is None:
+        record.update(
+            {
+                "median": None,
+                "mad": None,
+                "robust_z": None,
+                "deviation_pct": None,
+                "verdict": "SKIP",
+                "why": "no fleet",
+            }
+        )
+        return record
+    record.update(
+        {
+            "median": round(verdict.median, 3),
+            "mad": round(verdict.mad or 0.0, 3),
+            "robust_z": host.robust_z,
+            "deviation_pct": host.deviation_pct,
+            "verdict": host.status,
+            "why": host.why,
+            "floor": verdict.floor,
+            "fleet_hosts": len(verdict.hosts),
+        }
+    )
+    return record
+
+
+def _summary_record(group: str, verdict: fleet.FleetVerdict) -> dict[str, Any]:
+    return {
+        "host": None,
+        "metric": verdict.metric,
+        "check": check_of(verdict.metric),
+        "group": group,
+        "unit": verdict.unit,
+        "hosts": len(verdict.hosts),
+        "median": None if verdict.median is None else round(verdict.median, 3),
+        "mad": None if verdict.mad is None else round(verdict.mad, 3),
+        "floor": verdict.floor,
+        "shortfall": verdict.shortfall,
+        "weak": verdict.weak,
+        "verdict": verdict.status,
+        "message": verdict.message,
+        "mad_k": verdict.thresholds.mad_k,
+        "min_rel_dev_pct": verdict.thresholds.min_rel_dev_pct,
+    }
+
+
+def _host_line(item: HostFigures, metric: str, host: fleet.HostVerdict, verdict: fleet.FleetVerdict) -> str:
+    rows = item.detail.get(metric, [])
+    weakest = min(rows, key=lambda r: r["gbps"]) if rows else {}
+    where = f" ({weakest['where']}, the host's slowest of {len(rows)})" if len(rows) > 1 else ""
+    median = verdict.median or 0.0
+    return (
+        f"{_metric_label(metric)} {host.value:.1f} GB/s{where} against the median {median:.1f} GB/s of "
+        f"{len(verdict.hosts)} hosts: {host.why}"
+    )
+
+
+def judge_fleet(figures: Sequence[HostFigures], settings: Settings, skipped: Mapping[str, str]) -> Judgement:
+    """Checks and records for every fleet check; ``skipped`` maps a check id to why it was not measured."""
+    out = Judgement()
+    grouped = groups_of(figures)
+    several = len(grouped) > 1
+    # (check, host) → [(status, line, what was observed)]
+    per_host: dict[tuple[str, str], list[tuple[str, str, dict[str, Any]]]] = {}
+    summaries: dict[str, list[tuple[str, str]]] = {}
+    for group, members in grouped.items():
+        metrics = sorted({m for item in members for m in item.values}, key=metric_order)
+        for metric in metrics:
+            values = {i.host: i.values[metric] for i in members if metric in i.values}
+            check = check_of(metric)
+            if check in skipped:
+                continue
+            verdict = fleet.judge(metric, values, settings.floors.get(metric), settings.thresholds)
+            prefix = f"[{group}] " if several else ""
+            for item in members:
+                if metric in item.values:
+                    out.records.append(_host_record(item, metric, group, verdict))
+            out.records.append(_summary_record(group, verdict))
+            summaries.setdefault(check, []).append((verdict.status, prefix + verdict.message))
+            by_host = {i.host: i for i in members}
+            for host in verdict.flagged():
+                line = _host_line(by_host[host.host], metric, host, verdict)
+                seen = {
+                    "metric": metric,
+                    "value": round(host.value, 3),
+                    "median": round(verdict.median or 0.0, 3),
+                    "deviation_pct": host.deviation_pct,
+                    "robust_z": host.robust_z,
+                }
+                per_host.setdefault((check, host.host), []).append((host.status, prefix + line, seen))
+    evidence = {(c, i.host): i.evidence.get(c) for i in figures for c in CHECKS}
+    for check_id, spec in CHECKS.items():
+        if check_id in skipped:
+            out.checks.append(CheckResult(check_id, None, spec.checklist, "SKIP", message=skipped[check_id]))
+            continue
+        for item in figures:
+            if check_id in item.errors:
+                out.checks.append(
+                    CheckResult(
+                        check_id,
+                        item.host,
+                        spec.checklist,
+                        "ERROR",
+                        message=f"{spec.title} not measured on {item.host}: {item.errors[check_id]}",
+                        evidence=evidence[(check_id, item.host)],
+                    )
+                )
+        for (check, host), lines in sorted(per_host.items()):
+            if check != check_id:
+                continue
+            status = worst([s for s, _, _ in lines])
+            out.checks.append(
+                CheckResult(
+                    check_id,
+                    host,
+                    spec.checklist,
+                    status,
+                    observed=[seen for _, _, seen in lines],
+                    expected="within the fleet's spread",
+                    message=f"{host} against its peers: " + "; ".join(line for _, line, _ in lines),
+                    remediation=spec.remediation,
+                    evidence=evidence[(check_id, host)],
+                )
+            )
+        lines = summaries.get(check_id)
+        if not lines:
+            out.checks.append(
+                CheckResult(
+                    check_id,
+                    None,
+                    spec.checklist,
+                    "ERROR" if any(check_id in i.errors for i in figures) else "SKIP",
+                    message=f"{spec.title}: no host measured it",
+                )
+            )
+            continue
+        status = worst([s for s, _ in lines])
+        out.checks.append(
+            CheckResult(
+                check_id,
+                None,
+                spec.checklist,
+                status,
+                message="; ".join(line for _, line in lines),
+                remediation=SHORTFALL_REMEDIATION if status == "FAIL" else None,
+            )
+        )
+    return out
+
+
+def single_host(figures: HostFigures, skipped: Mapping[str, str]) -> Judgement:
+    """One host: its figures recorded, every check a SKIP (there is no fleet to judge it against)."""
+    out = Judgement()
+    for metric in sorted(figures.values, key=metric_order):
+        out.records.append(_host_record(figures, metric, figures.group, None))
+    for check_id, spec in CHECKS.items():
+        if check_id in skipped:
+            why = skipped[check_id]
+        elif check_id in figures.errors:
+            why = f"one host, and {spec.title} could not be measured: {figures.errors[check_id]}"
+        else:
+            shown = ", ".join(
+                f"{_metric_label(m)} {figures.values[m]:.1f} GB/s"
+                for m in sorted(figures.values, key=metric_order)
+                if check_of(m) == check_id
+            )
+            why = f"one host: no fleet to judge it against; recorded {shown or 'nothing'}"
+        out.checks.append(CheckResult(check_id, None, spec.checklist, "SKIP", message=why))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Measuring (I/O): one thread per host, each running its own single-node launches
+
+
+def _copy_budget(reps: int) -> Callable[[str, int], float]:
+    return lambda metric, nbytes: ROW_BASE_S + (reps + 1) * nbytes / (COPY_FLOOR_GBPS * 1e9)
+
+
+def skipped_checks(setup: Setup, collectives: Sequence[str]) -> dict[str, str]:
+    """Checks that cannot be measured with this setup, and why."""
+    skipped = {}
+    if not collectives:
+        skipped["fleet.busbw"] = "not measured: the playbook names no collective diagnose's program runs"
+    elif setup.nproc < 2:
+        skipped["fleet.busbw"] = (
+            f"not measured: one rank per host ({setup.backend}), so a single-node collective moves nothing "
+            "between ranks (bench_procs_per_host ≥ 2 measures it on CPU hosts)"
+        )
+    if setup.backend != "nccl":
+        skipped["fleet.h2d"] = (
+            "not measured: no GPU on these hosts (gloo backend); memory copy measured instead"
+        )
+        skipped["fleet.nvlink"] = "not measured: no GPU on these hosts (gloo backend)"
+    elif setup.nproc < 2:
+        skipped["fleet.nvlink"] = "not measured: one GPU per host, no GPU pair"
+    return skipped
+
+
+class FleetProbes:
+    """The probes of one stage: launches on every host at once, then the verdicts."""
+
+    def __init__(self, stage: Any, setup: Setup) -> None:
+        self.stage = stage
+        self.ctx = stage.ctx
+        self.setup = setup
+        self.collectives = [c for c in stage.plan.collectives if c in program.COLLECTIVES]
+
+    def copy_spec(self, index: int, host: Host) -> LaunchSpec:
+        device = "cuda" if self.setup.backend == "nccl" else "cpu"
+        gpus = self.setup.nproc if device == "cuda" else 0
+        return LaunchSpec(
+            run_id=self.ctx.run_id,
+            tag=f"fleet-{index}-copy",
+            hosts=[host],
+            connections=self.ctx.connections,
+            nproc=1,
+            backend=self.setup.backend,
+            program_args=["--device", device, "--bytes", str(COPY_BYTES), "--reps", str(COPY_REPS)],
+            expected_rows=fleet_program.expected_rows(gpus, COPY_BYTES, device),
+            row_budget_s=_copy_budget(COPY_REPS),
+            out_dir=self.ctx.out_dir,
+            startup_timeout_s=startup_timeout_s(self.stage.first),
+            deadline=self.ctx.deadline,
+            host_env={host.name: parse_bench_env(host.vars.get("bench_env"))},
+            program=Path(fleet_program.__file__),
+        )
+
+    def measure(self, index: int, host: Host, busbw: bool) -> HostFigures:
+        """Both probes on one host, one after the other (they share its GPUs)."""
+        figures = HostFigures(host.name)
+        deadline = self.ctx.deadline
+        missing = self.stage.torch_missing([host])
+        if missing is None and deadline is not None and time.monotonic() > deadline:
+            missing = "the run's time budget ran out before the fleet probes"
+        if missing is not None:
+            for check in CHECKS:
+                figures.errors[check] = missing
+            return figures
+        copy_figures(figures, launch(self.copy_spec(index, host)))
+        if busbw:
+            plan = self.stage.plan
+            single = Setup(self.setup.backend, self.setup.nproc, [host], [])
+            outcome = self.stage.launch(
+                single, [host], f"fleet-{index}-busbw", self.collectives, plan.max_bytes, plan.max_bytes
+            )
+            busbw_figures(figures, outcome, self.collectives)
+        return figures
+
+    def run(self) -> None:
+        ctx, setup = self.ctx, self.setup
+        skipped = skipped_checks(setup, self.collectives)
+        hosts = list(setup.hosts)
+        busbw = "fleet.busbw" not in skipped
+        with ThreadPoolExecutor(max_workers=max(1, min(MAX_PARALLEL_HOSTS, len(hosts)))) as pool:
+            futures = [pool.submit(self.measure, i, h, busbw) for i, h in enumerate(hosts)]
+            figures = [f.result() for f in futures]
+        if len(figures) == 1:
+            judgement = single_host(figures[0], skipped)
+        else:
+            assert self.stage.first is not None
+            settings = settings_from(self.stage.first.vars, setup, self.collectives)
+            judgement = judge_fleet(figures, settings, skipped)
+        for record in judgement.records:
+            ctx.emit_record(SECTION, record)
+        for check in sorted(judgement.checks, key=lambda c: (c.id, c.host is not None, -SEVERITY[c.status])):
+            ctx.emit_check(check)
+
+
+def run(stage: Any, setup: Setup) -> None:
+    """The extra's entry point (:mod:`diagnose.bench.extras`): probe every host, judge the fleet."""
+    if not setup.hosts:
+        return
+    FleetProbes(stage, setup).run()

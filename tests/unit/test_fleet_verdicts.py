@@ -1,0 +1,191 @@
+"""From the fleet probe's output to checks and results.json records, on what the probe really printed.
+
+The host figures come from the JSON lines ``fleet_program.py`` printed on the lent 2× H200 machine and on
+the 2-core CPU machine (tests/fixtures/captured/fleet_probe, see SOURCE there); a fleet is those lines as
+sixteen hosts would print them, one host's figures scaled where a test needs it slow.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from diagnose import fleet
+from diagnose.bench import fleet_program
+from diagnose.bench.fleet_probes import (
+    CHECKS,
+    HostFigures,
+    Settings,
+    busbw_figures,
+    copy_figures,
+    judge_fleet,
+    settings_from,
+    single_host,
+    skipped_checks,
+)
+from diagnose.bench.launcher import LaunchOutcome
+from diagnose.bench.setup import Setup
+from diagnose.hosts import Host
+from diagnose.vars import Vars
+
+CAPTURED = Path(__file__).parent.parent / "fixtures" / "captured" / "fleet_probe"
+NCCL_2GPU = Setup("nccl", 2, [], [])
+
+
+def outcome_of(name: str, scale: dict[str, float] | None = None, status: str = "done") -> LaunchOutcome:
+    """The launcher's outcome for a captured probe: its start line and rows, figures scaled per metric."""
+    records = [json.loads(line) for line in (CAPTURED / name).read_text().splitlines() if line.strip()]
+    rows = []
+    for record in records:
+        if record["event"] == "row":
+            row = copy.deepcopy(record)
+            factor = (scale or {}).get(row["collective"], 1.0)
+            row["gbps"] = round(row["gbps"] * factor, 3)
+            rows.append(row)
+    start = next(r for r in records if r["event"] == "start")
+    return LaunchOutcome(status, "" if status == "done" else "the probe hung", rows=rows, start=start)
+
+
+def host(name: str, capture: str = "h200x2_256mib_busids.jsonl", **scale: float) -> HostFigures:
+    figures = HostFigures(name)
+    copy_figures(figures, outcome_of(capture, scale))
+    return figures
+
+
+def settings(**values: Any) -> Settings:
+    return settings_from(Vars({"nvlink_busbw_gbps": 340, **values}), NCCL_2GPU, ["all_reduce"])
+
+
+def test_the_captured_h200_probe_gives_each_metric_its_weakest_gpu() -> None:
+    figures = host("gpu01")
+    assert figures.group == "2× NVIDIA H200"
+    assert figures.not_measured == []
+    assert set(figures.values) == {"memcpy", "h2d", "d2h", "peer"}
+    assert figures.values["h2d"] == min(r["gbps"] for r in figures.detail["h2d"])
+    assert 50.0 < figures.values["h2d"] < 60.0, "Gen5 x16 pinned copies"
+    assert figures.values["peer"] > 350.0, "NV18 peer copies"
+    assert [r["where"] for r in figures.detail["peer"]] == ["GPU 0→1", "GPU 1→0"]
+    assert all(r["p2p"] for r in figures.detail["peer"])
+    assert figures.errors == {}
+
+
+def test_the_cpu_probe_says_what_it_could_not_measure() -> None:
+    figures = host("cpu01", "cpu_2core_256mib.jsonl")
+    assert figures.group == "CPU host"
+    assert set(figures.values) == {"memcpy"}
+    assert "h2d, d2h: no GPU (CPU host)" in figures.not_measured
+
+
+def test_expected_rows_match_what_the_probe_printed() -> None:
+    printed = [(r["collective"], r["bytes"]) for r in outcome_of("h200x2_256mib.jsonl").rows]
+    assert printed == fleet_program.expected_rows(2, 256 << 20, "cuda")
+
+
+def test_a_hung_probe_keeps_its_rows_and_is_an_error_for_its_checks() -> None:
+    figures = HostFigures("gpu09")
+    copy_figures(figures, outcome_of("h200x2_256mib_busids.jsonl", status="hung"))
+    assert figures.values, "rows measured before the hang are kept"
+    assert set(figures.errors) == {"fleet.h2d", "fleet.nvlink", "fleet.memcpy"}
+    assert "the probe hung" in figures.errors["fleet.h2d"]
+
+
+def test_busbw_at_the_largest_size_and_wrong_results_refused() -> None:
+    rows = [
+        {"event": "row", "collective": "all_reduce", "bytes": 1 << 28, "busbw_gbps": 300.1, "wrong": 0},
+        {"event": "row", "collective": "all_reduce", "bytes": 1 << 30, "busbw_gbps": 330.5, "wrong": 0},
+    ]
+    figures = HostFigures("gpu01")
+    busbw_figures(figures, LaunchOutcome("done", "", rows=rows), ["all_reduce"])
+    assert figures.values == {"busbw.all_reduce": 330.5}
+    rows[1]["wrong"] = 12
+    figures = HostFigures("gpu02")
+    busbw_figures(figures, LaunchOutcome("done", "", rows=rows), ["all_reduce"])
+    assert "wrong results in all_reduce" in figures.errors["fleet.busbw"]
+
+
+def test_a_slow_pcie_host_among_sixteen_is_one_fail_with_its_numbers() -> None:
+    hosts = [host(f"gpu{i:02d}") for i in range(1, 17)]
+    hosts[6] = host("gpu07", h2d=0.9)
+    judgement = judge_fleet(hosts, settings(min_host_copy_gbps=40), {})
+    h2d = [c for c in judgement.checks if c.id == "fleet.h2d"]
+    (odd,) = [c for c in h2d if c.host is not None]
+    assert odd.host == "gpu07" and odd.status == "FAIL" and odd.checklist == "H"
+    assert "host→device copy" in odd.message and "GPU" in odd.message and "-10.0 %" in odd.message
+    assert odd.observed[0]["metric"] == "h2d" and odd.observed[0]["deviation_pct"] == pytest.approx(-10.0)
+    (summary,) = [c for c in h2d if c.host is None]
+    assert summary.status == "PASS" and "median clears the profile floor 40.0 GB/s" in summary.message
+    nvlink = [c for c in judgement.checks if c.id == "fleet.nvlink"]
+    assert [c.host for c in nvlink] == [None], "peer copies are alike: only the summary line"
+    record = next(r for r in judgement.records if r["host"] == "gpu07" and r["metric"] == "h2d")
+    assert record["verdict"] == "FAIL" and record["check"] == "fleet.h2d"
+    assert record["deviation_pct"] == pytest.approx(-10.0) and record["robust_z"] < -3.5
+    assert record["median"] == pytest.approx(hosts[0].values["h2d"])
+    assert len(record["detail"]) == 2
+    summaries = [r for r in judgement.records if r["host"] is None]
+    assert {r["metric"] for r in summaries} == {"memcpy", "h2d", "d2h", "peer"}
+
+
+def test_a_fleet_below_the_profile_floor_is_one_cluster_fail() -> None:
+    hosts = [host(f"gpu{i:02d}") for i in range(1, 9)]
+    judgement = judge_fleet(hosts, settings(min_peer_copy_gbps=450), {})
+    nvlink = [c for c in judgement.checks if c.id == "fleet.nvlink"]
+    (only,) = nvlink
+    assert only.host is None and only.status == "FAIL"
+    assert "cluster-wide shortfall" in only.message and only.remediation
+
+
+def test_hosts_of_other_gpus_are_judged_among_their_own() -> None:
+    h200 = [host(f"gpu{i:02d}") for i in range(1, 9)]
+    cpu = [host(f"cpu{i:02d}", "cpu_2core_256mib.jsonl") for i in range(1, 5)]
+    judgement = judge_fleet(h200 + cpu, settings(), {})
+    memcpy = [r for r in judgement.records if r["metric"] == "memcpy" and r["host"] is None]
+    assert sorted((r["group"], r["hosts"]) for r in memcpy) == [("2× NVIDIA H200", 8), ("CPU host", 4)]
+    assert not [c for c in judgement.checks if c.host is not None], "no host is odd within its own group"
+
+
+def test_a_host_the_probe_could_not_measure_is_an_error_not_a_silent_gap() -> None:
+    hosts = [host(f"gpu{i:02d}") for i in range(1, 6)]
+    broken = HostFigures("gpu06", errors=dict.fromkeys(CHECKS, "torch cannot be imported"))
+    judgement = judge_fleet([*hosts, broken], settings(), {"fleet.busbw": "not measured: test"})
+    errors = [c for c in judgement.checks if c.status == "ERROR"]
+    assert {(c.id, c.host) for c in errors} == {
+        ("fleet.h2d", "gpu06"),
+        ("fleet.nvlink", "gpu06"),
+        ("fleet.memcpy", "gpu06"),
+    }
+    busbw = [c for c in judgement.checks if c.id == "fleet.busbw"]
+    assert [(c.host, c.status) for c in busbw] == [(None, "SKIP")]
+
+
+def test_one_host_records_its_figures_and_skips_every_check() -> None:
+    judgement = single_host(host("gpu01"), {})
+    assert {c.status for c in judgement.checks} == {"SKIP"}
+    h2d = next(c for c in judgement.checks if c.id == "fleet.h2d")
+    assert "no fleet to judge it against" in h2d.message and "recorded host→device copy 55.3 GB/s, device→host copy 55.3 GB/s" in h2d.message
+    assert {r["verdict"] for r in judgement.records} == {"SKIP"}
+    assert {r["metric"] for r in judgement.records} == {"memcpy", "h2d", "d2h", "peer"}
+
+
+def test_what_a_setup_cannot_measure() -> None:
+    gloo = Setup("gloo", 1, [Host("a"), Host("b")], [])
+    skipped = skipped_checks(gloo, ["all_reduce"])
+    assert set(skipped) == {"fleet.busbw", "fleet.h2d", "fleet.nvlink"}
+    assert "one rank per host" in skipped["fleet.busbw"]
+    assert skipped_checks(Setup("gloo", 2, [], []), ["all_reduce"]).keys() == {"fleet.h2d", "fleet.nvlink"}
+    one_gpu = skipped_checks(Setup("nccl", 1, [], []), ["all_reduce"])
+    assert one_gpu["fleet.nvlink"] == "not measured: one GPU per host, no GPU pair"
+    assert skipped_checks(NCCL_2GPU, ["all_reduce"]) == {}
+
+
+def test_thresholds_and_floors_come_from_the_profile_variables() -> None:
+    chosen = settings(fleet_mad_k=5, fleet_min_rel_dev_pct=2, min_host_copy_gbps=45, bench_tolerance=0.1)
+    assert chosen.thresholds == fleet.Thresholds(mad_k=5.0, min_rel_dev_pct=2.0)
+    assert chosen.floors["h2d"] == chosen.floors["d2h"] == 45.0
+    assert chosen.floors["busbw.all_reduce"] == pytest.approx(306.0)
+    assert chosen.floors["peer"] is None and chosen.floors["memcpy"] is None
+    gloo = settings_from(Vars({"nvlink_busbw_gbps": 340}), Setup("gloo", 2, [], []), ["all_reduce"])
+    assert gloo.floors["busbw.all_reduce"] is None, "gloo busbw says nothing about a GPU fabric"
