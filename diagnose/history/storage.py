@@ -95,6 +95,19 @@ _MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (inventory, playbook)
     );
     """,
+    # 2: when each host was last covered by a run of a series (diagnose.history.coverage). Not tied to
+    # runs: retention forgets old runs, a rotation must still know a node was covered eight nights ago.
+    """
+    CREATE TABLE coverage (
+        inventory TEXT NOT NULL,
+        playbook TEXT NOT NULL,
+        host TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        covered TEXT NOT NULL,
+        covered_ts REAL NOT NULL,
+        PRIMARY KEY (inventory, playbook, host)
+    );
+    """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
