@@ -297,7 +297,9 @@ class Run:
         if db is not None:
             drop = self.nightly.busbw_drop_pct if self.nightly else 10.0
             regressions = history.regressions(db, store.document(), drop)
-            store.add_checks([r.result for r in regressions])
+            first = request.hosts[0].vars if request.hosts else None
+            regressions, unstable = history.instability(db, store.document(), regressions, first)
+            store.add_checks([r.result for r in regressions] + unstable)
             store.extra["history"] = {"trend": history.trend_for_report(db, store.document())}
         return regressions
 

@@ -13,7 +13,8 @@ One module per job; ``storage`` is at the bottom and no module imports one above
 * ``bands`` — message-size bands and busbw by size, shared by the comparison and the trends;
 * ``comparison`` — the comparison rules: snapshots of a run, the findings, ``regressions()``;
 * ``trends`` — the tables of ``diagnose history`` and the report's trend data;
-* ``retention`` — pruning old runs, and the run folders that folder retention must keep.
+* ``retention`` — pruning old runs, and the run folders that folder retention must keep;
+* ``stability`` — checks that keep flipping between PASS and FAIL on a host (``history.unstable``).
 
 The names below are what the rest of diagnose uses (``from diagnose import history``). Names with a leading
 underscore are shared between the modules of this package only.
@@ -21,6 +22,7 @@ underscore are shared between the modules of this package only.
 
 from diagnose.history.comparison import REGRESSION_ID, Regression, regressions
 from diagnose.history.retention import PrunedRun, protected_run_dirs, prune
+from diagnose.history.stability import UNSTABLE_ID, instability
 from diagnose.history.storage import (
     SCHEMA_VERSION,
     default_db_path,
@@ -34,11 +36,13 @@ from diagnose.history.trends import history_list, history_trend, trend_for_repor
 __all__ = [
     "REGRESSION_ID",
     "SCHEMA_VERSION",
+    "UNSTABLE_ID",
     "PrunedRun",
     "Regression",
     "default_db_path",
     "history_list",
     "history_trend",
+    "instability",
     "previous_run_started",
     "protected_run_dirs",
     "prune",

@@ -77,6 +77,8 @@ class Regression:
     kind: str  # check | host | version | busbw
     summary: str
     result: CheckResult
+    # (check id, host or "") of a check regression: how instability folds it (diagnose.history.stability)
+    check: tuple[str, str] | None = None
 
 
 def _since(ref: Reference) -> str:
@@ -108,6 +110,7 @@ def _check_regressions(ref_snap: Snapshot, ref: Reference, cur: Snapshot) -> lis
                     message=f"{check_id} on {where} went {before[0]}→FAIL since {_since(ref)}: {message}",
                     remediation=f"See the {check_id} result of this run for the cause.{_evidence_hint(ref)}",
                 ),
+                check=(check_id, host),
             )
         )
     return found
