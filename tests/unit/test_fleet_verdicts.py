@@ -165,7 +165,10 @@ def test_one_host_records_its_figures_and_skips_every_check() -> None:
     judgement = single_host(host("gpu01"), {})
     assert {c.status for c in judgement.checks} == {"SKIP"}
     h2d = next(c for c in judgement.checks if c.id == "fleet.h2d")
-    assert "no fleet to judge it against" in h2d.message and "recorded host→device copy 55.3 GB/s, device→host copy 55.3 GB/s" in h2d.message
+    assert (
+        "no fleet to judge it against" in h2d.message
+        and "recorded host→device copy 55.3 GB/s, device→host copy 55.3 GB/s" in h2d.message
+    )
     assert {r["verdict"] for r in judgement.records} == {"SKIP"}
     assert {r["metric"] for r in judgement.records} == {"memcpy", "h2d", "d2h", "peer"}
 
