@@ -124,6 +124,7 @@ class _Collected:
     launches: dict[int, tuple[float, Any]] = field(default_factory=dict)
     syncs: list[tuple[float, float, Any, str]] = field(default_factory=list)
     items: dict[Any, list[Span]] = field(default_factory=lambda: defaultdict(list))
+    annotations: dict[Any, list[tuple[float, float, str]]] = field(default_factory=lambda: defaultdict(list))
     backward: dict[Any, list[Span]] = field(default_factory=lambda: defaultdict(list))
     dataloader: list[Span] = field(default_factory=list)
     cpu_ops: dict[Any, list[Span]] = field(default_factory=lambda: defaultdict(list))
@@ -164,13 +165,15 @@ def _collect(reader: TraceReader) -> _Collected:
             if name in SYNC_CALLS:
                 kept.syncs.append((start, end, event.get("tid"), name))
         elif category in CPU_CATEGORIES:
-            _collect_cpu(kept, name, start, end, event.get("tid"), args)
+            _collect_cpu(kept, category, name, start, end, event.get("tid"), args)
     if kept.first_us == float("inf"):
         raise TraceFormatError(reader.path, "no timed events (ph 'X'): not a torch.profiler trace")
     return kept
 
 
-def _collect_cpu(kept: _Collected, name: str, start: float, end: float, tid: Any, args: dict) -> None:
+def _collect_cpu(
+    kept: _Collected, category: str, name: str, start: float, end: float, tid: Any, args: dict
+) -> None:
     if name.startswith(STEP_PREFIX):
         number = name[len(STEP_PREFIX) :]
         if number.isdigit():
@@ -189,6 +192,8 @@ def _collect_cpu(kept: _Collected, name: str, start: float, end: float, tid: Any
             if size is not None:
                 kept.comm_sizes.append((start, size))
         return
+    if category == "user_annotation":  # record_function ranges: what a sync inside them is blamed on
+        kept.annotations[tid].append((start, end, name))
     if name.startswith(OPTIMIZER_PREFIX):
         kept.optimizer.append((start, end))
     elif name.startswith(BACKWARD_PREFIX):
@@ -404,7 +409,9 @@ def _backward_kernel_ends(kept, backward, starts, windows) -> list[float | None]
 
 
 def _syncs_by_step(kept, items, starts, windows) -> list[dict[str, int]]:
-    """Per step, host-device sync calls counted by cause."""
+    """Per step, host-device sync calls counted by cause: ``.item()``, ``torch.cuda.synchronize()``, or
+    the innermost record_function range around the call (DDP's own timing iterations show up as
+    ``DistributedDataParallel.forward``)."""
     counts: list[dict[str, int]] = [defaultdict(int) for _ in windows]
     for start, _end, tid, name in kept.syncs:
         index = _step_of(starts, windows, start)
@@ -415,7 +422,9 @@ def _syncs_by_step(kept, items, starts, windows) -> list[dict[str, int]]:
         elif name == "cudaDeviceSynchronize":
             cause = "torch.cuda.synchronize() (cudaDeviceSynchronize)"
         else:
-            cause = name
+            around = [a for a in kept.annotations.get(tid, ()) if a[0] <= start <= a[1]]
+            inner = min(around, key=lambda a: a[1] - a[0], default=None)
+            cause = f"{name} in {inner[2]}" if inner else name
         counts[index][cause] += 1
     return [dict(c) for c in counts]
 

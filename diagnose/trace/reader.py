@@ -28,6 +28,8 @@ _CHUNK_BYTES = 1 << 20
 # reading the rest of a broken file into memory.
 _MAX_VALUE_CHARS = 64 << 20
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
+# The separator between two elements, with the space on both sides: one C-level match per event.
+_SEPARATOR = re.compile(r"[ \t\n\r]*([,\]])[ \t\n\r]*")
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
@@ -119,7 +121,15 @@ class _Window:
         self.skip_space()
         while True:
             try:
-                value, end = decoder.raw_decode(self.text, self.pos)
+                value, end = decoder.scan_once(self.text, self.pos)  # raw_decode without its wrapper
+            except StopIteration:
+                if self.eof or len(self.text) - self.pos > _MAX_VALUE_CHARS:
+                    try:
+                        decoder.raw_decode(self.text, self.pos)
+                    except json.JSONDecodeError as exc:  # the same fault, now with its message
+                        raise self.fault(exc.msg, exc.pos) from None
+                self.fill()
+                continue
             except json.JSONDecodeError as exc:
                 if self.eof or len(self.text) - self.pos > _MAX_VALUE_CHARS:
                     raise self.fault(exc.msg, exc.pos) from None
@@ -130,6 +140,14 @@ class _Window:
                 self.pos = end
                 return value
             self.fill()
+
+    def separator(self, closing: str) -> bool:
+        """Consume the ',' or ``closing`` after an element (and the space around it); True at ``closing``."""
+        found = _SEPARATOR.match(self.text, self.pos)
+        if found is not None and found.end() < len(self.text):
+            self.pos = found.end()
+            return found.group(1) == closing
+        return self.expect("," + closing, f"',' or '{closing}'") == closing
 
 
 class TraceReader:
@@ -172,7 +190,7 @@ class TraceReader:
         decoder = json.JSONDecoder()
         first = window.expect("{[", "a JSON object (a torch.profiler trace)")
         if first == "[":
-            yield from self._array(window, decoder)
+            yield from self._array(window, decoder, open_ended=True)
         else:
             yield from self._object(window, decoder)
         if window.skip_space():
@@ -195,17 +213,22 @@ class TraceReader:
             if window.expect(",}", "',' or '}'") == "}":
                 return
 
-    def _array(self, window: _Window, decoder: json.JSONDecoder) -> Iterator[dict[str, Any]]:
+    def _array(
+        self, window: _Window, decoder: json.JSONDecoder, open_ended: bool = False
+    ) -> Iterator[dict[str, Any]]:
+        """The elements of an array; ``open_ended``: the Chrome "JSON Array Format", whose closing
+        bracket (and the text after the last comma) may be missing when the writer died."""
         if window.skip_space() == "]":
             window.pos += 1
             return
         while True:
+            if open_ended and window.skip_space() == "":
+                return
             event = window.value(decoder)
             if not isinstance(event, dict):
                 raise window.fault("the trace event ending here is not a JSON object")
             yield event
-            found = window.skip_space()
-            if found == "" and window.eof:
-                return  # the Chrome array format allows the closing bracket to be missing
-            if window.expect(",]", "',' or ']'") == "]":
+            if open_ended and window.skip_space() == "":
+                return
+            if window.separator("]"):
                 return
