@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from diagnose.report.view_fleet import build_fleet
+
 
 @dataclass(frozen=True)
 class Part:
@@ -23,7 +25,9 @@ class Part:
     build: Callable[[dict[str, Any]], Any | None]
 
 
-PARTS: tuple[Part, ...] = ()
+PARTS: tuple[Part, ...] = (
+    Part("fleet", "Fleet: hosts against their peers", "fleet.html.j2", build_fleet),
+)
 
 
 def build_parts(results: dict[str, Any]) -> list[tuple[Part, Any]]:
