@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from diagnose.report.view_fleet import build_fleet
+from diagnose.report.view_training import build_training
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,7 @@ class Part:
 
 
 PARTS: tuple[Part, ...] = (
+    Part("training", "Training: compute / communication overlap", "training.html.j2", build_training),
     Part("fleet", "Fleet: hosts against their peers", "fleet.html.j2", build_fleet),
 )
 

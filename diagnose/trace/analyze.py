@@ -385,12 +385,19 @@ def _gpu_steps(kept, windows, notes, not_judged, skipped) -> list[StepMetrics]:
         )
         not_judged.append(f"overlap and tail: {reason}")
         skipped["train.overlap"] = skipped["train.tail"] = reason
-    if not kept.dataloader:
-        not_judged.append(
-            "input pipeline: no enumerate(DataLoader) ops (the job feeds batches without a DataLoader, or "
-            "fetches them outside the profiled steps); only GPU idle time is known"
-        )
+    _no_dataloader(kept, not_judged, skipped)
     return steps
+
+
+def _no_dataloader(kept: _Collected, not_judged: list[str], skipped: dict[str, str]) -> None:
+    if kept.dataloader:
+        return
+    reason = (
+        "no enumerate(DataLoader) ops in the profiled steps (batches fed without a DataLoader, or fetched "
+        "outside the profiled steps): input waits cannot be told from other idle time"
+    )
+    not_judged.append(f"input pipeline: {reason}")
+    skipped["train.input"] = reason
 
 
 def _backward_kernel_ends(kept, backward, starts, windows) -> list[float | None]:
@@ -488,6 +495,7 @@ def _cpu_steps(kept, windows, notes, not_judged, skipped) -> list[StepMetrics]:
     not_judged.append(
         "GPU idle during input waits: a CPU-only trace; input is judged by DataLoader time alone"
     )
+    _no_dataloader(kept, not_judged, skipped)
     if not comm_items:
         why = "no gloo:* ranges nor c10d calls in the trace (a single-process job?)"
         not_judged.append(f"overlap and tail: {why}")

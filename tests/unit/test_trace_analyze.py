@@ -197,6 +197,7 @@ def test_gpu_ddp_trace_against_an_independent_sweep() -> None:
     # DDP times its first iterations with CUDA events it waits for, inside its forward.
     assert analysis.summary["sync_causes"] == {"cudaEventSynchronize in DistributedDataParallel.forward": 16}
     assert any("no enumerate(DataLoader)" in line for line in analysis.not_judged)
+    assert "train.input" in analysis.skipped
 
 
 def test_gpu_trace_with_host_syncs_every_step() -> None:

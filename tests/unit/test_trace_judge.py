@@ -1,0 +1,113 @@
+"""The train.* verdicts: the anti-pattern named by the right check, and a slow fabric told apart from a
+job that hides nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from diagnose.trace import judge
+from diagnose.trace.analyze import RankAnalysis, analyze_trace
+from diagnose.trace.judge import FabricBaseline, baseline_from_benchmarks, judge_training, training_record
+from diagnose.vars import Vars
+from tests.unit.test_trace_analyze import _step, _write
+
+TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
+
+
+def _verdicts(analyses: list[RankAnalysis], baseline: FabricBaseline | None = None, **values) -> dict:
+    results = judge_training(analyses, Vars(values), baseline, "probe")
+    assert [r.id for r in results] == ["train.overlap", "train.tail", "train.sync", "train.input"]
+    assert all(r.host is None and r.checklist == "4" and r.message.startswith("probe: ") for r in results)
+    return {r.id: r for r in results}
+
+
+def _pair(variant: str) -> list[RankAnalysis]:
+    return [analyze_trace(TRACES / "cpu" / f"{variant}_rank{r}.json.gz") for r in (0, 1)]
+
+
+def test_cpu_healthy_passes_what_a_cpu_trace_can_answer() -> None:
+    verdicts = _verdicts(_pair("healthy"))
+    assert {k: v.status for k, v in verdicts.items()} == {
+        "train.overlap": "PASS",
+        "train.tail": "PASS",
+        "train.sync": "SKIP",
+        "train.input": "PASS",
+    }
+    assert "rank 0, 1 not judged: a CPU-only trace" in verdicts["train.sync"].message
+    assert set(verdicts["train.overlap"].observed) == {"0", "1"}
+
+
+def test_cpu_no_sync_misuse_fails_overlap() -> None:
+    verdicts = _verdicts(_pair("no_overlap"))
+    overlap = verdicts["train.overlap"]
+    assert overlap.status == "FAIL"
+    assert "out of limits on rank(s) 0, 1" in overlap.message and "overlap ratio 0.00" in overlap.message
+    assert overlap.remediation == judge.REMEDY_UNKNOWN  # no fabric baseline: both causes named
+    assert verdicts["train.input"].status == "PASS"
+
+
+def test_cpu_slow_dataloader_warns_input_only() -> None:
+    verdicts = _verdicts(_pair("slow_input"))
+    assert verdicts["train.input"].status == "WARN"
+    assert "in the DataLoader" in verdicts["train.input"].message
+    assert verdicts["train.input"].remediation == judge.REMEDY_INPUT
+    assert verdicts["train.overlap"].status == "PASS"
+
+
+def test_gpu_syncs_every_step_warn_and_name_their_cause() -> None:
+    analyses = [analyze_trace(TRACES / "public" / "hta_torchrec_rank0.json.gz")]
+    sync = _verdicts(analyses)["train.sync"]
+    assert sync.status == "WARN" and sync.remediation == judge.REMEDY_SYNC
+    assert "15 host sync(s) per step" in sync.message and "## sparse_data_dist ##" in sync.message
+    assert _verdicts(analyses, train_max_syncs_per_step=15)["train.sync"].status == "PASS"
+
+
+def test_slow_fabric_and_poor_overlap_get_different_verdicts(tmp_path: Path) -> None:
+    """The hand-built step: 0.35 ms of all-reduce per 1 ms step, 0.2 ms of it exposed, 8 ranks."""
+    analysis = analyze_trace(_write(tmp_path / "t.json", _step(0, 1, "item")))
+    grad = 100_000_000  # all-reduce time at busbw B: grad · 2·7/8 / B
+    fast = FabricBaseline(busbw_gbps=583.0, grad_bytes=grad, ranks=8, nodes=1)  # predicts 0.30 ms
+    slow = FabricBaseline(busbw_gbps=3500.0, grad_bytes=grad, ranks=8, nodes=1)  # predicts 0.05 ms
+    job = _verdicts([analysis], fast)["train.overlap"]
+    fabric = _verdicts([analysis], slow)["train.overlap"]
+    assert job.status == fabric.status == "FAIL"
+    assert "poor overlap on a fabric that delivers" in job.message and job.remediation == judge.REMEDY_OVERLAP
+    assert "slow fabric" in fabric.message and fabric.remediation == judge.REMEDY_FABRIC
+    assert "needs 0.05 ms at the measured 3500.0 GB/s busbw, it took 7.0×" in fabric.message
+    # Exposure under the tolerated share passes, whatever the ratio.
+    assert _verdicts([analysis], fast, train_max_exposed_comm_pct=25)["train.overlap"].status == "PASS"
+
+
+def test_thresholds_come_from_the_variables() -> None:
+    analyses = _pair("healthy")
+    tail = _verdicts(analyses, train_max_tail_pct=0.01)["train.tail"]
+    assert tail.status == "WARN" and tail.expected == {"max_tail_pct": 0.01}
+    assert _verdicts(analyses, train_max_input_stall_pct="0")["train.input"].status == "WARN"
+
+
+def test_baseline_from_the_collectives_stage() -> None:
+    entries = [
+        {"collective": "all_gather", "rows": [{"bytes": 8, "busbw_gbps": 1.0}]},
+        {
+            "collective": "all_reduce",
+            "status": "PASS",
+            "ranks": 16,
+            "nodes": 2,
+            "rows": [{"bytes": 1 << 20, "busbw_gbps": 20.0}, {"bytes": 1 << 30, "busbw_gbps": 180.0}],
+        },
+    ]
+    baseline = baseline_from_benchmarks(entries, grad_bytes=1 << 30)
+    assert baseline == FabricBaseline(busbw_gbps=180.0, grad_bytes=1 << 30, ranks=16, nodes=2)
+    assert baseline.allreduce_ms(1 << 30) == pytest.approx((1 << 30) * 2 * 15 / 16 / 180e9 * 1000)
+    assert baseline_from_benchmarks([{"collective": "all_reduce", "status": "ERROR", "rows": []}]) is None
+
+
+def test_training_record() -> None:
+    analysis = analyze_trace(TRACES / "cpu" / "healthy_rank0.json.gz")
+    record = training_record(analysis, "node1", "probe", "raw/node1/train/rank0.json.gz")
+    assert record["host"] == "node1" and record["rank"] == 0 and record["device"] == "cpu"
+    assert record["trace"] == "raw/node1/train/rank0.json.gz" and len(record["steps"]) == 3
+    assert record["summary"]["overlap_ratio"] == analysis.summary["overlap_ratio"]
+    assert record["not_judged"] == analysis.not_judged
