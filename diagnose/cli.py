@@ -34,9 +34,22 @@ def _print_lines(lines: list[str]) -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
+def _slurm_query(args: argparse.Namespace) -> Any:
+    """The Slurm host source the options ask for (any ``--slurm*`` option), or None."""
+    from diagnose.slurm_hosts import SlurmQuery
+
+    asked = (args.slurm_partition, args.slurm_nodes, args.slurm_state)
+    if not (args.slurm or args.slurm_submit or any(asked)):
+        return None
+    return SlurmQuery(*asked, allocation=not args.slurm_submit)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from diagnose.run import Run, RunOptions, prepare
 
+    if args.slurm_rotate and not args.slurm_submit:
+        print("diagnose: --slurm-rotate chooses the nodes of a --slurm-submit job", file=sys.stderr)
+        return EXIT_CONFIG
     options = RunOptions(
         inventories=args.inventory or [],
         playbook=args.playbook,
@@ -54,6 +67,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         cluster_name=args.cluster_name,
         operator=args.operator,
         argv=args.argv,
+        slurm=_slurm_query(args),
     )
     try:
         request = prepare(options)
@@ -62,6 +76,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     for warning in request.warnings:
         print(f"diagnose: warning: {warning}", file=sys.stderr)
+    if args.slurm_submit:
+        return _submit(request, args.slurm_rotate, args.check)
     if args.list_hosts or args.check:
         from diagnose.dry_run import host_lines, plan_lines
 
@@ -77,6 +93,28 @@ def cmd_run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _terminate)
     outcome = Run(request).execute()
     return _report_outcome(outcome, request)
+
+
+def _submit(request: Any, rotate: bool, dry_run: bool) -> int:
+    """Submit the run as a Slurm batch job and print its id; with ``--check``, print what would be."""
+    import shlex
+
+    from diagnose.slurm_submit import plan, submit
+
+    try:
+        submission = plan(request, rotate)
+        for note in submission.notes:
+            print(f"diagnose: {note}", file=sys.stderr)
+        if dry_run:
+            _print_lines([f"$ {shlex.join(submission.sbatch)}", submission.script.rstrip("\n")])
+            return EXIT_PASS
+        job = submit(submission)
+    except ConfigError as exc:
+        print(f"diagnose: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    nodes = f" on {','.join(submission.nodes)}" if submission.nodes else ""
+    print(f"diagnose: submitted batch job {job}{nodes}; its output: {submission.output.replace('%j', job)}")
+    return EXIT_PASS
 
 
 def _report_outcome(outcome: Any, request: Any) -> int:
@@ -366,6 +404,26 @@ def build_parser() -> argparse.ArgumentParser:
     hist.add_argument("--check", help="trend of this check id")
     hist.add_argument("--host", help="with --check: only this host")
     hist.add_argument("--collective", help="busbw trend of this collective")
+    slurm = run.add_argument_group("Slurm", "hosts from Slurm; -i inventories then only lend their variables")
+    slurm.add_argument(
+        "--slurm",
+        action="store_true",
+        help="hosts from Slurm: the nodes of the allocation diagnose runs in, else those sinfo lists",
+    )
+    slurm.add_argument("--slurm-partition", metavar="P[,P]", help="only nodes of these partitions")
+    slurm.add_argument("--slurm-nodes", metavar="HOSTLIST", help="only these nodes (gpu[001-004,010])")
+    slurm.add_argument("--slurm-state", metavar="STATES", help="only nodes in these states (idle,mixed)")
+    slurm.add_argument(
+        "--slurm-submit",
+        action="store_true",
+        help="submit the run as an exclusive sbatch job (slurm_partition, slurm_nodes, slurm_time, ...) "
+        "and print its id; with --check, print the sbatch command and script",
+    )
+    slurm.add_argument(
+        "--slurm-rotate",
+        action="store_true",
+        help="with --slurm-submit: ask for the idle nodes this series covered longest ago",
+    )
     hist.set_defaults(func=cmd_history)
 
     base = sub.add_parser("baseline", help="pin a run as the baseline that regressions are measured against")

@@ -19,7 +19,7 @@ from diagnose.k8s import KubectlArgsError, parse_extra_args
 from diagnose.ssh_args import SSHArgsError, host_ssh_args, parse_variable
 from diagnose.vars import Vars
 
-CONNECTIONS = ("ssh", "paramiko", "smart", "local", "kubectl")
+CONNECTIONS = ("ssh", "paramiko", "smart", "local", "kubectl", "srun")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # Host names, IPv4 and IPv6 addresses (with an optional %zone); nothing a shell or ssh_config would parse.
 _ADDRESS = re.compile(r"[A-Za-z0-9_.:%\[\]-]+\Z")
@@ -31,6 +31,12 @@ _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
 _DNS_SUBDOMAIN = re.compile(r"(?=.{1,253}\Z)[a-z0-9]([-a-z0-9.]*[a-z0-9])?\Z")
 # kubeconfig context names are free text in practice (arn:aws:eks:...:cluster/x, gke_p_z_c, user@cluster).
 _CONTEXT = re.compile(r"[A-Za-z0-9_.:@/+-]+\Z")
+# Slurm (diagnose.slurm_hosts, connectors/srun.py, bench/launcher_srun.py, slurm_submit.py): names as
+# slurm.conf allows them, a job id, and sbatch's time formats (minutes, M:S, H:M:S, D-H, D-H:M, D-H:M:S).
+_SLURM_NAME = re.compile(r"[A-Za-z0-9_.-]+\Z")
+_SLURM_JOB = re.compile(r"[0-9]+\Z")
+_SLURM_TIME = re.compile(r"(\d+|\d+:\d\d|\d+:\d\d:\d\d|\d+-\d+|\d+-\d+:\d\d|\d+-\d+:\d\d:\d\d|UNLIMITED)\Z")
+BENCH_LAUNCHERS = ("torchrun", "srun")
 
 
 def parse_bench_env(value: Any, host: str = "") -> dict[str, str]:
@@ -102,6 +108,13 @@ def _connection(values: Vars, name: str) -> str | None:
     pod = values.host
     if value == "kubectl" and "ansible_kubectl_pod" not in values and pod and not _DNS_SUBDOMAIN.match(pod):
         return f"the host name {values.host!r} is not a pod name: set ansible_kubectl_pod"
+    return None
+
+
+def _bench_launcher(values: Vars, name: str) -> str | None:
+    value = values.str(name)
+    if value is not None and value not in BENCH_LAUNCHERS:
+        return f"{name}={value!r} is not supported (use one of {', '.join(BENCH_LAUNCHERS)})"
     return None
 
 
@@ -180,6 +193,17 @@ SETTINGS: dict[str, Callable[[Vars, str], str | None]] = {
     "diagnose_kubectl": _path,
     "ansible_kubectl_extra_args": _kubectl_args,
     "diagnose_k8s_selector": _one_line,
+    # Slurm (diagnose.slurm_hosts, connectors/srun.py, bench/launcher_srun.py, diagnose.slurm_submit)
+    "bench_launcher": _bench_launcher,
+    "slurm_job_id": _matching(_SLURM_JOB, "a Slurm job id"),
+    "slurm_node": _matching(_SLURM_NAME, "a Slurm node name"),
+    "slurm_partition": _matching(_SLURM_NAME, "a Slurm partition name"),
+    "slurm_reservation": _matching(_SLURM_NAME, "a Slurm reservation name"),
+    "slurm_qos": _matching(_SLURM_NAME, "a Slurm QOS name"),
+    "slurm_account": _matching(_SLURM_NAME, "a Slurm account name"),
+    "slurm_time": _matching(_SLURM_TIME, "a Slurm time limit (minutes, H:MM:SS or D-HH:MM:SS)"),
+    "slurm_nodes": _positive(Vars.int, 1),
+    "slurm_gpus_per_node": _positive(Vars.int, 1),
 }
 
 

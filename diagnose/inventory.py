@@ -49,6 +49,8 @@ from diagnose.vars import Vars
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
 
+    from diagnose.slurm_hosts import SlurmNodes
+
 ALL = "all"
 UNGROUPED = "ungrouped"
 PRIORITY_VARIABLE = "ansible_group_priority"
@@ -736,7 +738,11 @@ def load_inventory(path: Path, playbook_dir: Path | None = None) -> Inventory:
     return load_inventories([path], playbook_dir)
 
 
-def load_inventories(paths: Sequence[Path], playbook_dir: Path | None = None) -> Inventory:
+def load_inventories(
+    paths: Sequence[Path],
+    playbook_dir: Path | None = None,
+    seed: Callable[[Inventory], None] | None = None,
+) -> Inventory:
     """Read inventory sources as ``ansible -i A -i B`` does, with the group_vars/ and host_vars/ beside them.
 
     A folder source is every file in it (sorted, recursively, skipping what Ansible skips: hidden files,
@@ -744,12 +750,13 @@ def load_inventories(paths: Sequence[Path], playbook_dir: Path | None = None) ->
     merge in the order given: hosts and groups are the union, a later source's variable at the same level
     wins. ``playbook_dir`` adds the group_vars/ and host_vars/ beside the playbook, above the inventory's.
     Every variables file of every known group and host is read here, so its errors (with its own file and
-    line) come before any host is touched.
+    line) come before any host is touched. ``seed`` adds hosts from elsewhere (Slurm's nodes) once the
+    files are read; with a seed the files may hold variables only, or be none at all.
     """
     sources = [Path(p) for p in paths]
-    if not sources:
+    if not sources and seed is None:
         raise ConfigError("no inventory given")
-    inventory = Inventory(sources[0])
+    inventory = Inventory(sources[0] if sources else None)
     inventory.sources = sources
     for source in sources:
         if source.is_dir():
@@ -757,7 +764,9 @@ def load_inventories(paths: Sequence[Path], playbook_dir: Path | None = None) ->
                 _parse_source(file, inventory, in_folder=True)
         else:
             _parse_source(source, inventory, in_folder=False)
-    inventory.source = sources[0]
+    inventory.source = sources[0] if sources else None
+    if seed is not None:
+        seed(inventory)
     inventory.finish()
     folders = [s if s.is_dir() else s.parent for s in sources]
     inventory.vars_folders = VarsFolders(folders, playbook_dir)
@@ -843,6 +852,7 @@ def resolve_hosts(
     extra_vars: Mapping[str, Any],
     profile_dirs: Sequence[Path | Traversable] | None = None,
     discover: tuple[PodDiscovery, PodHostVars] | None = None,
+    slurm: SlurmNodes | None = None,
 ) -> list[Host]:
     """The selected hosts, in inventory order, each with its variables merged.
 
@@ -854,9 +864,12 @@ def resolve_hosts(
     Expected-value variables are type-checked here, so a bad ``-e expected_gpu_count=eight`` stops the run
     before any host is touched. ``discover`` expands groups of pods chosen by label selector
     (:meth:`Inventory.expand_pod_groups`; diagnose.run hands in diagnose.k8s's kubectl calls).
+    ``slurm`` makes Slurm's nodes the targets (:mod:`diagnose.slurm_hosts`): the inventory sources then
+    only lend their variables, and the nodes' defaults (srun inside an allocation) sit just above the profile.
     """
     paths = [inventory_path] if isinstance(inventory_path, (str, os.PathLike)) else list(inventory_path)
-    inventory = load_inventories([Path(p) for p in paths], playbook_folder(playbook))
+    seed = slurm.add_to if slurm is not None else None
+    inventory = load_inventories([Path(p) for p in paths], playbook_folder(playbook), seed)
     if discover is not None:
         inventory.expand_pod_groups(*discover, extra_vars)
     if not inventory.hosts:
@@ -864,7 +877,12 @@ def resolve_hosts(
     sources = _Sources(inventory, playbook, extra_vars)
     profiles: dict[str, Profile] = {}
     hosts = []
-    for name in inventory.select(limit):
+    selected = inventory.select(limit)
+    if slurm is not None:
+        selected = slurm.order(selected)
+        if not selected:
+            raise ConfigError(f"--limit {limit!r} matched no Slurm node")
+    for name in selected:
         upper = {**playbook.vars, **inventory.host_vars(name), **extra_vars}
         profile_name = upper.get(PROFILE_VARIABLE) or playbook.profile
         if profile_name is not None and not isinstance(profile_name, str):
@@ -879,7 +897,8 @@ def resolve_hosts(
                     raise
                 raise sources.error(f"host {name}: {err.message}", name, PROFILE_VARIABLE) from None
         profile_vars = profiles[profile_name].vars if profile_name is not None else {}
-        merged = Vars({**profile_vars, **upper, PROFILE_VARIABLE: profile_name}, host=name)
+        below = slurm.host_defaults(name) if slurm is not None else {}
+        merged = Vars({**profile_vars, **below, **upper, PROFILE_VARIABLE: profile_name}, host=name)
         for key, variable in PROFILE_VARIABLES.items():
             try:
                 _GETTERS[variable.kind](merged, key)

@@ -24,12 +24,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from diagnose import engine, history, k8s, unattended
+from diagnose import engine, history, k8s, slurm_hosts, unattended
 from diagnose.catalog import load_catalog, select
 from diagnose.check import Check, ClusterCheck
 from diagnose.custom import run_custom_checks
 from diagnose.errors import ConfigError
 from diagnose.expected_values import unknown_variable_warnings
+from diagnose.history.coverage import record_coverage
 from diagnose.hosts import Host
 from diagnose.inventory import parse_extra_vars, resolve_hosts
 from diagnose.local_machine import no_gpu_reason
@@ -66,6 +67,7 @@ class RunOptions:
     cluster_name: str | None = None
     operator: str | None = None
     argv: list[str] = field(default_factory=list)  # recorded (redacted) in run.argv
+    slurm: slurm_hosts.SlurmQuery | None = None  # hosts from Slurm (--slurm ...), inventories lend vars
 
 
 @dataclass
@@ -79,9 +81,10 @@ class RunRequest:
     cluster_checks: list[ClusterCheck]
     custom_modules: list[Path]
     formats: set[str]
-    inventory: Path  # the first source: names the run folder and, by default, the cluster
+    inventory: Path | None  # the first source: names the run folder and, by default, the cluster
     profile_note: str | None = None
     warnings: list[str] = field(default_factory=list)
+    slurm: slurm_hosts.SlurmNodes | None = None  # where the hosts came from, when Slurm listed them
 
     @property
     def history_db(self) -> Path | None:
@@ -125,9 +128,10 @@ def prepare(options: RunOptions) -> RunRequest:
     formats = parse_formats(options.formats)
     playbook = load_playbook(options.playbook)
     extra_vars = parse_extra_vars(options.extra_vars)
-    inventories = [Path(i) for i in options.inventories] or [default_inventory()]
+    slurm = slurm_hosts.find_nodes(options.slurm) if options.slurm is not None else None
+    inventories = [Path(i) for i in options.inventories] or ([] if slurm else [default_inventory()])
     profile_note = None
-    if not options.inventories and PROFILE_VARIABLE not in extra_vars:
+    if not options.inventories and not slurm and PROFILE_VARIABLE not in extra_vars:
         reason = no_gpu_reason()
         if reason:  # judge this machine for what it is, and say so
             extra_vars[PROFILE_VARIABLE] = CPU_PROFILE
@@ -142,6 +146,7 @@ def prepare(options: RunOptions) -> RunRequest:
         options.limit,
         extra_vars,
         discover=(k8s.discover_pods, k8s.discovered_host_vars),
+        slurm=slurm,
     )
     hosts = k8s.attach_pods(hosts)  # pods read once, before any host is touched
     catalog = load_catalog()
@@ -155,9 +160,10 @@ def prepare(options: RunOptions) -> RunRequest:
         cluster_checks=cluster_checks,
         custom_modules=custom_check_paths(playbook),
         formats=formats,
-        inventory=inventories[0],
+        inventory=inventories[0] if inventories else None,
         profile_note=profile_note,
         warnings=unknown_variable_warnings(hosts),
+        slurm=slurm,
     )
 
 
@@ -199,12 +205,17 @@ class Run:
                 out = Path(options.out)
                 out.mkdir(parents=True, exist_ok=True)
                 return out
-            return engine.default_out_dir(
-                self.run_id, self.request.inventory if options.inventories else None
-            )
+            return engine.default_out_dir(self.run_id, self._source_name())
         except OSError as exc:
             where = "--runs-dir" if options.runs_dir else "--out" if options.out else "./diagnose-runs"
             raise ConfigError(f"{where}: cannot create the run folder: {exc.strerror or exc}") from None
+
+    def _source_name(self) -> Path | None:
+        """What names the run folder: the first inventory, else Slurm's cluster; None for this machine."""
+        slurm = self.request.slurm
+        if slurm is not None and not self.options.inventories:
+            return Path(slurm.cluster or "slurm")
+        return self.request.inventory if self.options.inventories else None
 
     def _header(self) -> dict[str, Any]:
         request, options = self.request, self.options
@@ -217,9 +228,12 @@ class Run:
         )  # fmt: skip
         if len(options.inventories) > 1:  # the history series is the whole set, in its order
             header["inventory"] = ", ".join(options.inventories)
-        header["cluster"] = options.cluster_name or (
-            request.inventory.stem if options.inventories else socket.gethostname()
-        )
+        if request.slurm is not None:  # the query, not the nodes of one night, keys the series
+            header["inventory"] = ", ".join([request.slurm.label, *options.inventories])
+            if request.slurm.job_id:
+                header["slurm_job"] = request.slurm.job_id
+        source = self._source_name()
+        header["cluster"] = options.cluster_name or (source.stem if source else socket.gethostname())
         if options.operator:
             header["operator"] = options.operator
         if request.profile_note:
@@ -322,6 +336,7 @@ class Run:
         """History, reports and retention, once the record is complete."""
         if db is not None:
             history.record_run(db, document, out_dir)
+            record_coverage(db, document)
         outcome = RunOutcome("done", out_dir=out_dir, document=document, regressions=regressions)
         try:
             outcome.written = render(out_dir / "results.json", self.request.formats)

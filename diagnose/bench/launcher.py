@@ -416,15 +416,11 @@ class Launch(ABC):
         results = self._each(
             lambda h: self._run(h, collect_script(self.folders[h.name]), timeout=120), self._reachable()
         )
-        suffix = "" if spec.tag == "main" else f".{_safe(spec.tag)}"
         for name, result in results.items():
             if not result.ok:
                 continue
-            folder = spec.out_dir / "raw" / _safe(name)
-            folder.mkdir(parents=True, exist_ok=True)
             for filename, content in split_files(result.stdout).items():
-                path = self.place(folder, name, filename, suffix)
-                path.write_text(content, encoding="utf-8", errors="replace")
+                self.keep(name, filename, content)
         if spec.fetch_dir:
             self.fetch_files(spec.fetch_dir)
         self.remove_folders()
@@ -463,6 +459,15 @@ class Launch(ABC):
             ),
             self._reachable(),
         )
+
+    def keep(self, name: str, filename: str, content: str) -> Path:
+        """Write one file of host ``name``'s output under ``<out>/raw/<host>/`` where :meth:`place` says."""
+        folder = self.spec.out_dir / "raw" / _safe(name)
+        folder.mkdir(parents=True, exist_ok=True)
+        suffix = "" if self.spec.tag == "main" else f".{_safe(self.spec.tag)}"
+        path = self.place(folder, name, filename, suffix)
+        path.write_text(content, encoding="utf-8", errors="replace")
+        return path
 
     def place(self, folder: Path, name: str, filename: str, suffix: str) -> Path:
         """Where one fetched file of host ``name`` goes, recorded as a rank's NCCL log or as evidence."""

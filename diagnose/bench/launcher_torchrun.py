@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from diagnose.bench import program as bench_program
+from diagnose.bench import torchrun_cmd
 from diagnose.bench.launcher import (
     Launch,
     LaunchError,
@@ -30,12 +31,10 @@ from diagnose.bench.launcher import (
     detached_script,
     run_launch,
 )
+from diagnose.bench.launcher_srun import SrunLaunch, uses_srun
+from diagnose.bench.torchrun_cmd import bench_python, free_port, free_port_script
 from diagnose.hosts import Host
 from diagnose.model import CommandOutput
-
-
-def _python(host: Host) -> str:
-    return host.vars.str("bench_python") or host.python
 
 
 def start_script(
@@ -71,20 +70,7 @@ class TorchrunLaunch(Launch):
         first = self.hosts[0]
         port = first.vars.int("bench_master_port", None)
         if port is None:
-            probe = self._run(
-                first,
-                f"{shlex.quote(_python(first))} -c "
-                + shlex.quote(
-                    "import socket; s = socket.socket(); s.bind(('', 0)); print(s.getsockname()[1])"
-                ),
-            )
-            if not probe.ok or not probe.stdout.strip().isdigit():
-                raise LaunchError(
-                    f"could not run {_python(first)} on {first.name} to pick a rendezvous port: "
-                    f"{(probe.error or probe.stderr or probe.stdout).strip()[:300]}",
-                    [first.name],
-                )
-            port = int(probe.stdout.strip())
+            port = free_port(first, self._run(first, free_port_script(bench_python(first))))
         if len(self.hosts) == 1:
             return "127.0.0.1", port
         return first.vars.str("bench_master_addr") or first.address, port
@@ -99,20 +85,10 @@ class TorchrunLaunch(Launch):
             node = self.hosts.index(host)
             folder = self.folders[host.name]
             spec.connections[host.name].put_text(f"{folder}/program.py", text)
-            torchrun = [
-                f"--nnodes={len(self.hosts)}",
-                f"--node-rank={node}",
-                f"--nproc-per-node={spec.nproc}",
-                f"--master-addr={addr}",
-                f"--master-port={port}",
-                "--max-restarts=0",
-                "--monitor-interval=1",
-            ]
-            args = [*spec.program_args, "--results", f"{folder}/results.jsonl", "--log-dir", f"{folder}/logs"]
-            if spec.fetch_dir:
-                args += ["--files-dir", f"{folder}/{spec.fetch_dir}"]
+            torchrun = torchrun_cmd.torchrun_args(len(self.hosts), str(node), spec.nproc, addr, port)
+            args = torchrun_cmd.program_args(spec, folder)
             env = {**spec.env, **spec.host_env.get(host.name, {})}
-            script = start_script(folder, self.token, _python(host), torchrun, args, env)
+            script = start_script(folder, self.token, bench_python(host), torchrun, args, env)
             return self._run(host, script)
 
         results = self._each(begin, self.hosts)
@@ -139,5 +115,9 @@ class TorchrunLaunch(Launch):
 
 
 def launch(spec: LaunchSpec) -> LaunchOutcome:
-    """Run one torchrun launch to its end and always clean up after it (see :func:`run_launch`)."""
-    return run_launch(TorchrunLaunch(spec))
+    """Run one torchrun launch to its end and always clean up after it (see :func:`run_launch`).
+
+    Hosts whose ``bench_launcher`` is ``srun`` (the default for the nodes of a Slurm allocation) get
+    torchrun started as the tasks of one Slurm step instead (:mod:`diagnose.bench.launcher_srun`).
+    """
+    return run_launch(SrunLaunch(spec) if uses_srun(spec.hosts) else TorchrunLaunch(spec))

@@ -22,6 +22,7 @@ from diagnose.connectors.base import (
 from diagnose.connectors.jump import close_jump_hosts, open_jump_hosts
 from diagnose.connectors.kubectl import KubectlConnection
 from diagnose.connectors.local import LocalConnection
+from diagnose.connectors.srun import SrunConnection
 from diagnose.connectors.ssh import SSHConnection
 from diagnose.hosts import Host
 
@@ -32,6 +33,7 @@ __all__ = [
     "KubectlConnection",
     "LocalConnection",
     "SSHConnection",
+    "SrunConnection",
     "batch_script",
     "close_jump_hosts",
     "connect",
@@ -55,6 +57,10 @@ def _kubectl(host: Host, accept_unknown_host_keys: bool, known_hosts: str | None
     return KubectlConnection(host)
 
 
+def _srun(host: Host, accept_unknown_host_keys: bool, known_hosts: str | None) -> Connection:
+    return SrunConnection(host)
+
+
 #: ``ansible_connection`` value -> how to build its connector (Ansible's ``paramiko`` and ``smart`` are ssh).
 CONNECTORS: dict[str, Callable[[Host, bool, str | None], Connection]] = {
     "ssh": _ssh,
@@ -62,6 +68,7 @@ CONNECTORS: dict[str, Callable[[Host, bool, str | None], Connection]] = {
     "smart": _ssh,
     "local": _local,
     "kubectl": _kubectl,
+    "srun": _srun,
 }
 
 

@@ -1,0 +1,376 @@
+"""torchrun as the tasks of one Slurm step: ``srun`` inside the allocation instead of a start per host.
+
+Inside a Slurm job the nodes are the scheduler's: a benchmark started over SSH would escape its
+accounting, its cgroups and its cleanup. Here the controller (the batch host, or a login node inside
+``salloc``) starts one step of the job, one task per node, and follows it from its own two output streams:
+
+1. ``srun --jobid J --nodes N --ntasks-per-node 1 --nodelist ... --label /bin/sh -c TASK`` starts in a
+   session of its own on the controller, the program (``program.py`` or ``spec.program``) on its stdin,
+   which srun hands to every task;
+2. each task finds its node rank from ``$SLURMD_NODENAME`` among the launch's hosts (rank 0 is the first
+   host, as with every launcher, whatever order Slurm gives the step's nodes), writes the program into
+   ``/tmp/diagnose-<run>/<tag>/n<rank>/``, prints a marker line with its rank and the step id, then
+   becomes ``torchrun --node-rank <rank>`` with a static rendezvous at the first host;
+3. rank 0's progress lines reach the controller through srun's labelled stdout; srun's own verdict on
+   each task (``srun: error: n2: task 1: Exited with exit code 1``) says which host failed, so nothing is
+   polled on the hosts (:meth:`SrunLaunch.poll`);
+4. a hung or interrupted step is cancelled with ``scancel <job>.<step>`` and named in the message; then,
+   as for every launch, whatever still carries the launch's token is killed on each host over its
+   connection and the NCCL logs come home (:mod:`diagnose.bench.launcher`).
+
+Chosen by ``bench_launcher: srun`` (the default for the nodes of an allocation, see
+:mod:`diagnose.slurm_hosts`). Variables: ``slurm_job_id`` (default ``$SLURM_JOB_ID``), ``slurm_node``
+(a host's Slurm node name, default its name), and those of torchrun (``bench_python``,
+``bench_master_addr``, ``bench_master_port``). Every Slurm command is an argv list, never a shell line.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from diagnose.bench import program as bench_program
+from diagnose.bench.launcher import (
+    TERM_GRACE_S,
+    TOKEN_VAR,
+    Launch,
+    LaunchError,
+    LaunchSpec,
+    remote_dir,
+)
+from diagnose.bench.torchrun_cmd import (
+    bench_python,
+    free_port,
+    free_port_script,
+    program_args,
+    torchrun_args,
+)
+from diagnose.hosts import Host
+from diagnose.model import CommandOutput
+from diagnose.parsers.srun_output import split_labelled, task_endings
+
+#: The line each task prints first: ``@@diagnose-node <rank> <job>.<step>``.
+NODE_MARK = "@@diagnose-node"
+#: The task's node rank in its shell script (found from ``$SLURMD_NODENAME``).
+RANK = "$i"
+# How long a cancelled step may take to leave squeue (KillWait is 30 s by default; the test bed's is less).
+CANCEL_WAIT_S = 40.0
+SLURM_TIMEOUT_S = 30.0
+
+
+def uses_srun(hosts: Sequence[Host]) -> bool:
+    """Whether the launch goes through srun: the first host's ``bench_launcher``."""
+    return bool(hosts) and hosts[0].vars.str("bench_launcher") == "srun"
+
+
+def slurm_node(host: Host) -> str:
+    return host.vars.str("slurm_node") or host.name
+
+
+def job_of(host: Host) -> str | None:
+    return host.vars.str("slurm_job_id") or os.environ.get("SLURM_JOB_ID") or None
+
+
+def srun_argv(job: str, nodes: Sequence[str], tag: str) -> list[str]:
+    """One task per node of ``nodes`` in job ``job``, output labelled by task, the controller's
+    environment passed on (``--export=ALL`` whatever the site's default), the step killed as soon as
+    one task fails, sharing the nodes with diagnose's own check steps (``--overlap``)."""
+    return [
+        "srun",
+        f"--jobid={job}",
+        f"--nodes={len(nodes)}",
+        f"--ntasks={len(nodes)}",
+        "--ntasks-per-node=1",
+        f"--nodelist={','.join(nodes)}",
+        "--overlap",
+        "--label",
+        "--export=ALL",
+        "--kill-on-bad-exit=1",
+        f"--job-name=diagnose-{tag}",
+    ]
+
+
+def task_script(
+    nodes: Sequence[str],
+    folder_base: str,
+    token: str,
+    pythons: Sequence[str],
+    node_env: Sequence[dict[str, str]],
+    torchrun: Sequence[str],
+    args: Sequence[str],
+) -> str:
+    """The shell each task runs: find its rank by node name, take the program from stdin, become torchrun.
+
+    ``torchrun`` holds the options with ``$i`` for the node rank; ``args`` are the program's, with paths
+    relative to the task's folder. Everything from the inventory is quoted here.
+    """
+    branches = []
+    for rank, (python, env) in enumerate(zip(pythons, node_env, strict=True)):
+        settings = [f"py={shlex.quote(python)}", *(f"export {k}={shlex.quote(v)}" for k, v in env.items())]
+        branches.append(f"{rank}) {'; '.join(settings)};;")
+    options = " ".join(f'"{o}"' if o.endswith(f"={RANK}") else shlex.quote(o) for o in torchrun)
+    return "\n".join(
+        [
+            f"nodes={shlex.quote(' '.join(nodes))}",
+            'i=0; for n in $nodes; do [ "$n" = "$SLURMD_NODENAME" ] && break; i=$((i+1)); done',
+            'case "$i" in',
+            *branches,
+            '*) echo "diagnose: node $SLURMD_NODENAME is not one of this launch\'s ($nodes)" >&2; exit 96;;',
+            "esac",
+            f"export {TOKEN_VAR}={shlex.quote(token)}",
+            f'd={shlex.quote(folder_base)}"$i"',
+            'mkdir -p "$d/logs" && cd "$d" && cat > program.py || exit 97',
+            f'echo "{NODE_MARK} $i $SLURM_JOB_ID.$SLURM_STEP_ID"',
+            f'exec "$py" -m torch.distributed.run {options} program.py {" ".join(map(shlex.quote, args))}',
+        ]
+    )
+
+
+def slurm_command(argv: list[str], timeout: float = SLURM_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+    """A Slurm client command (scancel, squeue); its failure to start is an answer, not an exception."""
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return subprocess.CompletedProcess(argv, 127, "", f"{argv[0]}: {exc}")
+
+
+class SrunLaunch(Launch):
+    """One Slurm step: a task per host, each a torchrun agent with ``spec.nproc`` ranks."""
+
+    runner = "srun"
+
+    def __init__(self, spec: LaunchSpec) -> None:
+        super().__init__(spec)
+        self.nodes = [slurm_node(h) for h in self.hosts]
+        self.job = job_of(self.hosts[0]) if self.hosts else None
+        self.local = Path(tempfile.mkdtemp(prefix=f"diagnose-srun-{spec.tag}-"))
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.step: str | None = None
+        self._task_rank: dict[int, int] = {}
+        self._read = {"out.txt": 0, "err.txt": 0}
+        self._pending = {"out.txt": b"", "err.txt": b""}
+        self._srun_lines: list[str] = []
+        self._orphans: list[str] = []
+
+    # -- start ----------------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the step on the controller and return at once (srun waits for the step by itself)."""
+        spec, first = self.spec, self.hosts[0]
+        if self.job is None:
+            raise LaunchError(
+                "bench_launcher=srun needs a Slurm allocation: run inside salloc or sbatch "
+                "(diagnose run --slurm-submit), or set slurm_job_id",
+                [first.name],
+            )
+        strangers = sorted(h.name for h in self.hosts if job_of(h) != self.job)
+        if strangers:
+            raise LaunchError(f"{', '.join(strangers)} are not in Slurm job {self.job}", strangers)
+        port = first.vars.int("bench_master_port", None)
+        if port is None:
+            port = free_port(first, self._run(first, free_port_script(bench_python(first))))
+        single = len(self.hosts) == 1
+        addr = "127.0.0.1" if single else first.vars.str("bench_master_addr") or first.address
+        script = task_script(
+            self.nodes,
+            remote_dir(spec.run_id, spec.tag, 0).removesuffix("0"),
+            self.token,
+            [bench_python(h) for h in self.hosts],
+            [{**spec.env, **spec.host_env.get(h.name, {})} for h in self.hosts],
+            torchrun_args(len(self.hosts), RANK, spec.nproc, addr, port),
+            program_args(spec, "."),
+        )
+        program = self.local / "program.py"
+        shutil.copyfile(spec.program or bench_program.__file__, program)
+        argv = [*srun_argv(self.job, self.nodes, spec.tag), "/bin/sh", "-c", script]
+        with open(program, "rb") as stdin, self._open("out.txt") as out, self._open("err.txt") as err:
+            try:
+                self.proc = subprocess.Popen(
+                    argv, stdin=stdin, stdout=out, stderr=err, start_new_session=True
+                )
+            except OSError as exc:
+                raise LaunchError(f"cannot start srun: {exc.strerror or exc}", [first.name]) from None
+
+    def _open(self, name: str) -> IO[bytes]:
+        return open(self.local / name, "wb")
+
+    # -- follow ---------------------------------------------------------------------------------------
+    def poll(self) -> dict[str, CommandOutput]:
+        """Each host's exit status as srun reports it, and rank 0's new progress lines: read on the
+        controller from srun's own output, so the hosts are not asked."""
+        out = self._new_lines("out.txt")
+        err = self._new_lines("err.txt")
+        progress = []
+        tasks, _ = split_labelled("\n".join(out))
+        for task, lines in tasks.items():
+            for line in lines:
+                if line.startswith(NODE_MARK):
+                    self._note_task(task, line)
+                elif self._task_rank.get(task) == 0:
+                    progress.append(line)
+        self._srun_lines += split_labelled("\n".join(err))[1]
+        codes, lost = self._codes()
+        data = "".join(f"{line}\n" for line in progress)
+        results = {}
+        for index, host in enumerate(self.hosts):
+            if host.name in self.lost:
+                continue
+            if host.name in lost:
+                results[host.name] = CommandOutput(error=lost[host.name])
+                continue
+            code = codes.get(index)
+            text = f"rc={'' if code is None else code}\n" + (data if index == 0 else "")
+            results[host.name] = CommandOutput(stdout=text, exit_code=0)
+        return results
+
+    def _new_lines(self, name: str) -> list[str]:
+        """The complete lines written to one of srun's output files since the last read."""
+        with open(self.local / name, "rb") as handle:
+            handle.seek(self._read[name])
+            data = handle.read()
+        self._read[name] += len(data)
+        text = self._pending[name] + data
+        complete, _, self._pending[name] = text.rpartition(b"\n")
+        return complete.decode("utf-8", errors="replace").splitlines() if complete else []
+
+    def _note_task(self, task: int, line: str) -> None:
+        words = line.split()
+        if len(words) >= 2 and words[1].isdigit():
+            self._task_rank[task] = int(words[1])
+        if len(words) >= 3 and self.step is None and "." in words[2]:
+            self.step = words[2]
+
+    def _codes(self) -> tuple[dict[int, int | None], dict[str, str]]:
+        """Exit status by node rank, and the hosts Slurm reported lost, from srun's lines and its own end.
+
+        A task that ended on a signal while another had already exited non-zero was killed by the step
+        (``--kill-on-bad-exit``): once srun is done it counts as ended, not as a cause of the failure.
+        """
+        codes: dict[int, int | None] = dict.fromkeys(range(len(self.hosts)))
+        lost: dict[str, str] = {}
+        by_node = {node: rank for rank, node in enumerate(self.nodes)}
+        endings = task_endings(self._srun_lines)
+        for ending in endings:
+            ranks = [self._task_rank[t] for t in ending["tasks"] if t in self._task_rank]
+            if not ranks and ending["nodes"] in by_node:
+                ranks = [by_node[ending["nodes"]]]
+            if ending["how"] == "node failure":
+                for rank in ranks:
+                    lost[self.hosts[rank].name] = f"Slurm reported a node failure on {self.nodes[rank]}"
+                continue
+            for rank in ranks:
+                codes[rank] = ending["code"] if ending["code"] is not None else 1
+        ended = self.proc.poll() if self.proc is not None else 1
+        if ended is None:
+            return codes, lost
+        caused = any(e["how"].startswith("Exited with exit code") for e in endings)
+        for rank, code in codes.items():
+            if code is None:
+                codes[rank] = ended if not caused and ended != 0 else 0
+            elif caused and code > 128 and not self._exited(rank, endings):
+                codes[rank] = 0
+        return codes, lost
+
+    def _exited(self, rank: int, endings: list[dict[str, Any]]) -> bool:
+        return any(
+            e["how"].startswith("Exited with exit code")
+            and rank in [self._task_rank.get(t) for t in e["tasks"]]
+            for e in endings
+        )
+
+    # -- stop and collect -----------------------------------------------------------------------------
+    def stop(self, timeout: float = TERM_GRACE_S + 30) -> None:
+        """Cancel the step if it still runs (named in the message), then stop what carries the token."""
+        self._cancel(min(timeout, CANCEL_WAIT_S))
+        super().stop(timeout)
+
+    def _cancel(self, wait: float) -> None:
+        proc = self.proc
+        if proc is None or proc.poll() is not None:
+            return
+        self.poll()  # the step id may have arrived since the last poll
+        if self.step is not None:
+            done = slurm_command(["scancel", self.step])
+            note = f"Slurm step {self.step} cancelled"
+            if done.returncode != 0:
+                note = f"scancel {self.step} failed: {done.stderr.strip()[:200] or done.returncode}"
+        else:
+            note = "srun stopped before its step started" + (
+                f" ({self._srun_lines[-1].strip()[:200]})" if self._srun_lines else ""
+            )
+            os.killpg(proc.pid, signal.SIGINT)
+            time.sleep(0.3)
+            os.killpg(proc.pid, signal.SIGINT)  # twice within a second: srun gives up the step at once
+        deadline = time.monotonic() + wait
+        while proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            note += "; srun did not exit and was killed"
+        if self.step is not None and self._step_listed(deadline):
+            note += f"; squeue still lists step {self.step}"
+        self.outcome.message += f" ({note})" if self.outcome.message else note
+
+    def _step_listed(self, deadline: float) -> bool:
+        """Whether squeue still shows the step once the wait is over (a step Slurm could not end)."""
+        while True:
+            done = slurm_command(["squeue", "-h", "-s", "-j", str(self.job), "-o", "%i"])
+            listed = done.returncode == 0 and self.step in done.stdout.split()
+            if not listed or time.monotonic() >= deadline:
+                return listed
+            time.sleep(0.5)
+
+    def collect(self) -> None:
+        """srun's streams split back into each host's output, then the NCCL logs from every host."""
+        out = (self.local / "out.txt").read_text(errors="replace")
+        err = (self.local / "err.txt").read_text(errors="replace")
+        tasks_out, _ = split_labelled(out)
+        tasks_err, srun_lines = split_labelled(err)
+        for task, rank in sorted(self._task_rank.items(), key=lambda item: item[1]):
+            host = self.hosts[rank].name
+            for filename, lines in (
+                ("out.txt", tasks_out.get(task, [])),
+                ("err.txt", tasks_err.get(task, [])),
+            ):
+                self.keep(host, filename, "".join(f"{ln}\n" for ln in lines if not ln.startswith(NODE_MARK)))
+        # A task that failed before its marker line cannot be placed on a host: its words go with srun's.
+        self._orphans = [
+            f"task {task}: {line}"
+            for task, lines in sorted(tasks_err.items())
+            if task not in self._task_rank
+            for line in lines
+        ]
+        if srun_lines or self._orphans:
+            text = "".join(f"{line}\n" for line in [*self._orphans, *srun_lines])
+            self.keep(self.hosts[0].name, "srun.txt", text)
+        super().collect()
+
+    def remove_folders(self, timeout: float = 20.0) -> None:
+        """The launch's folders on the hosts, and srun's output files on the controller."""
+        super().remove_folders(timeout)
+        shutil.rmtree(self.local, ignore_errors=True)
+
+    def failure_detail(self) -> str:
+        """srun's own error lines (the step could not start) and each failed host's last error lines."""
+        parts = [
+            line.strip()
+            for line in self._srun_lines
+            if line.startswith("srun: error:") and not task_endings([line])
+        ][:2] + self._orphans[-3:]
+        for name in self.outcome.failed_hosts:
+            err = self.outcome.evidence.get(f"{name}:err.txt")
+            if err is None:
+                continue
+            text = (self.spec.out_dir / err).read_text(errors="replace")
+            lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith(("W", "*"))]
+            if lines:
+                parts.append(f"{name}: " + " | ".join(lines[-3:])[-400:])
+        return "; ".join(parts)
