@@ -243,6 +243,38 @@ def cmd_trace(args: argparse.Namespace) -> int:
     return EXIT_PASS if document["verdict"] == "PASS" else EXIT_FAIL
 
 
+def cmd_node_check(args: argparse.Namespace) -> int:
+    """One line on stdout and the exit-code contract of diagnose.node_check (0/1/2/3)."""
+    from diagnose.node_check import (
+        EXIT_INTERNAL,
+        EXIT_USAGE,
+        NodeCheckOptions,
+        run_node_check,
+        summary_line,
+        this_node,
+    )
+
+    options = NodeCheckOptions(
+        profile=args.profile,
+        extra_vars=args.extra_vars or [],
+        inventory=args.inventory,
+        json_path=args.json,
+        drain=args.drain,
+        argv=args.argv,
+    )
+    try:
+        outcome = run_node_check(options)
+    except ConfigError as exc:
+        print(f"diagnose node-check: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as exc:  # slurmd keeps one line: say what broke there, the traceback on stderr
+        traceback.print_exc()
+        print(f"diagnose node-check: INTERNAL {this_node()}: {type(exc).__name__}: {exc}")
+        return EXIT_INTERNAL
+    _print_lines([summary_line(outcome)])
+    return outcome.exit_code
+
+
 def cmd_checks(args: argparse.Namespace) -> int:
     from diagnose.catalog import load_catalog
 
@@ -394,6 +426,28 @@ def build_parser() -> argparse.ArgumentParser:
         "--fabric", help="a run's results.json (or folder) whose all_reduce busbw is the fabric baseline"
     )
     trace.set_defaults(func=cmd_trace)
+
+    node = sub.add_parser(
+        "node-check",
+        help="fast node-local checks of this node, one line, exit 0/1 (for Slurm's HealthCheckProgram, Prolog)",
+        description="Exit codes: 0 healthy, 1 unhealthy (a check FAILed or could not judge), 2 usage or "
+        "configuration error, 3 internal error or Slurm could not be updated.",
+    )
+    node.add_argument("--profile", help="hardware profile (as -e diagnose_profile=...)")
+    node.add_argument("-e", "--extra-vars", action="append", help="key=value, JSON/YAML mapping or @file")
+    node.add_argument(
+        "-i",
+        "--inventory",
+        help="inventory whose host named like this node lends its variables (default: none)",
+    )
+    node.add_argument("--json", metavar="FILE", help="also write the results (schema 1) to FILE")
+    node.add_argument(
+        "--drain",
+        action="store_true",
+        help="unhealthy: drain this Slurm node with the failed checks as reason; healthy: resume it if "
+        "node-check drained it (never an admin's drain)",
+    )
+    node.set_defaults(func=cmd_node_check)
 
     checks = sub.add_parser("checks", help="list the check catalog")
     checks.set_defaults(func=cmd_checks)

@@ -61,6 +61,7 @@ from pathlib import Path
 
 import pytest
 
+from diagnose.parsers.scontrol_node import parse_scontrol_node
 from tests.testbed import (
     LOOPBACK,
     NS_SCRIPT,
@@ -100,10 +101,12 @@ class SlurmBedError(RuntimeError):
 
 @dataclass(frozen=True)
 class HealthCheck:
-    """slurm.conf's HealthCheckProgram lines: slurmd runs ``program`` on every node at start and every
-    ``interval`` seconds, with only SLURMD_NODENAME in its environment (so the program sets its own)."""
+    """slurm.conf's HealthCheckProgram: slurmd runs ``argv`` on every node when it starts and every
+    ``interval`` seconds. slurmd gives the program only SLURMD_NODENAME, so the bed runs ``argv`` from a
+    wrapper that sets the bed's PATH and SLURM_CONF, as a site's wrapper sets its own, and appends its
+    output to ``SlurmBed.health_check_log(node)``."""
 
-    program: Path
+    argv: Sequence[str]
     interval: int = 5
     node_state: str = "ANY"
 
@@ -199,6 +202,14 @@ class SlurmBed:
     def node_names(self) -> list[str]:
         return list(self.nodes)
 
+    @property
+    def health_check_program(self) -> Path:
+        return self.workdir / "health_check.sh"
+
+    def health_check_log(self, node: str) -> Path:
+        """What the HealthCheckProgram printed on ``node``, every run appended."""
+        return self.workdir / f"health_check.{node}.log"
+
     # -- life cycle --------------------------------------------------------------------------------
 
     def start(self) -> None:
@@ -255,6 +266,14 @@ class SlurmBed:
         key.write_bytes(os.urandom(1024))
         key.chmod(0o600)
         self.conf.write_text(self._slurm_conf())
+        if self.health_check is not None:
+            self.health_check_program.write_text(
+                "#!/bin/sh\n# The Slurm test bed's HealthCheckProgram (tests/slurmbed.py: HealthCheck).\n"
+                f"export PATH={shlex.quote(self.path)} SLURM_CONF={shlex.quote(str(self.conf))}\n"
+                f'exec >>{shlex.quote(str(self.workdir))}/health_check."$SLURMD_NODENAME".log 2>&1\n'
+                f"exec {shlex.join(self.health_check.argv)}\n"
+            )
+            self.health_check_program.chmod(0o755)
 
     def _slurm_conf(self) -> str:
         work = self.workdir
@@ -291,7 +310,7 @@ class SlurmBed:
         ]
         if self.health_check is not None:
             lines += [
-                f"HealthCheckProgram={self.health_check.program}",
+                f"HealthCheckProgram={self.health_check_program}",
                 f"HealthCheckInterval={self.health_check.interval}",
                 f"HealthCheckNodeState={self.health_check.node_state}",
             ]
@@ -450,8 +469,11 @@ class SlurmBed:
 
     def node(self, name: str) -> dict[str, str]:
         """One node's ``scontrol show node -o`` fields (State, Reason without its [user@time] tail, ...)."""
-        line = self.scontrol("show", "node", "-o", name).stdout.strip()
-        return parse_node_line(line)
+        node = parse_scontrol_node(self.scontrol("show", "node", "-o", name).stdout)
+        fields = dict(node["fields"])
+        if node["reason"] is not None:
+            fields["Reason"] = node["reason"]
+        return fields
 
     def drain(self, name: str, reason: str) -> None:
         """Drain ``name`` as an admin would, with ``reason``."""
@@ -527,19 +549,6 @@ class SlurmBed:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(content)
         node.spec = spec
-
-
-def parse_node_line(line: str) -> dict[str, str]:
-    """``scontrol show node -o`` of one node as fields. Values hold no spaces except Reason (last, and
-    followed by `` [user@time]``) and OS; both are read to the next ``Key=``."""
-    fields: dict[str, str] = {}
-    reason_at = line.find(" Reason=")
-    head, reason = (line[:reason_at], line[reason_at + len(" Reason=") :]) if reason_at >= 0 else (line, None)
-    for match in re.finditer(r"(\w+)=(.*?)(?=\s+\w+=|\s*$)", head):
-        fields[match.group(1)] = match.group(2)
-    if reason is not None:
-        fields["Reason"] = re.sub(r"\s*\[[^\]]*@[^\]]*\]\s*$", "", reason.rstrip())
-    return fields
 
 
 def _check_spec(spec: HostSpec) -> None:
