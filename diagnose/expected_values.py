@@ -187,6 +187,33 @@ PROFILE_VARIABLES: dict[str, Variable] = {
             int,
             "gradient bytes all-reduced per step, when the trace does not record them (record_param_comms)",
         ),
+        # KV-cache transfer and serving (checklist section 5: diagnose/kv/judge.py, diagnose/serving.py)
+        Variable(
+            "kv_min_link_fraction",
+            float,
+            "packed KV transfer of the longest request below this share of the pair's link figure FAILs "
+            "infer.kv_transfer; default 0.5",
+        ),
+        Variable(
+            "kv_p99_p50_max",
+            float,
+            "p99/p50 of a device-to-device KV transfer above which it WARNs; default 1.5",
+        ),
+        Variable(
+            "kv_nvlink_gbps",
+            float,
+            "one-way GB/s an NV# pair should carry for KV blocks; default nvlink_busbw_gbps",
+        ),
+        Variable(
+            "kv_pcie_gbps", float, "one-way GB/s a PCIe-only GPU pair (PIX to SYS) should carry; default 25"
+        ),
+        Variable(
+            "kv_block_overhead_max_us",
+            float,
+            "extra µs per block of moving KV blocks one by one instead of packed, above which it WARNs; default 50",
+        ),
+        Variable("serving_ttft_p99_ms", float, "SLO: p99 time to first token of a serving benchmark, ms"),
+        Variable("serving_tpot_p99_ms", float, "SLO: p99 time per output token of a serving benchmark, ms"),
     )
 }
 

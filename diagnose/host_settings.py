@@ -16,6 +16,8 @@ from typing import Any
 
 from diagnose.errors import ConfigError
 from diagnose.k8s import KubectlArgsError, parse_extra_args
+from diagnose.kv.model import parse_model, parse_tokens
+from diagnose.kv.pairs import parse_endpoint, parse_pair
 from diagnose.ssh_args import SSHArgsError, host_ssh_args, parse_variable
 from diagnose.vars import Vars
 
@@ -67,6 +69,51 @@ def parse_bench_env(value: Any, host: str = "") -> dict[str, str]:
                 "(letters, digits and _, not starting with a digit)"
             )
     return dict(items)
+
+
+def parse_pair_env(value: Any) -> dict[str, dict[str, str]]:
+    """``kv_pair_env``: a mapping of prefill->decode pairs (``GPU2->GPU3``) to their extra environment
+    (each a mapping or ``K=V,K=V``); raises ValueError naming the offending pair or variable."""
+    if value is None or value == "":
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValueError(
+            'kv_pair_env must be a mapping of pairs to environment, e.g. {"GPU2->GPU3": {"NCCL_P2P_DISABLE": "1"}}'
+        )
+    pairs = {}
+    for spec, env in value.items():
+        parse_pair(str(spec), "first-host")
+        try:
+            pairs[str(spec)] = parse_bench_env(env)
+        except ValueError as exc:
+            raise ValueError(f"kv_pair_env {spec}: {str(exc).replace('bench_env ', '')}") from None
+    return pairs
+
+
+def _kv_value(parse: Callable[[Any], Any]) -> Callable[[Vars, str], str | None]:
+    """A KV-transfer setting checked by the parser that will read it (diagnose.kv)."""
+
+    def check(values: Vars, name: str) -> str | None:
+        try:
+            parse(values.get(name))
+        except ValueError as exc:
+            return str(exc) if str(exc).startswith(name) else f"{name}: {exc}"
+        return None
+
+    return check
+
+
+def _gpu_group(values: Vars, name: str) -> str | None:
+    for item in values.list(name, []) or []:
+        try:
+            parse_endpoint(item, "first-host")
+        except ValueError as exc:
+            return f"{name}: {exc}"
+    other = "kv_decode_gpus" if name == "kv_prefill_gpus" else "kv_prefill_gpus"
+    mine, theirs = values.list(name, []) or [], values.list(other, []) or []
+    if len(mine) != len(theirs):
+        return "kv_prefill_gpus and kv_decode_gpus pair GPUs in order: give both, with as many GPUs each"
+    return None
 
 
 def _positive(kind: Callable[[Vars, str], Any], lowest: float, highest: float | None = None) -> Callable:
@@ -204,6 +251,14 @@ SETTINGS: dict[str, Callable[[Vars, str], str | None]] = {
     "slurm_time": _matching(_SLURM_TIME, "a Slurm time limit (minutes, H:MM:SS or D-HH:MM:SS)"),
     "slurm_nodes": _positive(Vars.int, 1),
     "slurm_gpus_per_node": _positive(Vars.int, 1),
+    # KV-cache transfer (diagnose.bench.kv_transfer)
+    "kv_model": _kv_value(parse_model),
+    "kv_request_tokens": _kv_value(lambda v: parse_tokens(v) if v not in (None, "") else None),
+    "kv_prefill_gpus": _gpu_group,
+    "kv_decode_gpus": _gpu_group,
+    "kv_pair_env": _kv_value(parse_pair_env),
+    "kv_repeats": _positive(Vars.int, 1, 100000),
+    "kv_staged_max_tokens": _positive(Vars.int, 0),
 }
 
 

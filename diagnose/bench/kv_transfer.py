@@ -1,0 +1,356 @@
+"""KV-cache transfer between prefill and decode GPUs (checklist section 5), after the collective sweep.
+
+Switched on by ``kv_transfer: true`` in a playbook's ``benchmarks`` section (:mod:`diagnose.bench.extras`).
+The pairs come from the ``gpu.topology`` facts (:mod:`diagnose.kv.pairs`): one per kind of GPU–GPU path
+on the first host, neighbouring host pairs across nodes, the deployment's placement pairs, and pairs given
+their own environment. Each pair is **its own torchrun launch** of :mod:`diagnose.bench.kv_program` with
+two ranks (two on one host, or one on each of two hosts): NCCL reads its environment once per process, so
+only a launch of its own can give one pair ``NCCL_P2P_DISABLE=1`` (a planted fault, or a site's setting)
+while the others keep theirs; its NCCL log then speaks for that pair alone, and a pair that hangs is
+stopped without losing the others. Launches run one after the other: they would share GPUs and ports.
+
+Emits one ``inference`` record per pair (rows of p50/p99/max latency and GB/s per request length and
+method, the link class, the transport NCCL chose) and the checks ``infer.kv_transfer``,
+``infer.placement`` and ``infer.staging`` (:mod:`diagnose.kv.judge`), checklist section 5.
+
+Variables (first host; any inventory level, the playbook's ``vars`` or ``-e``):
+
+* ``kv_model``: the KV-cache shape, ``{layers, kv_heads, head_dim, block_tokens, dtype}`` (default 80, 8,
+  128, 16, bfloat16: a 70B-class GQA model); ``kv_request_tokens``: request lengths (default
+  ``1k,4k,16k,32k`` on GPUs, ``16,64`` over gloo); ``kv_repeats``: timed repetitions per row where they
+  fit a few seconds (default 100 on GPUs, 20 over gloo; never fewer than 20, resp. 5);
+  ``kv_staged_max_tokens``: longest request also moved through host memory (default 1024: its bandwidth is flat beyond, and it moves a few GB/s);
+* ``kv_prefill_gpus`` / ``kv_decode_gpus``: the deployment's GPU groups (``GPU0,GPU1`` or
+  ``node1:GPU0,...``), paired in order; ``kv_pair_env``: ``{"GPU2->GPU3": {NCCL_P2P_DISABLE: "1"}}``;
+* thresholds: ``kv_min_link_fraction``, ``kv_p99_p50_max``, ``kv_nvlink_gbps`` (default
+  ``nvlink_busbw_gbps``), ``kv_pcie_gbps``, ``kv_block_overhead_max_us``, and ``line_rate_gbps``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from diagnose.bench import kv_program
+from diagnose.bench.launcher import LaunchOutcome, LaunchSpec
+from diagnose.bench.launcher_torchrun import launch
+from diagnose.bench.setup import Setup, launch_env, startup_timeout_s
+from diagnose.expected_values import no_gpu_reason
+from diagnose.host_settings import parse_pair_env
+from diagnose.hosts import Host
+from diagnose.kv.judge import (
+    Limits,
+    Verdict,
+    judge_placement,
+    judge_staging,
+    judge_transfer,
+    transport_between,
+)
+from diagnose.kv.model import DEFAULT_TOKENS, GLOO_TOKENS, KVModel, parse_model, parse_tokens
+from diagnose.kv.pairs import Pair, plan_pairs
+from diagnose.model import CheckResult
+from diagnose.parsers.nccl_log import parse_nccl_log
+from diagnose.redact import MASK, is_secret_name
+from diagnose.vars import Vars
+
+CHECKLIST = "5"
+SECTION = "inference"
+CHECK_IDS = ("infer.kv_transfer", "infer.placement", "infer.staging")
+# A row may take this long on top of its repetitions at the floor bandwidth before the launch counts as hung.
+ROW_BASE_S = 60.0
+FLOOR_GBPS = {"nccl": 0.5, "gloo": 0.01}
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """How long each row is measured, per backend: GPUs time 100 repetitions where they fit, gloo fewer."""
+
+    repeats: int
+    min_samples: int
+    row_budget_s: float
+    warmup: int
+
+
+SIZING = {"nccl": Sizing(100, 20, 3.0, 2), "gloo": Sizing(20, 5, 0.5, 1)}
+
+
+@dataclass
+class Settings:
+    """What the playbook asks of the benchmark (read once from the first host's variables)."""
+
+    model: KVModel
+    tokens: list[int]
+    sizing: Sizing
+    staged_max_tokens: int
+    prefill: list[str] = field(default_factory=list)
+    decode: list[str] = field(default_factory=list)
+    pair_env: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, values: Vars, backend: str) -> Settings:
+        sizing = SIZING[backend]
+        repeats = values.int("kv_repeats")
+        if repeats:
+            sizing = Sizing(repeats, min(sizing.min_samples, repeats), sizing.row_budget_s, sizing.warmup)
+        default_tokens = GLOO_TOKENS if backend == "gloo" else DEFAULT_TOKENS
+        tokens = values.get("kv_request_tokens")
+        return cls(
+            model=parse_model(values.get("kv_model")),
+            tokens=parse_tokens(tokens) if tokens not in (None, "") else list(default_tokens),
+            sizing=sizing,
+            staged_max_tokens=values.int("kv_staged_max_tokens", 1024) or 0,
+            prefill=values.list("kv_prefill_gpus", []) or [],
+            decode=values.list("kv_decode_gpus", []) or [],
+            pair_env=parse_pair_env(values.get("kv_pair_env")),
+        )
+
+
+def limits(values: Vars) -> Limits:
+    """The profile's thresholds for the verdicts (defaults in :class:`diagnose.kv.judge.Limits`)."""
+    default = Limits()
+    return Limits(
+        min_link_fraction=values.float("kv_min_link_fraction", default.min_link_fraction) or 0.0,
+        p99_p50_max=values.float("kv_p99_p50_max", default.p99_p50_max) or default.p99_p50_max,
+        nvlink_gbps=values.float("kv_nvlink_gbps") or values.float("nvlink_busbw_gbps"),
+        pcie_gbps=values.float("kv_pcie_gbps", default.pcie_gbps) or default.pcie_gbps,
+        line_rate_gbps=values.float("line_rate_gbps"),
+        block_overhead_max_us=values.float("kv_block_overhead_max_us", default.block_overhead_max_us)
+        or default.block_overhead_max_us,
+    )
+
+
+def program_args(backend: str, pair: Pair, settings: Settings) -> list[str]:
+    sizing, model = settings.sizing, settings.model
+    gpus = [pair.prefill.gpu or 0, pair.decode.gpu or 0]
+    return [
+        "--backend",
+        backend,
+        "--gpus",
+        ",".join(map(str, gpus)),
+        "--tokens",
+        ",".join(map(str, settings.tokens)),
+        "--block-tokens",
+        str(model.block_tokens),
+        "--block-bytes",
+        str(model.block_bytes),
+        "--staged-max-tokens",
+        str(settings.staged_max_tokens),
+        "--warmup",
+        str(sizing.warmup),
+        "--repeats",
+        str(sizing.repeats),
+        "--min-samples",
+        str(sizing.min_samples),
+        "--row-budget-s",
+        str(sizing.row_budget_s),
+    ]
+
+
+def expected_rows(settings: Settings) -> list[tuple[str, int]]:
+    """The (name, bytes) rows of one pair's launch, in the order the program measures them."""
+    methods = list(kv_program.METHODS)
+    return [
+        (f"kv_{method}", settings.model.request_bytes(tokens))
+        for method, tokens in kv_program.rows(settings.tokens, methods, settings.staged_max_tokens)
+    ]
+
+
+def row_budget(backend: str, settings: Settings) -> Callable[[str, int], float]:
+    """Seconds a row may take before the launch counts as hung: its timed repetitions (bounded by the
+    program's own budget), plus warm-up, estimate and check transfers at the floor bandwidth."""
+    sizing = settings.sizing
+    floor = FLOOR_GBPS[backend] * 1e9
+
+    def budget(name: str, nbytes: int) -> float:
+        transfers = sizing.warmup + 2 + sizing.min_samples
+        return ROW_BASE_S + sizing.row_budget_s + transfers * nbytes / floor
+
+    return budget
+
+
+def _safe_env(env: dict[str, str]) -> dict[str, str]:
+    return {k: MASK if is_secret_name(k) else v for k, v in env.items()}
+
+
+class KVBench:
+    """The pairs of one run: launch each, keep its record, judge them together."""
+
+    def __init__(self, stage: Any, setup: Setup) -> None:
+        self.stage = stage
+        self.ctx = stage.ctx
+        self.setup = setup
+        self.first: Host = setup.hosts[0]
+        self.settings = Settings.read(self.first.vars, setup.backend)
+        self.by_name = {h.name: h for h in setup.hosts}
+
+    def launch(self, index: int, pair: Pair) -> LaunchOutcome:
+        backend = self.setup.backend
+        hosts = [self.by_name[pair.prefill.host]]
+        if pair.inter_node:
+            hosts.append(self.by_name[pair.decode.host])
+        host_env = {}
+        for host in hosts:
+            env = launch_env(host, backend)
+            if backend == "nccl":
+                env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")  # GPU indices as nvidia-smi numbers them
+            host_env[host.name] = {**env, **pair.env}
+        spec = LaunchSpec(
+            run_id=self.ctx.run_id,
+            tag=f"kv{index}",
+            hosts=hosts,
+            connections=self.ctx.connections,
+            nproc=1 if pair.inter_node else 2,
+            backend=backend,
+            program_args=program_args(backend, pair, self.settings),
+            expected_rows=expected_rows(self.settings),
+            row_budget_s=row_budget(backend, self.settings),
+            out_dir=self.ctx.out_dir,
+            startup_timeout_s=startup_timeout_s(self.first),
+            deadline=self.ctx.deadline,
+            host_env=host_env,
+            program=Path(kv_program.__file__),
+        )
+        return launch(spec)
+
+    def record(self, index: int, pair: Pair, outcome: LaunchOutcome | None) -> dict[str, Any]:
+        """The ``inference`` entry of one pair: what was measured and through what."""
+        model = self.settings.model
+        rows = [
+            {k: v for k, v in r.items() if k not in ("event", "collective")}
+            for r in (outcome.rows if outcome else [])
+        ]
+        kinds: list[str] = []
+        gdrdma = None
+        if outcome is not None and outcome.logs:
+            logs = [
+                parse_nccl_log(path.read_text(errors="replace")) for _, path in sorted(outcome.logs.items())
+            ]
+            kinds, gdrdma = transport_between(logs)
+        evidence = None
+        if outcome is not None and outcome.evidence:
+            evidence = next(iter(outcome.evidence.values()))
+        return {
+            "kind": "kv_transfer",
+            "pair": pair.label,
+            "index": index,
+            "prefill": {"host": pair.prefill.host, "gpu": pair.prefill.gpu},
+            "decode": {"host": pair.decode.host, "gpu": pair.decode.gpu},
+            "scope": "inter-node" if pair.inter_node else "intra-node",
+            "link": pair.link,
+            "fastest": pair.fastest,
+            "rails": list(pair.rails),
+            "roles": pair.roles,
+            "env": _safe_env(pair.env),
+            "backend": self.setup.backend,
+            "model": model.to_dict(),
+            "bytes_per_token": model.bytes_per_token,
+            "transport": kinds,
+            "gdrdma": gdrdma,
+            "rows": rows,
+            "outcome": outcome.status if outcome else "deadline",
+            "message": (outcome.message if outcome else "the run's time budget ran out before this pair"),
+            "evidence": evidence,
+        }
+
+    def run(self) -> None:
+        settings = self.settings
+        pairs, notes = plan_pairs(
+            [h.name for h in self.setup.hosts],
+            self.setup.backend,
+            self.setup.nproc,
+            self.ctx.facts,
+            settings.prefill,
+            settings.decode,
+            settings.pair_env,
+        )
+        if not pairs:
+            self.emit_all("SKIP", "no pair to measure: " + ("; ".join(notes) or "one rank"))
+            return
+        records = []
+        for index, pair in enumerate(pairs):
+            late = self.ctx.deadline is not None and time.monotonic() > self.ctx.deadline
+            outcome = None if late else self.launch(index, pair)
+            record = self.record(index, pair, outcome)
+            self.ctx.emit_record(SECTION, record)
+            records.append(record)
+        backend = self.setup.backend
+        summary = f"{len(pairs)} pair(s), {settings.model.describe()}"
+        if notes:
+            summary += f"; {'; '.join(notes)}"
+        verdicts = {
+            "infer.kv_transfer": judge_transfer(records, limits(self.first.vars), backend),
+            "infer.placement": judge_placement(records, backend),
+            "infer.staging": judge_staging(records, backend),
+        }
+        evidence = next((r["evidence"] for r in records if r["evidence"]), None)
+        for check_id, verdict in verdicts.items():
+            self.emit(check_id, verdict, summary, evidence)
+
+    def emit(self, check_id: str, verdict: Verdict, summary: str, evidence: str | None) -> None:
+        self.ctx.emit_check(
+            CheckResult(
+                check_id,
+                None,
+                CHECKLIST,
+                verdict.status,
+                observed=verdict.observed,
+                expected=verdict.expected,
+                message=f"{verdict.message} [{summary}]",
+                remediation=REMEDIATION.get(check_id) if verdict.status in ("FAIL", "WARN") else None,
+                evidence=evidence,
+            )
+        )
+
+    def emit_all(self, status: str, message: str) -> None:
+        for check_id in CHECK_IDS:
+            self.ctx.emit_check(CheckResult(check_id, None, CHECKLIST, status, message=message))
+
+
+REMEDIATION = {
+    "infer.kv_transfer": (
+        "Compare the slow pair's link with `nvidia-smi topo -m` and `nvidia-smi nvlink --status`; a tail "
+        "(p99 far above p50) points at contention on the pair's GPUs or NICs during the run."
+    ),
+    "infer.placement": (
+        "Put each prefill worker's decode partner on an NV# GPU of the same node (or, across nodes, on the "
+        "GPU whose NIC is on the same rail), and pin the serving ranks to those GPUs."
+    ),
+    "infer.staging": (
+        "Remove NCCL_P2P_DISABLE / NCCL_P2P_LEVEL limits and NCCL_SHM-only settings from the pair's "
+        "environment and /etc/nccl.conf; across nodes, load nvidia_peermem (or use DMA-BUF) so the NIC "
+        "reads GPU memory directly; check that the KV connector is configured for device-to-device transfer."
+    ),
+}
+
+
+def run(stage: Any, setup: Setup) -> None:
+    """The KV-transfer benchmark after the sweep (see the module docstring)."""
+    ctx = stage.ctx
+    if not setup.hosts:
+        for check_id in CHECK_IDS:
+            ctx.emit_check(CheckResult(check_id, None, CHECKLIST, "ERROR", message="no host to measure on"))
+        return
+    if setup.backend == "gloo" and len(setup.hosts) == 1:
+        reason = no_gpu_reason(setup.hosts[0].vars) or "no GPU found"
+        for check_id in CHECK_IDS:
+            ctx.emit_check(
+                CheckResult(
+                    check_id,
+                    None,
+                    CHECKLIST,
+                    "SKIP",
+                    message=f"not measured: one host without GPU ({reason}): no KV path between two devices",
+                )
+            )
+        return
+    missing = stage.torch_missing(setup.hosts)
+    if missing is not None:
+        for check_id in CHECK_IDS:
+            ctx.emit_check(
+                CheckResult(check_id, None, CHECKLIST, "ERROR", message=f"not measured: {missing}")
+            )
+        return
+    KVBench(stage, setup).run()

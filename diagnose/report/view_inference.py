@@ -1,0 +1,182 @@
+"""The report's inference chapter: KV-cache transfer per pair, request length and method, the verdicts of
+checklist section 5, and a serving benchmark's result when one was given (``diagnose trace --serving``).
+
+Reads only results.json (its ``inference`` list and the ``infer.*`` checks), so ``diagnose report``
+re-renders it for any old run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from diagnose.kv.model import tokens_label
+
+VERDICT_IDS = ("infer.kv_transfer", "infer.placement", "infer.staging", "infer.serving")
+METHOD_NAMES = {"block": "block by block", "packed": "packed", "staged": "staged via host"}
+
+
+def _ms(us: float | None) -> str:
+    return "—" if us is None else f"{us / 1000:.3f}"
+
+
+def _size(nbytes: int) -> str:
+    return f"{nbytes / 1e9:.2f} GB" if nbytes >= 1e9 else f"{nbytes / 1e6:.1f} MB"
+
+
+@dataclass
+class RowView:
+    request: str
+    size: str
+    method: str
+    samples: int
+    p50: str
+    p99: str
+    max: str
+    gbps: str
+    tail: str
+    note: str
+    wrong: bool
+    first: bool  # first row of its request length: the length is shown once
+
+
+@dataclass
+class PairView:
+    pair: str
+    link: str
+    transport: str
+    roles: str
+    env: str
+    outcome: str
+    message: str
+    rows: list[RowView] = field(default_factory=list)
+
+
+@dataclass
+class VerdictView:
+    id: str
+    status: str
+    message: str
+
+
+@dataclass
+class ServingView:
+    file: str
+    model: str
+    status: str
+    message: str
+    totals: list[tuple[str, str]]
+    metrics: list[tuple[str, list[tuple[str, str]]]]
+
+
+@dataclass
+class InferenceView:
+    model: str
+    backend: str
+    pairs: list[PairView]
+    verdicts: list[VerdictView]
+    serving: list[ServingView]
+
+
+def _row(row: dict[str, Any], first: bool) -> RowView:
+    notes = []
+    if row.get("host_copy_gbps"):
+        notes.append(
+            f"D2H {_ms(row.get('d2h_us'))} · host hop {_ms(row.get('hop_us'))} · H2D {_ms(row.get('h2d_us'))} ms; "
+            f"host copy {row['host_copy_gbps']:.1f} GB/s"
+        )
+    if row.get("method") == "block" and row.get("blocks"):
+        notes.append(f"{row['blocks']} blocks, {row['p50_us'] / row['blocks']:.1f} µs each")
+    p50 = row.get("p50_us") or 0.0
+    return RowView(
+        request=tokens_label(int(row["tokens"])),
+        size=_size(int(row["bytes"])),
+        method=METHOD_NAMES.get(str(row.get("method")), str(row.get("method"))),
+        samples=int(row.get("samples") or 0),
+        p50=_ms(row.get("p50_us")),
+        p99=_ms(row.get("p99_us")),
+        max=_ms(row.get("max_us")),
+        gbps=f"{row.get('gbps', 0.0):.1f}",
+        tail=f"{row['p99_us'] / p50:.2f}" if p50 and row.get("p99_us") else "—",
+        note="; ".join(notes),
+        wrong=bool(row.get("wrong")),
+        first=first,
+    )
+
+
+def _pair(record: dict[str, Any]) -> PairView:
+    rows, seen = [], set()
+    for row in sorted(record.get("rows") or [], key=lambda r: (r.get("tokens", 0), str(r.get("method")))):
+        rows.append(_row(row, row.get("tokens") not in seen))
+        seen.add(row.get("tokens"))
+    env = ", ".join(f"{k}={v}" for k, v in (record.get("env") or {}).items())
+    transport = "/".join(record.get("transport") or []) or "—"
+    if record.get("gdrdma") is not None:
+        transport += " (GPUDirect RDMA)" if record["gdrdma"] else " (no GPUDirect RDMA)"
+    return PairView(
+        pair=str(record.get("pair")),
+        link=str(record.get("link")),
+        transport=transport,
+        roles=", ".join(record.get("roles") or []),
+        env=env,
+        outcome=str(record.get("outcome")),
+        message=str(record.get("message") or ""),
+        rows=rows,
+    )
+
+
+def _serving(record: dict[str, Any]) -> ServingView:
+    totals = []
+    for key, label in (
+        ("completed", "completed"),
+        ("failed", "failed"),
+        ("request_rate", "request rate (req/s)"),
+        ("max_concurrency", "max concurrency"),
+        ("request_throughput", "requests/s"),
+        ("output_throughput", "output tokens/s"),
+        ("duration", "duration (s)"),
+    ):
+        value = record.get(key)
+        if value is not None:
+            totals.append((label, f"{value:.2f}" if isinstance(value, float) else str(value)))
+    metrics = []
+    for name, stats in (record.get("metrics") or {}).items():
+        metrics.append((name.upper(), [(stat, f"{value:.1f}") for stat, value in stats.items()]))
+    return ServingView(
+        file=str(record.get("file")),
+        model=str(record.get("model_id") or "—"),
+        status=str(record.get("status")),
+        message=str(record.get("message") or ""),
+        totals=totals,
+        metrics=metrics,
+    )
+
+
+def build_inference(results: dict[str, Any]) -> InferenceView | None:
+    """The chapter's data, or None when the run measured no KV transfer and judged no serving result."""
+    entries = [e for e in results.get("inference") or [] if isinstance(e, dict)]
+    transfers = [e for e in entries if e.get("kind") == "kv_transfer"]
+    serving = [e for e in entries if e.get("kind") == "serving"]
+    verdicts = [
+        VerdictView(str(c["id"]), str(c.get("status")), str(c.get("message") or ""))
+        for c in results.get("checks") or []
+        if c.get("id") in VERDICT_IDS
+    ]
+    if not transfers and not serving and not verdicts:
+        return None
+    model = ""
+    if transfers:
+        shape = transfers[0].get("model") or {}
+        per_token = transfers[0].get("bytes_per_token")
+        model = (
+            f"{shape.get('layers')} layers × {shape.get('kv_heads')} KV heads × head dim {shape.get('head_dim')}, "
+            f"{shape.get('dtype')}, {shape.get('block_tokens')} tokens per block"
+            + (f" ({per_token / 1024:.0f} KiB per token)" if per_token else "")
+        )
+    return InferenceView(
+        model=model,
+        backend=str(transfers[0].get("backend")) if transfers else "",
+        pairs=[_pair(t) for t in transfers],
+        verdicts=verdicts,
+        serving=[_serving(s) for s in serving],
+    )

@@ -1,0 +1,174 @@
+"""KV-cache transfer across two real sshd test hosts: gloo through torchrun over SSH, after a sweep.
+
+The same test bed as tests/integration/test_bench_testbed.py: each host a real sshd on loopback in its own
+namespaces, torchrun started over diagnose's SSH connections, the program shipped as a file. The extra
+runs because the plan switches it on (diagnose.bench.extras), measures the host pair with the 70B-class
+block geometry at the short gloo lengths, and its records and checks reach results.json and the report.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from diagnose.bench.stage import BenchContext, run_benchmark_stage
+from diagnose.connectors import connect
+from diagnose.hosts import Host
+from diagnose.kv.model import KVModel
+from diagnose.model import CheckResult
+from diagnose.report.render import render
+from diagnose.results import ResultsStore
+from diagnose.vars import Vars
+from tests.testbed import HostSpec, TestBed
+
+pytestmark = pytest.mark.integration
+
+# One all_reduce size: the sweep only has to run for the extra to follow it.
+PLAN = SimpleNamespace(
+    enabled=True,
+    workload="dense",
+    collectives=("all_reduce",),
+    min_bytes=64 << 10,
+    max_bytes=64 << 10,
+    step_factor=2,
+    warmup_iters=1,
+    iters=3,
+    tool="torch",
+    straggler_isolation=False,
+    timeout_s=None,
+    training_probe=False,
+    kv_transfer=True,
+    fleet_probes=False,
+)
+
+
+def hosts_of(bed: TestBed, extra: dict[str, Any]) -> list[Host]:
+    common = {
+        "ansible_user": "root",
+        "ansible_ssh_private_key_file": str(bed.client_key),
+        "diagnose_known_hosts_file": str(bed.known_hosts),
+        "ansible_python_interpreter": sys.executable,
+        "bench_startup_timeout_s": 120,
+        "expected_gpu_count": 0,
+        **extra,
+    }
+    return [
+        Host(h.name, vars=Vars({**common, "ansible_host": h.address, "ansible_port": h.port}, h.name))
+        for h in bed.hosts.values()
+    ]
+
+
+def run_stage(
+    bed: TestBed, out: Path, extra: dict[str, Any]
+) -> tuple[list[CheckResult], list[dict], list[dict]]:
+    hosts = hosts_of(bed, extra)
+    connections = {}
+    for host in hosts:
+        connections[host.name] = connect(host)
+        connections[host.name].open()
+    checks: list[CheckResult] = []
+    benchmarks: list[dict[str, Any]] = []
+    records: list[dict[str, Any]] = []
+    context = BenchContext(
+        hosts,
+        connections,
+        {},
+        PLAN,
+        out,
+        f"it-kv-{secrets.token_hex(3)}",
+        checks.append,
+        benchmarks.append,
+        emit_record=lambda section, entry: records.append({"section": section, **entry}),
+    )
+    try:
+        run_benchmark_stage(context)
+    finally:
+        for connection in connections.values():
+            connection.close()
+    return checks, benchmarks, records
+
+
+@pytest.fixture
+def bed(testbed: TestBed) -> TestBed:
+    testbed.add_many([HostSpec("node1"), HostSpec("node2")])
+    return testbed
+
+
+def test_gloo_kv_transfer_between_two_sshd_hosts(bed: TestBed, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    checks, benchmarks, records = run_stage(bed, out, {})
+    assert [b["collective"] for b in benchmarks] == ["all_reduce"], "the sweep ran first"
+    (record,) = records
+    assert record["section"] == "inference" and record["kind"] == "kv_transfer"
+    assert record["pair"] == "node1:CPU->node2:CPU" and record["scope"] == "inter-node"
+    assert record["outcome"] == "done", record["message"]
+    model = KVModel()
+    assert record["bytes_per_token"] == model.bytes_per_token == 327680
+    rows = record["rows"]
+    # 16 and 64 tokens (one and four 5 MiB blocks), three methods each, in the order measured.
+    assert [(r["tokens"], r["method"]) for r in rows] == [
+        (16, "block"),
+        (16, "packed"),
+        (16, "staged"),
+        (64, "block"),
+        (64, "packed"),
+        (64, "staged"),
+    ]
+    for row in rows:
+        assert row["wrong"] == 0, "every block arrived in its slot"
+        assert row["bytes"] == model.request_bytes(row["tokens"]) and row["blocks"] == model.blocks(
+            row["tokens"]
+        )
+        assert 5 <= row["samples"] <= 20
+        assert row["min_us"] <= row["p50_us"] <= row["p99_us"] <= row["max_us"]
+        assert row["gbps"] == pytest.approx(row["bytes"] / (row["p50_us"] * 1e-6) / 1e9, rel=0.01)
+    staged = [r for r in rows if r["method"] == "staged"]
+    assert all(r["host_copy_gbps"] > 0 and r["hop_us"] > 0 for r in staged)
+    by_id = {c.id: c for c in checks}
+    kv = by_id["infer.kv_transfer"]
+    assert kv.status == "PASS" and kv.checklist == "5"
+    assert "gloo on hosts without GPUs" in kv.message and "node1:CPU->node2:CPU" in kv.message
+    assert by_id["infer.staging"].status == "SKIP" and by_id["infer.placement"].status == "SKIP"
+    assert (out / "raw" / "node1" / "bench.kv0.out.txt").exists()
+
+    # results.json and the report carry the records as measured.
+    store = ResultsStore(
+        out / "results.json", {"id": "it-kv", "started": datetime.now(timezone.utc).isoformat()}
+    )
+    store.add_checks(checks)
+    for entry in benchmarks:
+        store.add_benchmark(entry)
+    store.add_record("inference", {k: v for k, v in record.items() if k != "section"})
+    store.finish(finished=datetime.now(timezone.utc).isoformat())
+    document = json.loads((out / "results.json").read_text())
+    assert document["inference"][0]["rows"] == rows
+    html = next(p for p in render(out / "results.json", {"html"}) if p.suffix == ".html").read_text()
+    assert "Inference: KV-cache transfer" in html and "node1:CPU-&gt;node2:CPU" in html
+    first = rows[0]
+    assert f"{first['p50_us'] / 1000:.3f}" in html and "staged via host" in html
+    assert "5.1" in html and "KV-cache transfer latency" in html
+
+
+def test_a_named_pair_gets_its_own_environment(bed: TestBed, tmp_path: Path) -> None:
+    """kv_pair_env reaches only its pair's ranks: the program sees it (a bad value stops that launch)."""
+    extra = {
+        "kv_request_tokens": "16",
+        "kv_repeats": 5,
+        # The reverse direction, named with an environment torch refuses: only that launch fails.
+        "kv_pair_env": {"node2:0->node1:0": {"TORCH_DISTRIBUTED_DEBUG": "bogus"}},
+    }
+    checks, _, records = run_stage(bed, tmp_path / "out", extra)
+    forward, backward = records
+    assert forward["pair"] == "node1:CPU->node2:CPU" and forward["outcome"] == "done"
+    assert backward["pair"] == "node2:CPU->node1:CPU" and backward["roles"] == ["named"]
+    assert backward["env"] == {"TORCH_DISTRIBUTED_DEBUG": "bogus"}
+    assert backward["outcome"] == "failed" and not backward["rows"]
+    kv = next(c for c in checks if c.id == "infer.kv_transfer")
+    assert kv.status == "ERROR" and "node2:CPU->node1:CPU: not measured" in kv.message
