@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from diagnose.model import worst
+from diagnose.model import CheckResult, worst
 
 CHECK_ID = "infer.serving"
 CHECKLIST = "5"
@@ -138,3 +138,16 @@ def judge_serving(
 def serving_record(facts: Mapping[str, Any], verdict: ServingVerdict, source: str) -> dict[str, Any]:
     """The ``inference`` entry of results.json for one serving result."""
     return {"kind": "serving", "file": source, **facts, "status": verdict.status, "message": verdict.message}
+
+
+def serving_check(verdict: ServingVerdict) -> CheckResult:
+    """The ``infer.serving`` check of one verdict (checklist section 5, cluster-wide)."""
+    return CheckResult(
+        CHECK_ID,
+        None,
+        CHECKLIST,
+        verdict.status,
+        observed=verdict.observed,
+        expected=verdict.expected,
+        message=verdict.message,
+    )

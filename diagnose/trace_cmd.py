@@ -9,6 +9,7 @@ section 4 and marks the sections no trace can answer NOT COVERED.
 
 from __future__ import annotations
 
+import json
 import socket
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -19,10 +20,12 @@ from typing import Any
 from diagnose import engine
 from diagnose.errors import ConfigError
 from diagnose.extra_vars import parse_extra_vars
+from diagnose.model import CheckResult
 from diagnose.playbook import load_profile
 from diagnose.redact import redact_argv
 from diagnose.report.load import read_results
 from diagnose.results import ResultsStore
+from diagnose.serving import judge_serving, parse_serving, serving_check, serving_record
 from diagnose.trace.analyze import RankAnalysis, analyze_trace
 from diagnose.trace.judge import FabricBaseline, baseline_from_benchmarks, judge_training, training_record
 from diagnose.trace.reader import TraceFormatError
@@ -40,6 +43,7 @@ class TraceOptions:
     extra_vars: list[str] = field(default_factory=list)
     profile: str | None = None
     fabric: str | None = None  # a results.json whose all_reduce benchmark is the fabric baseline
+    serving: str | None = None  # a `vllm bench serve --save-result` JSON judged against serving_* SLOs
     argv: list[str] = field(default_factory=list)
 
 
@@ -117,14 +121,27 @@ def analyze_all(paths: list[str]) -> list[RankAnalysis]:
     return analyses
 
 
+def _serving(path: str, host_vars: Vars) -> tuple[dict[str, Any], CheckResult]:
+    """The inference record and ``infer.serving`` check of a serving benchmark's saved result."""
+    try:
+        facts = parse_serving(json.loads(Path(path).read_text(encoding="utf-8")))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"--serving {path}: {exc}") from None
+    slos = (host_vars.float("serving_ttft_p99_ms"), host_vars.float("serving_tpot_p99_ms"))
+    verdict = judge_serving(facts, *slos)
+    return serving_record(facts, verdict, str(Path(path).resolve())), serving_check(verdict)
+
+
 def run_trace(options: TraceOptions) -> TraceOutcome:
     """Judge the traces and write results.json; ConfigError (exit 2) before anything is written."""
-    if not options.traces:
-        raise ConfigError("give at least one trace file")
+    if not options.traces and not options.serving:
+        raise ConfigError("give at least one trace file, or --serving FILE")
     host_vars = _variables(options)
     analyses = analyze_all(options.traces)
-    baseline = _baseline(options, host_vars, analyses)
-    checks = judge_training(analyses, host_vars, baseline, SOURCE)
+    checks: list[CheckResult] = []
+    if analyses:
+        checks = judge_training(analyses, host_vars, _baseline(options, host_vars, analyses), SOURCE)
+    serving = _serving(options.serving, host_vars) if options.serving else None
     started = datetime.now(timezone.utc)
     run_id = engine.new_run_id(started)
     out_dir = _out_dir(options, run_id)
@@ -141,6 +158,9 @@ def run_trace(options: TraceOptions) -> TraceOutcome:
             "training",
             training_record(analysis, analysis.host_name, SOURCE, str(Path(analysis.path).resolve())),
         )
+    if serving is not None:
+        store.add_record("inference", serving[0])
+        checks.append(serving[1])
     store.add_checks(checks)
     document = store.finish(finished=datetime.now(timezone.utc).isoformat(timespec="seconds"))
     return TraceOutcome(out_dir, out_dir / "results.json", document, analyses)

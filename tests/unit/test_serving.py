@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from diagnose.errors import ConfigError
 from diagnose.serving import judge_serving, parse_serving, serving_record
 
 SERVING = Path(__file__).resolve().parent.parent / "fixtures" / "serving"
@@ -78,3 +79,27 @@ def test_other_json_is_refused_and_the_record_keeps_the_facts() -> None:
     assert (
         record["kind"] == "serving" and record["status"] == "PASS" and record["metrics"] == facts["metrics"]
     )
+
+
+def test_diagnose_trace_serving_writes_section_5(tmp_path: Path) -> None:
+    """`diagnose trace --serving FILE`: the result judged with the SLOs of -e, in results.json and the report."""
+    from diagnose.report.render import render
+    from diagnose.trace_cmd import TraceOptions, run_trace
+
+    fixture = str(SERVING / "vllm_qwen3vl8b_1qps.json")
+    out = tmp_path / "out"
+    outcome = run_trace(
+        TraceOptions([], out=str(out), extra_vars=["serving_ttft_p99_ms=120"], serving=fixture)
+    )
+    document = json.loads(outcome.results_path.read_text())
+    assert document["verdict"] == "FAIL"
+    (check,) = document["checks"]
+    assert (check["id"], check["status"], check["checklist"]) == ("infer.serving", "FAIL", "5")
+    (record,) = document["inference"]
+    assert record["kind"] == "serving" and record["metrics"]["tpot"]["p99"] == pytest.approx(
+        31.2027, rel=1e-4
+    )
+    html = next(p for p in render(outcome.results_path, {"html"}) if p.suffix == ".html").read_text()
+    assert "Serving benchmark" in html and "over its SLO of 120 ms" in html
+    with pytest.raises(ConfigError, match=r"--serving .*missing\.json"):
+        run_trace(TraceOptions([], out=str(out), serving=str(tmp_path / "missing.json")))
