@@ -39,6 +39,8 @@ SLURM_TIMEOUT_S = 30.0
 JOB_VAR = "slurm_job_id"
 #: Host variable: the node's Slurm name where the host's name differs (inventory hosts reached by srun).
 NODE_VAR = "slurm_node"
+# sinfo's compact states of a drained and a draining node.
+_DRAINED = ("drain", "drng")
 # Inventory group names Ansible reserves: a partition of that name gets a prefix.
 _RESERVED_GROUPS = ("all", "ungrouped")
 
@@ -65,7 +67,7 @@ def first_error_line(stderr: str) -> str:
 
 def _checked(done: subprocess.CompletedProcess[str]) -> str:
     if done.returncode != 0:
-        raise ConfigError(f"{' '.join(done.args[:2])} failed: {first_error_line(done.stderr)}")
+        raise ConfigError(f"{done.args[0]} failed: {first_error_line(done.stderr)}")
     return done.stdout
 
 
@@ -85,6 +87,11 @@ class SlurmQuery:
         it names the query, never the nodes that answered it on one night."""
         shown = [f"{k}={v}" for k, v in (("partition", self.partitions), ("nodes", self.nodes)) if v]
         return "slurm:" + ",".join(shown) if shown else "slurm"
+
+    def described(self) -> str:
+        """``partition gpu, nodes n[1-4], state idle`` for messages; ``any node`` when nothing narrows."""
+        parts = (("partition", self.partitions), ("nodes", self.nodes), ("state", self.states))
+        return ", ".join(f"{what} {value}" for what, value in parts if value) or "any node"
 
     def sinfo_argv(self, nodes: str | None = None, *, responding: bool = False) -> list[str]:
         """``sinfo -h -N -o '%N %P %t'`` with this query's filters (``nodes`` replaces the query's)."""
@@ -153,8 +160,15 @@ def expand_hostlist(expression: str, run: Runner = run_slurm) -> list[str]:
 
 
 def sinfo_nodes(query: SlurmQuery, *, responding: bool = False, run: Runner = run_slurm) -> list[SlurmNode]:
-    """The nodes sinfo lists for ``query`` (``responding``: only those that answer), in sinfo's order."""
-    return _sinfo(query.sinfo_argv(responding=responding), run)
+    """The nodes sinfo lists for ``query`` (``responding``: only those that answer), in sinfo's order.
+
+    sinfo's ``-t idle`` also lists drained nodes that are idle (drain is a flag on top of the state); a
+    node an administrator drained is not free, so unless the states name drain such nodes are left out.
+    """
+    nodes = _sinfo(query.sinfo_argv(responding=responding), run)
+    if query.states and "drain" not in query.states.lower():
+        nodes = [n for n in nodes if n.state not in _DRAINED]
+    return nodes
 
 
 def _sinfo(argv: list[str], run: Runner) -> list[SlurmNode]:
@@ -191,11 +205,10 @@ def find_nodes(
         nodes = [listed[n] for n in allocation if n in listed and (wanted is None or n in wanted)]
         if not nodes:
             raise ConfigError(
-                f"--slurm: none of job {job}'s nodes ({env['SLURM_JOB_NODELIST']}) matches {query.label}"
+                f"--slurm: none of job {job}'s nodes ({env['SLURM_JOB_NODELIST']}) is in {query.described()}"
             )
     else:
-        job, nodes = None, _sinfo(query.sinfo_argv(), run)
+        job, nodes = None, sinfo_nodes(query, run=run)
         if not nodes:
-            states = f" in state {query.states}" if query.states else ""
-            raise ConfigError(f"--slurm: sinfo lists no node for {query.label}{states}")
+            raise ConfigError(f"--slurm: sinfo lists no node for {query.described()}")
     return SlurmNodes(query, nodes, job_id=job, cluster=cluster)

@@ -1,0 +1,46 @@
+"""The Slurm output parsers against real outputs captured on the Slurm test bed (as test_facts.py).
+
+Cases live in ``tests/facts/<parser>/<case>.json`` and read fixtures from ``tests/fixtures/captured``'s
+sinfo, scontrol_hostnames and srun folders, each named with its origin in that folder's SOURCE.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from diagnose.parsers.sinfo import parse_hostnames, parse_sinfo_nodes
+from diagnose.parsers.srun_output import split_labelled, task_endings
+from tests.unit.test_facts import check_case
+
+CASES = Path(__file__).resolve().parent.parent / "facts"
+
+
+def _labelled(text: str) -> dict[str, Any]:
+    tasks, other = split_labelled(text)
+    return {"tasks": {str(task): lines for task, lines in tasks.items()}, "other": other}
+
+
+PARSERS: dict[str, Callable[[str, int | None], Any]] = {
+    "sinfo_nodes": lambda text, rc: parse_sinfo_nodes(text),
+    "hostnames": lambda text, rc: parse_hostnames(text),
+    "srun_endings": lambda text, rc: task_endings(split_labelled(text)[1]),
+    "srun_labelled": lambda text, rc: _labelled(text),
+}
+
+
+def _case_paths() -> list[Path]:
+    return [path for folder in sorted(PARSERS) for path in sorted((CASES / folder).glob("*.json"))]
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, id=f"{p.parent.name}/{p.stem}") for p in _case_paths()])
+def test_case(path: Path) -> None:
+    check_case(path, PARSERS[path.parent.name])
+
+
+def test_every_parser_has_cases() -> None:
+    missing = [folder for folder in PARSERS if not any((CASES / folder).glob("*.json"))]
+    assert not missing, f"parsers without a case: {missing}"
