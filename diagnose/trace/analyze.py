@@ -131,6 +131,7 @@ class _Collected:
     cpu_comm: list[tuple[float, float, Any]] = field(default_factory=list)
     cpu_comm_calls: list[Span] = field(default_factory=list)
     comm_sizes: list[tuple[float, int]] = field(default_factory=list)
+    devices: set[Any] = field(default_factory=set)  # Kineto's pid of a GPU activity is its device
 
 
 def _collect(reader: TraceReader) -> _Collected:
@@ -153,6 +154,7 @@ def _collect(reader: TraceReader) -> _Collected:
         kept.last_us = max(kept.last_us, end)
         args = event.get("args") or {}
         if category in GPU_COMPUTE_CATEGORIES:
+            kept.devices.add(event.get("pid"))
             correlation = args.get("correlation")
             if category == "kernel" and name.startswith(COMM_KERNEL_PREFIXES):
                 kept.comm_kernels.append((start, end, correlation))
@@ -328,6 +330,11 @@ def _gpu_steps(kept, windows, notes, not_judged, skipped) -> list[StepMetrics]:
     busy = intervals.merge([*all_compute, *((s, e) for s, e, _ in kept.comm_kernels)])
     backward = {tid: intervals.merge(spans) for tid, spans in kept.backward.items()}
     backward_ends = _backward_kernel_ends(kept, backward, starts, windows)
+    if len(kept.devices) > 1:
+        notes.append(
+            f"kernels on {len(kept.devices)} devices in one trace: measured as one timeline (compute on "
+            "any of them counts as covering communication)"
+        )
     if not backward:
         notes.append(
             "no autograd::engine ops in the trace: the tail is measured from the last compute kernel that "
