@@ -16,7 +16,8 @@ one at a time, so each figure is that link's own, not its share of a shared root
 Like :mod:`diagnose.bench.program` it runs with nothing but the standard library and torch, imports torch
 only inside :func:`main`, and rank 0 appends JSON lines to ``--results`` (``start``, ``warm`` per metric,
 one ``row`` per figure with ``collective`` = the metric and ``bytes``, ``done``). The ``start`` line names
-what could not be measured on this host (no GPU, one GPU) so that a missing figure is never silent.
+what could not be measured on this host (no GPU, one GPU) so that a missing figure is never silent;
+``start`` and ``done`` carry the host's clock, so the record shows when each host was measured.
 """
 
 from __future__ import annotations
@@ -153,6 +154,7 @@ class Probe:
         torch = self.torch
         record: dict[str, Any] = {
             "event": "start",
+            "time": round(time.time(), 3),
             "device": self.args.device,
             "torch": torch.__version__,
             "bytes": self.args.bytes,
@@ -212,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.device == "cuda" and probe.gpus == 0:
         print("fleet probe: --device cuda but torch sees no CUDA device", file=sys.stderr)
     probe.run()
-    emit({"event": "done"})
+    emit({"event": "done", "time": round(time.time(), 3)})
     if results is not None:
         results.close()
     return 0

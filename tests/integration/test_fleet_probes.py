@@ -1,0 +1,220 @@
+"""Fleet probes over real sshd test hosts: every host probed at the same time, records and verdicts land.
+
+Each host is a real sshd on loopback in its own namespaces (tests/testbed.py); the probes are the real
+extra of the benchmark stage (:func:`diagnose.bench.fleet_probes.run`), launching ``fleet_program.py`` and
+the collective program with torchrun over each host's own SSH connection. The hosts have no GPU, so they
+are gloo hosts: a memory copy per host, and (with two ranks per host) a single-node gloo all_reduce.
+
+The slow host is slow for real: once its probe has started, every process of that host (its sshd, its
+sessions, torchrun and the probe) is put in a cgroup whose CPU quota is a twenty-fifth of one CPU, as a
+host whose CPUs a noisy neighbour or a power cap takes away would be, and released when its probe is done.
+Throttling from the start would slow its torch import as much as its copies and make the test minutes
+long; on this 2-core machine the peers, probed at the same time, share the CPUs and memory bandwidth too,
+so a milder quota would not set the host apart from their contention.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from diagnose.bench import fleet_probes
+from diagnose.bench.launcher import remote_dir
+from diagnose.bench.setup import BenchContext, choose_setup
+from diagnose.bench.stage import Stage
+from diagnose.connectors import connect
+from diagnose.hosts import Host
+from diagnose.model import CheckResult
+from diagnose.vars import Vars
+from tests.testbed import HostSpec, TestBed, TestHost, _pids_in
+
+pytestmark = pytest.mark.integration
+
+PLAN = SimpleNamespace(
+    enabled=True,
+    workload="dense",
+    collectives=("all_reduce",),
+    min_bytes=1 << 20,
+    max_bytes=1 << 20,
+    step_factor=2,
+    warmup_iters=1,
+    iters=5,
+    tool="torch",
+    straggler_isolation=False,
+    timeout_s=None,
+    fleet_probes=True,
+)
+CPU_CGROUP = Path("/sys/fs/cgroup/cpu")
+QUOTA_US, PERIOD_US = 4_000, 100_000
+
+
+def hosts_of(bed: TestBed, **extra: Any) -> list[Host]:
+    common = {
+        "ansible_user": "root",
+        "ansible_ssh_private_key_file": str(bed.client_key),
+        "diagnose_known_hosts_file": str(bed.known_hosts),
+        "ansible_python_interpreter": sys.executable,
+        "bench_startup_timeout_s": 180,
+        "expected_gpu_count": 0,
+        **extra,
+    }
+    return [
+        Host(h.name, vars=Vars({**common, "ansible_host": h.address, "ansible_port": h.port}, h.name))
+        for h in bed.hosts.values()
+    ]
+
+
+class Probes:
+    """One run of the fleet probes with everything they emitted."""
+
+    def __init__(self, bed: TestBed, tmp_path: Path, **extra: Any) -> None:
+        self.hosts = hosts_of(bed, **extra)
+        self.out = tmp_path / "out"
+        self.checks: list[CheckResult] = []
+        self.records: list[dict[str, Any]] = []
+        self.connections = {h.name: connect(h) for h in self.hosts}
+        self.context = BenchContext(
+            self.hosts,
+            self.connections,
+            {},
+            PLAN,
+            self.out,
+            f"it-fleet-{secrets.token_hex(3)}",
+            self.checks.append,
+            lambda entry: None,
+            emit_record=lambda section, entry: self.records.append({"section": section, **entry}),
+        )
+
+    def __call__(self) -> Probes:
+        try:
+            for connection in self.connections.values():
+                connection.open()
+            stage = Stage(self.context)
+            fleet_probes.run(stage, choose_setup(self.hosts, {}))
+        finally:
+            for connection in self.connections.values():
+                connection.close()
+        return self
+
+    def checks_of(self, check_id: str) -> list[CheckResult]:
+        return [c for c in self.checks if c.id == check_id]
+
+    def record(self, host: str | None, metric: str) -> dict[str, Any]:
+        return next(r for r in self.records if r["host"] == host and r["metric"] == metric)
+
+    def probe_lines(self, host: str) -> list[dict[str, Any]]:
+        (path,) = (self.out / "raw" / host).glob("bench.fleet-*-copy.out.txt")
+        return [json.loads(line) for line in path.read_text().splitlines() if line.startswith("{")]
+
+
+def cgroup_problem() -> str | None:
+    if not (CPU_CGROUP / "cpu.cfs_quota_us").exists():
+        return f"no cgroup v1 cpu controller at {CPU_CGROUP}"
+    probe = CPU_CGROUP / f"diagnose-probe-{secrets.token_hex(3)}"
+    try:
+        probe.mkdir()
+        probe.rmdir()
+    except OSError as exc:
+        return f"cannot make a cpu cgroup: {exc}"
+    return None
+
+
+def progress_file(run: Probes, index: int) -> Path:
+    """The copy probe's progress file of the ``index``-th host (test hosts share the machine's /tmp)."""
+    return Path(remote_dir(run.context.run_id, f"fleet-{index}-copy", 0)) / "results.jsonl"
+
+
+def wait_for(path: Path, event: str, limit: float = 240) -> bool:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if path.exists() and f'"event": "{event}"' in path.read_text():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@contextmanager
+def throttled(host: TestHost) -> Iterator[Path]:
+    """Every process of ``host`` (its sshd, hence every later session) limited to QUOTA/PERIOD of a CPU."""
+    group = CPU_CGROUP / f"diagnose-slow-{host.name}-{secrets.token_hex(3)}"
+    group.mkdir()
+    try:
+        (group / "cpu.cfs_period_us").write_text(str(PERIOD_US))
+        (group / "cpu.cfs_quota_us").write_text(str(QUOTA_US))
+        assert host.pid_namespace is not None
+        for pid in _pids_in({host.pid_namespace}):
+            try:
+                (group / "cgroup.procs").write_text(str(pid))
+            except ProcessLookupError:
+                continue  # a process that ended meanwhile
+        yield group
+    finally:
+        root = CPU_CGROUP / "cgroup.procs"
+        for pid in (group / "cgroup.procs").read_text().split():
+            try:
+                root.write_text(pid)
+            except ProcessLookupError:
+                continue  # the process ended meanwhile
+        group.rmdir()
+
+
+def test_every_host_is_probed_at_once_and_its_figures_land(testbed: TestBed, tmp_path: Path) -> None:
+    testbed.add_many([HostSpec("node1"), HostSpec("node2"), HostSpec("node3")])
+    run = Probes(testbed, tmp_path, bench_procs_per_host=2)()
+    spans = []
+    for name in ("node1", "node2", "node3"):
+        lines = run.probe_lines(name)
+        start, done = lines[0], lines[-1]
+        assert start["event"] == "start" and start["device"] == "cpu" and done["event"] == "done"
+        assert "h2d, d2h: no GPU (CPU host)" in start["not_measured"]
+        spans.append((start["time"], done["time"]))
+        memcpy = run.record(name, "memcpy")
+        assert memcpy["value"] > 0 and memcpy["check"] == "fleet.memcpy" and memcpy["group"] == "CPU host"
+        assert memcpy["median"] > 0 and memcpy["fleet_hosts"] == 3 and memcpy["verdict"] in ("PASS", "WARN")
+        busbw = run.record(name, "busbw.all_reduce")
+        assert busbw["value"] > 0 and busbw["detail"][0]["bytes"] == 1 << 20
+    assert max(s for s, _ in spans) < min(d for _, d in spans), "the probes overlapped in time"
+    assert {r["section"] for r in run.records} == {"fleet"}
+    summary = run.record(None, "memcpy")
+    assert summary["hosts"] == 3 and summary["weak"] and summary["verdict"] == "PASS"
+    (h2d,) = run.checks_of("fleet.h2d")
+    assert h2d.status == "SKIP" and "no GPU" in h2d.message
+    cluster = [c for c in run.checks_of("fleet.busbw") if c.host is None]
+    assert cluster and cluster[0].status == "PASS" and "over 3 hosts" in cluster[0].message
+    assert not Path(f"/tmp/diagnose-{run.context.run_id}").exists(), "remote folders removed"
+
+
+@pytest.mark.skipif(cgroup_problem() is not None, reason=f"needs a writable cpu cgroup: {cgroup_problem()}")
+def test_a_cpu_throttled_host_is_named_among_its_peers(testbed: TestBed, tmp_path: Path) -> None:
+    testbed.add_many([HostSpec(f"node{i}") for i in range(1, 6)])
+    run = Probes(testbed, tmp_path)
+    progress = progress_file(run, [h.name for h in run.hosts].index("node3"))
+    seen: dict[str, bool] = {}
+
+    def slow_down() -> None:
+        seen["started"] = wait_for(progress, "start")
+        with throttled(testbed.hosts["node3"]):
+            seen["done"] = wait_for(progress, "done")
+
+    neighbour = threading.Thread(target=slow_down)
+    neighbour.start()
+    run()
+    neighbour.join(timeout=60)
+    assert seen == {"started": True, "done": True}
+    memcpy = [c for c in run.checks_of("fleet.memcpy") if c.host is not None]
+    assert [(c.host, c.status) for c in memcpy] == [("node3", "FAIL")], [c.message for c in memcpy]
+    record = run.record("node3", "memcpy")
+    assert record["verdict"] == "FAIL" and record["deviation_pct"] < -30 and record["robust_z"] < -3.5
+    assert "node3 against its peers: memory copy" in memcpy[0].message
+    summary = next(c for c in run.checks_of("fleet.memcpy") if c.host is None)
+    assert summary.status == "PASS" and "1 odd host(s) (node3" in summary.message
