@@ -205,3 +205,16 @@ def test_gpu_trace_with_host_syncs_every_step() -> None:
     assert [s.syncs_per_step for s in analysis.steps] == [15] * 5
     assert analysis.summary["sync_causes"]["cudaStreamSynchronize in ## sparse_data_dist ##"] == 36
     assert analysis.summary["overlap_ratio"] < 0.1
+
+
+def test_single_process_cpu_trace_says_what_it_cannot_judge(tmp_path: Path) -> None:
+    events = [
+        _x("user_annotation", "ProfilerStep#0", 0, 1000, 1),
+        _x("cpu_op", "aten::mm", 10, 500, 1),
+        _x("cpu_op", "autograd::engine::evaluate_function: MmBackward0", 520, 400, 1),
+    ]
+    analysis = analyze_trace(_write(tmp_path / "t.json", events, rank=None))
+    assert analysis.device == "cpu" and analysis.rank is None
+    assert set(analysis.skipped) == {"train.overlap", "train.tail", "train.sync", "train.input"}
+    assert "no gloo:* ranges nor c10d calls" in analysis.skipped["train.overlap"]
+    assert analysis.steps[0].compute_ms == 0.9 and analysis.steps[0].comm_ms == 0.0
