@@ -11,7 +11,8 @@ hosts without GPUs — it proves the plumbing, never the fabric), launches the p
 * per collective, one ``benchmarks`` entry of results.json and a ``bench.<collective>`` check with the
   same verdict: wrong elements fail it, large-message busbw below the normal range for this node count
   fails it, and a run that hung, crashed or lost a host is an ERROR that keeps the rows measured before;
-* when a multi-node result falls short, host pairs isolate the slow host(s) (``bench.straggler``).
+* when a multi-node result falls short, a search over host groups names the slow host(s) or link(s)
+  (``bench.straggler``, ``bench.link``, and the ``localization`` record: :mod:`diagnose.bench.straggler`).
 
 The playbook's ``benchmarks.tool`` picks what measures: ``torch`` (diagnose's own program, shipped to the
 hosts and started with torchrun) or ``nccl-tests`` (the site's own binaries, started directly on one node
@@ -38,6 +39,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from diagnose.bench import program
@@ -56,9 +58,11 @@ from diagnose.bench.setup import (
     launch_env,
     startup_timeout_s,
 )
-from diagnose.bench.straggler import StragglerSearch
+from diagnose.bench.straggler import LaunchMeasure, localization_record, localize_settings, straggler_checks
+from diagnose.errors import ConfigError
 from diagnose.expected_values import no_gpu_reason
 from diagnose.hosts import Host
+from diagnose.localize import localize
 from diagnose.model import CheckResult
 from diagnose.parsers.nccl_log import parse_nccl_log, summarize_transport
 from diagnose.units import human_bytes
@@ -457,65 +461,67 @@ class Stage:
         )
 
     def isolate(self, setup: Setup, collective: str, launch: PairLaunch | None = None) -> None:
-        """Pair runs of ``collective`` at the largest size until the slow host(s) are named.
+        """Find the slow host(s) or link(s) behind a short ``collective`` (:mod:`diagnose.localize`).
 
-        ``launch`` measures one pair (default: :meth:`launch`, torch); the nccl-tests runner passes its own
-        so that pairs are measured with the tool that found the shortfall.
+        ``launch`` measures one host group (default: :meth:`launch`, torch); the nccl-tests runner passes
+        its own so that groups are measured with the tool that found the shortfall. The search runs
+        disjoint groups at once (``localize_concurrency``) within ``localize_budget_s`` and the stage's
+        own deadline; its verdicts become ``bench.straggler`` / ``bench.link`` checks and its rounds the
+        ``localization`` record of results.json.
         """
-        ctx, plan = self.ctx, self.plan
-        launch = launch or self.launch
+        ctx = self.ctx
         assert self.first is not None
-        two = expected_busbw(collective, 2, setup.nproc, self.first.vars)
-        if two.low_gbps is None:
+        host_vars = self.first.vars
+        two = expected_busbw(collective, 2, setup.nproc, host_vars)
+        try:
+            settings = localize_settings(host_vars)
+        except ConfigError as exc:
+            ctx.emit_check(
+                CheckResult(
+                    "bench.straggler", None, CHECKLIST, "ERROR", message=f"localization not run: {exc}"
+                )
+            )
             return
-        by_name = {h.name: h for h in setup.hosts}
-        search = StragglerSearch([h.name for h in setup.hosts], two.low_gbps)
-        while pairs := search.next_round():
-            if ctx.deadline is not None and time.monotonic() > ctx.deadline:
-                break
-            for a, b in pairs:  # sequential: concurrent pairs would share the rendezvous host's ports
-                outcome = launch(
-                    setup,
-                    [by_name[a], by_name[b]],
-                    f"pair-{a}-{b}",
-                    [collective],
-                    plan.max_bytes,
-                    plan.max_bytes,
+        if ctx.deadline is not None:
+            left = ctx.deadline - time.monotonic()
+            if left <= 0:
+                ctx.emit_check(
+                    CheckResult(
+                        "bench.straggler",
+                        None,
+                        CHECKLIST,
+                        "WARN",
+                        message=f"localization of {collective} not run: the run's time budget is spent",
+                    )
                 )
-                value, _ = large_message_busbw(outcome.rows) if outcome.status == "done" else (None, None)
-                if value is None and outcome.status == "done" and outcome.rows:
-                    value = max(r["busbw_gbps"] for r in outcome.rows)
-                search.record((a, b), value)
-        slow = search.slow_hosts()
-        for name in slow:
-            ctx.emit_check(
-                CheckResult(
-                    "bench.straggler",
-                    name,
-                    CHECKLIST,
-                    "FAIL",
-                    observed=search.summary(),
-                    expected=f"≥ {two.low_gbps:.0f} GB/s for {collective} between two nodes",
-                    message=f"{name} is slow: its pair runs of {collective} fall below the two-node normal range "
-                    f"while its partners are fast with other hosts; {search.summary()}",
-                    remediation="Check this host's NICs (ibstat rates, error counters), cables and switch ports.",
-                )
-            )
-        if not slow:
-            if search.cluster_wide():
-                note = "every pair is slow as well: the shortfall is cluster-wide (fabric settings), not one host"
-            else:
-                note = "no single host is slow in pairs: the shortfall shows only with all nodes (spine, routing)"
-            ctx.emit_check(
-                CheckResult(
-                    "bench.straggler",
-                    None,
-                    CHECKLIST,
-                    "WARN",
-                    observed=search.summary(),
-                    message=f"{note}; {search.summary()}",
-                )
-            )
+                return
+            settings = replace(settings, budget_s=min(settings.budget_s, left))
+        trigger = self._trigger(collective, setup)
+        measure = LaunchMeasure(launch or self.launch, setup, collective, self.plan.max_bytes)
+        finding = localize(
+            [h.name for h in setup.hosts], measure, settings, shortfall=trigger.get("shortfall")
+        )
+        for check in straggler_checks(finding, collective, two):
+            ctx.emit_check(check)
+        ctx.emit_record(
+            "localization",
+            localization_record(finding, settings, collective, setup, trigger, measure.launches, two),
+        )
+
+    def _trigger(self, collective: str, setup: Setup) -> dict[str, Any]:
+        """The full run that set the search off: its busbw, its normal range and how far short it fell."""
+        record = self.records.get(collective) or {}
+        measured, at_bytes = large_message_busbw(record.get("rows") or [])
+        expected = record.get("expected_busbw_gbps")
+        shortfall = measured / expected if measured is not None and expected else None
+        return {
+            "nodes": len(setup.hosts),
+            "busbw_gbps": measured,
+            "bytes": at_bytes,
+            "expected_busbw_gbps": expected,
+            "normal_range_gbps": record.get("normal_range_gbps"),
+            "shortfall": None if shortfall is None else round(shortfall, 4),
+        }
 
 
 def run_benchmark_stage(ctx: BenchContext) -> None:

@@ -1,91 +1,257 @@
-"""Find the slow host(s) behind a multi-node result that fell short, by running host pairs.
+"""Find the slow host or link behind a multi-node result that fell short: the stage's side of the search.
 
-A collective over N nodes runs at the pace of its slowest link, so one bad NIC, cable or switch port
-drags the whole cluster's busbw down without saying where. Pairs isolate it: first every host in a
-disjoint pair (all pairs at once — they share no host), then each host of a slow pair (and the odd one
-out) against a host already seen fast, until every suspect is either cleared or confirmed. A host is
-named slow only when it was slow with a partner that is fast elsewhere; when no pair is fast at all the
-shortfall is cluster-wide (a fabric setting, a congested spine), not a straggler, and the search says so.
+The search itself is pure and lives in :mod:`diagnose.localize` (the simulator drives the same code);
+this module gives it what a real run has:
 
-This module only decides which pairs to run next and what the measurements mean; the stage runs them.
+* :func:`localize_settings`: the search's settings from the first host's variables;
+* :class:`LaunchMeasure`: its Measure — one launch of the collective per host group, the groups of a
+  wave launched at once (they share no host, and every launch picks its own rendezvous port on its own
+  first host), each value the launch's busbw at the largest size, None when it failed or hung;
+* :func:`straggler_checks`: the verdicts as checks — ``bench.straggler`` FAIL per slow host,
+  ``bench.link`` FAIL per slow link, each with the numbers behind it; a WARN when nothing stands out
+  (cluster-wide when even the healthy pairs miss the two-node range) or the budget ran out;
+* :func:`localization_record`: the ``localization`` entry of results.json — every round's groups,
+  values and verdicts, the finding, its confidence and the time spent.
+
+Variables (first host; any inventory level, the playbook's ``vars`` or ``-e``): ``localize_budget_s``
+(default 600; the stage's own deadline caps it), ``localize_concurrency`` launches at once (default
+64), ``localize_repeats`` / ``localize_max_repeats`` measurements of a group per round (3 / 8),
+``localize_quorum`` distinct partners before a host is accused (2), ``localize_min_deficit`` the
+smallest shortfall named (0.05).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import Any
 
-Pair = tuple[str, str]
+from diagnose.bench.expect import Expectation, large_message_busbw
+from diagnose.bench.setup import CHECKLIST, PairLaunch, Setup
+from diagnose.errors import ConfigError
+from diagnose.localize import Accusation, Finding, Judged, Settings
+from diagnose.localize.model import as_plain
+from diagnose.model import CheckResult
+from diagnose.vars import Vars
+
+REMEDIATION_HOST = (
+    "Check this host's NICs (ibstat rates, error counters), cables and switch ports, its PCIe links and "
+    "GPU clocks; re-run the pair test after the fix."
+)
+REMEDIATION_LINK = (
+    "Both hosts are fast with others: check the path between them (the switch ports and cables on it, "
+    "the spine link their traffic hashes onto, adaptive routing), then re-run the pair."
+)
 
 
-@dataclass
-class StragglerSearch:
-    """State of one search. ``low_gbps`` is the bottom of the normal range for two nodes."""
-
-    hosts: list[str]
-    low_gbps: float
-    max_rounds: int = 4
-    results: dict[Pair, float | None] = field(default_factory=dict)
-    rounds: int = 0
-
-    def _slow(self, value: float | None) -> bool:
-        return value is None or value < self.low_gbps
-
-    def fast_hosts(self) -> list[str]:
-        fast = {h for pair, value in self.results.items() if not self._slow(value) for h in pair}
-        return [h for h in self.hosts if h in fast]
-
-    def suspects(self) -> list[str]:
-        """Hosts with no fast pair yet: in a slow pair, or never measured."""
-        fast = set(self.fast_hosts())
-        return [h for h in self.hosts if h not in fast]
-
-    def _confirmed(self, host: str) -> bool:
-        """Slow together with a partner that has a fast pair elsewhere."""
-        fast = set(self.fast_hosts())
-        return any(
-            host in pair and self._slow(value) and (set(pair) - {host}) <= fast
-            for pair, value in self.results.items()
+def localize_settings(host_vars: Vars) -> Settings:
+    """The search's settings from the ``localize_*`` variables; ConfigError names a bad one."""
+    base = Settings()
+    try:
+        return replace(
+            base,
+            budget_s=host_vars.float("localize_budget_s", base.budget_s) or base.budget_s,
+            concurrency=host_vars.int("localize_concurrency", base.concurrency) or base.concurrency,
+            repeats=host_vars.int("localize_repeats", base.repeats) or base.repeats,
+            max_repeats=host_vars.int("localize_max_repeats", base.max_repeats) or base.max_repeats,
+            quorum=host_vars.int("localize_quorum", base.quorum) or base.quorum,
+            min_deficit=host_vars.float("localize_min_deficit", base.min_deficit) or 0.0,
         )
+    except ValueError as exc:
+        raise ConfigError(f"localize_* variables: {exc}") from None
 
-    def next_round(self) -> list[Pair]:
-        """Disjoint pairs to measure next; empty when the search is over."""
-        if self.rounds >= self.max_rounds:
-            return []
-        if not self.results:
-            pairs = [(self.hosts[i], self.hosts[i + 1]) for i in range(0, len(self.hosts) - 1, 2)]
-        else:
-            free = self.fast_hosts()
-            pairs = []
-            for suspect in (h for h in self.suspects() if not self._confirmed(h)):
-                partner = next(
-                    (
-                        f
-                        for f in free
-                        if (f, suspect) not in self.results and (suspect, f) not in self.results
-                    ),
-                    None,
-                )
-                if partner is not None:
-                    free.remove(partner)
-                    pairs.append((partner, suspect))
-        if pairs:
-            self.rounds += 1
-        return pairs
 
-    def record(self, pair: Pair, busbw_gbps: float | None) -> None:
-        """busbw of one pair run; None when the pair failed or hung (as bad as slow)."""
-        self.results[pair] = busbw_gbps
+def busbw_of(rows: list[dict[str, Any]], status: str) -> float | None:
+    """A launch's value: its large-message busbw (else its best row) when it finished, None otherwise."""
+    if status != "done":
+        return None
+    value, _ = large_message_busbw(rows)
+    if value is None and rows:
+        value = max(r["busbw_gbps"] for r in rows)
+    return value
 
-    def slow_hosts(self) -> list[str]:
-        return [h for h in self.hosts if self._confirmed(h)]
 
-    def cluster_wide(self) -> bool:
-        """Every measured pair was slow: nothing to single out."""
-        return bool(self.results) and not self.fast_hosts()
+class LaunchMeasure:
+    """The search's Measure on real hosts: one launch of ``collective`` at ``nbytes`` per group, all at
+    once. ``launches`` keeps every launch (tag, hosts, outcome, value) for the record."""
 
-    def summary(self) -> str:
-        def show(value: float | None) -> str:
-            return "failed" if value is None else f"{value:.0f} GB/s"
+    def __init__(self, launch: PairLaunch, setup: Setup, collective: str, nbytes: int) -> None:
+        self.launch = launch
+        self.setup = setup
+        self.collective = collective
+        self.nbytes = nbytes
+        self.by_name = {h.name: h for h in setup.hosts}
+        self.calls = 0
+        self.launches: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
 
-        measured = ", ".join(f"{a}+{b}: {show(v)}" for (a, b), v in self.results.items())
-        return f"pairs (normal from {self.low_gbps:.0f} GB/s): {measured}"
+    def __call__(self, groups: list[list[str]]) -> list[float | None]:
+        self.calls += 1
+        tags = [f"loc{self.calls:03d}-{g[0]}-{g[-1]}" for g in groups]
+        pool = ThreadPoolExecutor(max_workers=max(1, len(groups)), thread_name_prefix="localize")
+        try:
+            futures = [pool.submit(self._one, g, t) for g, t in zip(groups, tags, strict=True)]
+            values = [f.result() for f in futures]
+        except BaseException:
+            # An interrupt must not wait for the launches: the run's interrupt handling stops them all.
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown()
+        return values
+
+    def _one(self, group: list[str], tag: str) -> float | None:
+        hosts = [self.by_name[name] for name in group]
+        outcome = self.launch(self.setup, hosts, tag, [self.collective], self.nbytes, self.nbytes)
+        value = busbw_of(outcome.rows, outcome.status)
+        with self._lock:
+            self.launches.append(
+                {
+                    "tag": tag,
+                    "hosts": group,
+                    "status": outcome.status,
+                    "busbw_gbps": value,
+                    "message": outcome.message or None,
+                }
+            )
+        return value
+
+
+def _gbps(value: float | None) -> str:
+    return "failed" if value is None else f"{value:.3g}"
+
+
+def _measurement(j: Judged) -> str:
+    values = ", ".join(_gbps(v) for v in j.values)
+    pair = "+".join(j.task.group)
+    if j.verdict == "failed":
+        return f"{pair}: [{values}] GB/s (a launch failed or hung)"
+    ratio = "" if j.ratio is None else f" = ×{j.ratio:.2f} of the healthy {_gbps(j.reference_gbps)} GB/s"
+    z = "" if j.z is None else f", z {j.z:.1f}"
+    return f"{pair}: [{values}] GB/s{ratio}{z}"
+
+
+def _confidence(value: float) -> str:
+    return "> 99.99 %" if value > 0.9999 else f"{100 * value:.2f} %"
+
+
+def _accusation_check(accusation: Accusation, collective: str) -> CheckResult:
+    evidence = "; ".join(_measurement(j) for j in accusation.evidence)
+    repeats = sorted({len(j.values) for j in accusation.evidence})
+    observed = {
+        "deficit_pct": round(100 * accusation.deficit, 1),
+        "confidence": accusation.confidence,
+        "measurements": [j.to_dict() for j in accusation.evidence],
+    }
+    if accusation.kind == "host":
+        host = accusation.hosts[0]
+        partners = len(accusation.evidence)
+        return CheckResult(
+            "bench.straggler",
+            host,
+            CHECKLIST,
+            "FAIL",
+            observed=observed,
+            expected="as fast as the healthy pairs of the same round",
+            message=(
+                f"{host} is {100 * accusation.deficit:.0f} % slow in {collective}: slow with {partners} distinct "
+                f"partners that are fast elsewhere ({evidence}; {'/'.join(map(str, repeats))} repeats each); "
+                f"confidence {_confidence(accusation.confidence)}"
+            ),
+            remediation=REMEDIATION_HOST,
+        )
+    a, b = accusation.hosts
+    cleared = "; ".join(_measurement(j) for j in accusation.cleared_by)
+    observed["link"] = [a, b]
+    observed["cleared_by"] = [j.to_dict() for j in accusation.cleared_by]
+    return CheckResult(
+        "bench.link",
+        None,
+        CHECKLIST,
+        "FAIL",
+        observed=observed,
+        expected="as fast as the healthy pairs of the same round",
+        message=(
+            f"the link {a}↔{b} is {100 * accusation.deficit:.0f} % slow in {collective}: the pair alone is slow "
+            f"({evidence}) while each host is fast with others ({cleared}); "
+            f"confidence {_confidence(accusation.confidence)}"
+        ),
+        remediation=REMEDIATION_LINK,
+    )
+
+
+def summary(finding: Finding, collective: str, two: Expectation) -> str:
+    """One sentence on what the search found, for the checks and the report."""
+    named = ", ".join(f"{a.kind} {a.name} ({100 * a.deficit:.0f} % slow)" for a in finding.accused)
+    spent = f"{finding.rounds} round(s), {finding.launches} launch(es), {finding.seconds:.0f} s"
+    if finding.accused:
+        text = f"{collective}: named {named} in {spent}"
+        if finding.unresolved:
+            text += f"; still suspected, not proven: {', '.join(finding.unresolved)}"
+        return text
+    if finding.status == "incomplete":
+        left = ", ".join(finding.unresolved) or "nothing named"
+        return f"{collective}: no verdict within the budget ({spent}); still suspected: {left}"
+    pair = finding.healthy_gbps.get(2)
+    if pair is not None and two.low_gbps is not None and pair < two.low_gbps:
+        return (
+            f"{collective}: no host or link stands out and every pair is slow as well (pairs at "
+            f"{pair:.3g} GB/s, normal from {two.low_gbps:.0f}): the shortfall is cluster-wide (fabric settings), "
+            f"not one host; {spent}"
+        )
+    return (
+        f"{collective}: no host or link stands out among the groups measured ({spent}): the shortfall shows "
+        "only with all nodes together (spine, routing) or is spread evenly over the fleet"
+    )
+
+
+def straggler_checks(finding: Finding, collective: str, two: Expectation) -> list[CheckResult]:
+    """``bench.straggler`` / ``bench.link`` checks for a finding."""
+    checks = [_accusation_check(a, collective) for a in finding.accused]
+    if not finding.accused or finding.unresolved:
+        checks.append(
+            CheckResult(
+                "bench.straggler",
+                None,
+                CHECKLIST,
+                "WARN",
+                observed={"status": finding.status, "unresolved": finding.unresolved},
+                message=summary(finding, collective, two),
+            )
+        )
+    return checks
+
+
+def localization_record(
+    finding: Finding,
+    settings: Settings,
+    collective: str,
+    setup: Setup,
+    trigger: dict[str, Any],
+    launches: list[dict[str, Any]],
+    two: Expectation,
+) -> dict[str, Any]:
+    """The ``localization`` entry of results.json."""
+    plain = finding.to_dict()
+    return {
+        "collective": collective,
+        "backend": setup.backend,
+        "hosts": [h.name for h in setup.hosts],
+        "ranks_per_host": setup.nproc,
+        "trigger": trigger,
+        "settings": as_plain(settings),
+        "steps": plain["steps"],
+        "finding": {
+            "status": finding.status,
+            "summary": summary(finding, collective, two),
+            "accused": plain["accused"],
+            "unresolved": plain["unresolved"],
+            "healthy_gbps": plain["healthy_gbps"],
+            "notes": plain["notes"],
+        },
+        "confidence": finding.confidence,
+        "measurements": finding.launches,
+        "rounds": finding.rounds,
+        "real_seconds": round(finding.seconds, 1),
+        "launches": launches,
+    }

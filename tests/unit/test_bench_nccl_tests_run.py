@@ -345,6 +345,8 @@ def test_a_short_result_on_three_hosts_is_bisected_with_nccl_tests_pairs(tmp_pat
         "mpirun": str(mpirun),
         "line_rate_gbps": 100,
         "expected_hca_count": 4,
+        "localize_repeats": 2,
+        "localize_max_repeats": 2,
     }
     hosts = [Host(f"h{i}", vars=Vars({**common, "ansible_host": f"10.0.0.{i}"})) for i in (1, 2, 3)]
     plan = SimpleNamespace(
@@ -373,4 +375,4 @@ def test_a_short_result_on_three_hosts_is_bisected_with_nccl_tests_pairs(tmp_pat
     assert straggler.status == "WARN" and "cluster-wide" in straggler.message
     raw = tmp_path / "out" / "raw" / "h1"
     assert (raw / "nccl-tests-all_reduce.log").exists()
-    assert any(p.name.startswith("nccl-tests-all_reduce.pair-") for p in raw.iterdir())
+    assert any(p.name.startswith("nccl-tests-all_reduce.loc") for p in raw.iterdir())

@@ -1,58 +1,111 @@
-"""The pair search that names a slow host; measurements are fed in as the stage would."""
+"""The stage's side of the localization: its variables, the value of a launch, the checks and the record."""
 
 from __future__ import annotations
 
-from diagnose.bench.straggler import StragglerSearch
+import pytest
+
+from diagnose.bench.expect import Expectation
+from diagnose.bench.setup import Setup
+from diagnose.bench.straggler import (
+    busbw_of,
+    localization_record,
+    localize_settings,
+    straggler_checks,
+)
+from diagnose.errors import ConfigError
+from diagnose.hosts import Host
+from diagnose.localize import Settings, localize
+from diagnose.localize.model import edge, ring_edges
+from diagnose.vars import Vars
+
+TWO = Expectation(340.0, 289.0, 391.0, "two nodes")
+NAMES = [f"n{i}" for i in range(12)]
 
 
-def run(search: StragglerSearch, speed: dict[str, float]) -> None:
-    """Play the search to its end: a pair runs at the pace of its slower host."""
-    while pairs := search.next_round():
-        hosts = [h for pair in pairs for h in pair]
-        assert len(hosts) == len(set(hosts)), "pairs of one round must be disjoint"
-        for a, b in pairs:
-            search.record((a, b), min(speed[a], speed[b]))
+def steady(slow_hosts: dict[str, float], slow_links: dict[tuple[str, str], float], level: float = 340.0):
+    """A Measure whose values wobble by a fixed pattern (±1 %), so every run of the test is the same."""
+    calls = iter(range(10**6))
+
+    def measure(groups: list[list[str]]) -> list[float | None]:
+        out: list[float | None] = []
+        for group in groups:
+            pace = min(1.0 - slow_hosts.get(h, 0.0) for h in group)
+            for link in ring_edges(tuple(group)):
+                pace = min(pace, 1.0 - slow_links.get(link, 0.0))
+            out.append(level * pace * (1.0 + 0.01 * ((next(calls) % 5) - 2) / 2))
+        return out
+
+    return measure
 
 
-def test_one_slow_host_among_six_is_named() -> None:
-    speed = {f"n{i}": 340.0 for i in range(6)}
-    speed["n3"] = 120.0
-    search = StragglerSearch(list(speed), low_gbps=289.0)
-    run(search, speed)
-    assert search.slow_hosts() == ["n3"]
-    assert not search.cluster_wide()
-    assert "n2+n3: 120 GB/s" in search.summary()
+def test_settings_come_from_the_localize_variables() -> None:
+    settings = localize_settings(
+        Vars(
+            {
+                "localize_budget_s": "120",
+                "localize_concurrency": 8,
+                "localize_quorum": 3,
+                "localize_repeats": 4,
+            }
+        )
+    )
+    assert (settings.budget_s, settings.concurrency, settings.quorum, settings.repeats) == (120.0, 8, 3, 4)
+    assert localize_settings(Vars({})) == Settings()
+    with pytest.raises(ConfigError, match="repeats"):
+        localize_settings(Vars({"localize_repeats": 1}))
+    with pytest.raises(ConfigError, match="localize_quorum"):
+        localize_settings(Vars({"localize_quorum": "many"}))
 
 
-def test_odd_host_out_is_measured_too() -> None:
-    speed = {"a": 340.0, "b": 340.0, "c": 340.0, "d": 340.0, "e": 90.0}
-    search = StragglerSearch(list(speed), low_gbps=289.0)
-    run(search, speed)
-    assert search.slow_hosts() == ["e"]
+def test_a_launch_counts_only_when_it_finished() -> None:
+    rows = [{"bytes": 1 << 20, "busbw_gbps": 3.0}, {"bytes": 1 << 30, "busbw_gbps": 250.0}]
+    assert busbw_of(rows, "done") == 250.0
+    assert busbw_of([{"bytes": 4096, "busbw_gbps": 0.2}], "done") == 0.2  # small sweeps (gloo): the best row
+    assert busbw_of(rows, "hung") is None
 
 
-def test_two_slow_hosts_in_one_pair_are_both_found() -> None:
-    speed = {"a": 340.0, "b": 100.0, "c": 110.0, "d": 340.0, "e": 340.0, "f": 340.0}
-    search = StragglerSearch(list(speed), low_gbps=289.0)
-    run(search, speed)
-    assert search.slow_hosts() == ["b", "c"]
+def test_a_slow_host_is_a_straggler_fail_with_its_measurements() -> None:
+    finding = localize(NAMES, steady({"n7": 0.3}, {}), Settings(), clock=iter(range(10**6)).__next__)
+    (check,) = straggler_checks(finding, "all_reduce", TWO)
+    assert (check.id, check.host, check.status) == ("bench.straggler", "n7", "FAIL")
+    assert check.message.startswith("n7 is 30 % slow in all_reduce: slow with 2 distinct partners")
+    assert "GB/s = ×0.70 of the healthy" in check.message and "confidence" in check.message
+    assert check.observed["deficit_pct"] == pytest.approx(30.0, abs=1.0)
+    assert len(check.observed["measurements"]) == 2
 
 
-def test_everything_slow_is_cluster_wide_not_a_straggler() -> None:
-    speed = {h: 150.0 for h in "abcd"}
-    search = StragglerSearch(list(speed), low_gbps=289.0)
-    run(search, speed)
-    assert search.slow_hosts() == []
-    assert search.cluster_wide()
+def test_a_slow_link_is_a_link_fail_naming_both_ends() -> None:
+    finding = localize(
+        NAMES, steady({}, {edge("n4", "n5"): 0.25}), Settings(), clock=iter(range(10**6)).__next__
+    )
+    (check,) = straggler_checks(finding, "all_gather", TWO)
+    assert (check.id, check.host, check.status) == ("bench.link", None, "FAIL")
+    assert check.message.startswith("the link n4↔n5 is 25 % slow in all_gather: the pair alone is slow")
+    assert "while each host is fast with others" in check.message
+    assert check.observed["link"] == ["n4", "n5"]
 
 
-def test_a_failed_pair_counts_as_slow() -> None:
-    search = StragglerSearch(["a", "b", "c", "d"], low_gbps=289.0)
-    assert search.next_round() == [("a", "b"), ("c", "d")]
-    search.record(("a", "b"), 330.0)
-    search.record(("c", "d"), None)
-    assert search.next_round() == [("a", "c"), ("b", "d")]
-    search.record(("a", "c"), 330.0)
-    search.record(("b", "d"), None)
-    assert search.slow_hosts() == ["d"]
-    assert search.next_round() == []
+def test_nothing_standing_out_is_a_warning_that_says_where_the_shortfall_is() -> None:
+    everywhere = localize(NAMES, steady({}, {}, level=150.0), Settings(), clock=iter(range(10**6)).__next__)
+    (check,) = straggler_checks(everywhere, "all_reduce", TWO)
+    assert (check.id, check.status) == ("bench.straggler", "WARN")
+    assert "cluster-wide" in check.message and "pairs at 150 GB/s" in check.message
+    spine = localize(NAMES, steady({}, {}), Settings(), clock=iter(range(10**6)).__next__)
+    (check,) = straggler_checks(spine, "all_reduce", TWO)
+    assert "only with all nodes together" in check.message
+
+
+def test_the_record_holds_every_round_and_the_launches() -> None:
+    setup = Setup("nccl", 8, [Host(n, vars=Vars({})) for n in NAMES], [])
+    settings = Settings()
+    finding = localize(NAMES, steady({"n2": 0.2}, {}), settings, clock=iter(range(10**6)).__next__)
+    launches = [{"tag": "loc001-n0-n1", "hosts": ["n0", "n1"], "status": "done", "busbw_gbps": 340.0}]
+    record = localization_record(finding, settings, "all_reduce", setup, {"nodes": 12}, launches, TWO)
+    assert record["finding"]["status"] == "accused"
+    assert record["finding"]["accused"][0]["name"] == "n2"
+    assert record["finding"]["summary"].startswith("all_reduce: named host n2 (20 % slow)")
+    assert record["confidence"] == finding.confidence and record["rounds"] == len(record["steps"])
+    first = record["steps"][0]
+    assert set(first) >= {"round", "groups", "values", "verdicts", "repeats", "waves", "seconds"}
+    assert len(first["groups"]) == len(first["values"]) == len(first["verdicts"])
+    assert record["settings"]["quorum"] == 2 and record["launches"] == launches

@@ -1,0 +1,531 @@
+"""The search for the slow host or link behind a collective that fell short, as a state machine.
+
+It starts from the slow ring (the hosts in the order the collective ran over them) and works in
+rounds; each round is a set of disjoint host groups measured at once, repeated, and judged against the
+healthy groups of the same size measured in that round (:mod:`diagnose.localize.stats`).
+
+1. **Narrow.** A slow group of more than three hosts is cut into contiguous pieces, as many as the
+   concurrency allows (at least halves, at most pairs), so neighbours in the ring stay neighbours and
+   the links the collective used are still used. From N hosts the pairs are reached in about
+   ``log(N) / log(concurrency)`` rounds. When every piece of a slow group is fast, what it lost by the
+   cut is to blame: the links between the pieces (and its ring's closing link) are measured next, alone.
+2. **Attribute.** Each host of a slow group of two or three is measured with fresh partners already seen
+   fast. A host is accused once it is slow with ``quorum`` distinct partners that are fast elsewhere; one
+   fast group clears a host (a slow member would have made it slow). If every host of a slow pair turns
+   out fast, the pair's link is the suspect: it is accused after ``quorum`` slow measurements of the two
+   alone.
+3. **Reference.** Each round tops up every group size it measures with control groups of hosts already
+   seen fast, so that there is always a healthy reference measured at the same time.
+
+The search only decides what to measure and what the measurements mean; :func:`diagnose.localize.run
+.localize` drives it through a :class:`~diagnose.localize.run.Measure`, real or simulated.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from statistics import median
+
+from diagnose.localize.model import (
+    Accusation,
+    Edge,
+    Finding,
+    Group,
+    Judged,
+    Settings,
+    Step,
+    Task,
+    Verdict,
+    edge,
+    ring_edges,
+)
+from diagnose.localize.stats import Noise, critical_z, reference, repeats_needed, t_tail
+
+# A slow group of at most this many hosts is attributed host by host instead of being cut further.
+SMALL = 3
+
+
+@dataclass
+class Split:
+    """A slow group cut into pieces this round, and the links no piece's ring uses any more."""
+
+    parent: Group
+    verdict: Judged | None  # the parent's own measurement (None for the full run)
+    pieces: list[int]  # task indices
+    lost: list[Edge]
+
+
+@dataclass
+class RoundPlan:
+    """The groups of one round and the waves they run in (disjoint hosts within a wave)."""
+
+    number: int
+    tasks: list[Task]
+    waves: list[list[int]]
+    splits: list[Split]
+
+
+@dataclass
+class LinkTrial:
+    link: Edge
+    why: str
+    slow: list[Judged] = field(default_factory=list)
+    tries: int = 0
+
+
+def describe(group: Group) -> str:
+    """A short name for a group in notes: its ends and size."""
+    if len(group) <= 3:
+        return "+".join(group)
+    return f"{group[0]}…{group[-1]} ({len(group)} hosts)"
+
+
+def chunk(group: Group, pieces: int) -> list[Group]:
+    """``group`` cut into ``pieces`` contiguous runs whose sizes differ by at most one."""
+    size, extra = divmod(len(group), pieces)
+    out, start = [], 0
+    for i in range(pieces):
+        end = start + size + (1 if i >= pieces - extra else 0)
+        out.append(group[start:end])
+        start = end
+    return out
+
+
+def pack(tasks: list[Task], limit: int) -> list[list[int]]:
+    """Task indices in waves: each task in the first wave with room (``limit``) and none of its hosts."""
+    waves: list[list[int]] = []
+    hosts: list[set[str]] = []
+    for i, task in enumerate(tasks):
+        group = set(task.group)
+        for wave, used in zip(waves, hosts, strict=True):
+            if len(wave) < limit and not used & group:
+                wave.append(i)
+                used |= group
+                break
+        else:
+            waves.append([i])
+            hosts.append(group)
+    return waves
+
+
+class Search:
+    """One search over ``hosts`` (in ring order) whose full collective was slow."""
+
+    def __init__(self, hosts: Sequence[str], settings: Settings, shortfall: float | None = None) -> None:
+        """``shortfall``: the full run's busbw over what was expected of it (0.8: 20 % short), when known;
+        a first cut whose slowest piece falls far less short leaves the links between pieces suspect."""
+        if len(hosts) < 3 or len(set(hosts)) != len(hosts):
+            raise ValueError("localization needs three distinct hosts or more")
+        self.settings = settings
+        self.ring: list[str] = list(hosts)
+        self.position = {h: i for i, h in enumerate(self.ring)}
+        self.suspects: list[tuple[Group, Judged | None]] = []  # slow groups to cut, with their verdict
+        self.small: list[tuple[Group, Judged | None]] = []
+        self.trials: dict[str, Group] = {}  # host under test → the slow group it came from
+        self.tried: dict[str, set[str]] = {}  # host → partners it was measured with
+        self.pairs_of: dict[str, list[Judged]] = {}  # host → every measured pair containing it
+        self.fast_in: dict[str, list[Judged]] = {}  # host → the fast groups it was in
+        self.links: dict[Edge, LinkTrial] = {}
+        self.cleared: set[str] = set()
+        self.cleared_edges: set[Edge] = set()
+        self.accused: list[Accusation] = []
+        self.accused_hosts: set[str] = set()
+        self.unresolved: list[str] = []
+        self.noise = Noise()
+        self.pool: dict[int, list[float]] = {}  # healthy log-busbw by group size
+        self.steps: list[Step] = []
+        self.notes: list[str] = []
+        self.launches = 0
+        self.hosts_tried = 0
+        self.links_tried = 0
+        self.stopped: str | None = None
+        root = Judged(Task(tuple(hosts), "split"), [], None, shortfall, None, None, "slow")
+        self._take(tuple(hosts), root if shortfall is not None else None)
+
+    # -- planning -----------------------------------------------------------------------------------------
+    def plan(self) -> RoundPlan | None:
+        """The next round's groups, or None when the search is over."""
+        if self.stopped:
+            return None
+        limit = self.settings.concurrency
+        tasks: list[Task] = []
+        used: set[str] = set()
+        for host in list(self.trials):
+            partner = self._partner(host, used)
+            if partner is None:
+                self._give_up_host(host, "no partner left to measure it with")
+                continue
+            tasks.append(Task((partner, host), "partner", host))
+            used |= {partner, host}
+        for link in self.links.values():
+            tasks.append(Task(link.link, "link", f"{link.link[0]}↔{link.link[1]}"))
+            used |= set(link.link)
+        for link in self.links.values():
+            for end in link.link if link.slow else ():
+                if end in self.trials or len(self._fast_without(end, link.link)) >= self.settings.quorum:
+                    continue
+                partner = self._partner(end, used)
+                if partner is not None:
+                    tasks.append(Task((partner, end), "partner", end))
+                    used.add(partner)
+        splits = []
+        suspects = list(self.suspects)
+        room = max(0, limit - len(tasks))
+        for group, verdict in suspects:
+            count = max(2, min(len(group) // 2, room // len(suspects)))
+            pieces = chunk(group, count)
+            index = list(range(len(tasks), len(tasks) + len(pieces)))
+            tasks += [Task(piece, "split") for piece in pieces]
+            used |= set(group)
+            kept = {e for piece in pieces for e in ring_edges(piece)}
+            splits.append(Split(group, verdict, index, [e for e in ring_edges(group) if e not in kept]))
+        if not tasks:
+            self._settle_leftovers()
+            return None
+        waves = pack(tasks, limit)
+        room_left = sum(limit - len(w) for w in waves)
+        first_control = len(tasks)
+        for size, count in sorted(Counter(len(t.group) for t in tasks).items()):
+            want = min(self.settings.min_reference - count, room_left)
+            for control in self._controls(size, want, used):
+                tasks.append(Task(control, "control"))
+                used |= set(control)
+                room_left -= 1
+        for i in range(first_control, len(tasks)):
+            wave = next(w for w in waves if len(w) < limit)
+            wave.append(i)
+        return RoundPlan(len(self.steps) + 1, tasks, waves, splits)
+
+    def _partner(self, host: str, used: set[str]) -> str | None:
+        """A fresh partner for ``host``: a host seen fast, not busy this round, not tried with it before;
+        failing that, one busy this round (another wave); failing that, any host not tried with it."""
+        tried = self.tried.get(host, set()) | {host}
+        start = (self.position[host] + len(self.ring) // 2 + 7 * len(tried)) % len(self.ring)
+        order = self.ring[start:] + self.ring[:start]
+        for wanted in (
+            lambda h: h in self.cleared and h not in used,
+            lambda h: h in self.cleared,
+            lambda h: h not in self.accused_hosts and h not in used,
+            lambda h: h not in self.accused_hosts,
+        ):
+            for candidate in order:
+                if candidate not in tried and wanted(candidate):
+                    return candidate
+        return None
+
+    def _controls(self, size: int, count: int, used: set[str]) -> list[Group]:
+        """Up to ``count`` groups of ``size`` neighbouring hosts, all seen fast and free this round."""
+        out: list[Group] = []
+        run: list[str] = []
+        for host in self.ring:
+            if len(out) >= count:
+                break
+            if host in self.cleared and host not in used and host not in self.accused_hosts:
+                run.append(host)
+                if len(run) == size:
+                    out.append(tuple(run))
+                    run = []
+            else:
+                run = []
+        return out
+
+    def repeats(self, plan: RoundPlan, values: list[list[float | None]]) -> int:
+        """How many times all of this round's groups are measured: enough, by the noise seen so far (this
+        round's repeats included), to put a ``detect_deficit`` slow element at the critical value; never
+        fewer than ``repeats``. Groups left unclear after that are measured again on their own
+        (:meth:`unclear`), which costs less than repeating every group for the few borderline ones."""
+        s = self.settings
+        noise = self.noise.merged(self._round_noise(values))
+        if noise.dof == 0:
+            return s.repeats
+        z = critical_z(s.alpha, len(plan.tasks), noise.dof)
+        need = repeats_needed(noise.sigma(s.noise_floor), s.detect_deficit, z, 0.0)
+        return max(s.repeats, min(s.max_repeats, need))
+
+    def unclear(self, plan: RoundPlan, values: list[list[float | None]]) -> list[int]:
+        """Tasks whose verdict is still open and that may be measured again (below ``max_repeats``)."""
+        judged, _, _ = self._judge(plan, values, keep=False)
+        return [
+            i
+            for i, j in enumerate(judged)
+            if j.verdict == "unclear" and len(values[i]) < self.settings.max_repeats
+        ]
+
+    @staticmethod
+    def _round_noise(values: list[list[float | None]]) -> Noise:
+        noise = Noise()
+        for vals in values:
+            noise.add([math.log(v) for v in vals if v is not None and v > 0])
+        return noise
+
+    # -- judging --------------------------------------------------------------------------------------------
+    def _judge(
+        self, plan: RoundPlan, values: list[list[float | None]], keep: bool = True
+    ) -> tuple[list[Judged], float, float]:
+        """Verdicts of a round's tasks; ``keep`` adds the round's repeats to the pooled noise for good."""
+        s = self.settings
+        noise = self.noise.merged(self._round_noise(values))
+        if keep:
+            self.noise = noise
+        sigma = noise.sigma(s.noise_floor)
+        dof = noise.dof
+        z_crit = critical_z(s.alpha, len(plan.tasks), dof)
+        logs = [[math.log(v) for v in vals if v is not None and v > 0] for vals in values]
+        failed = [len(lg) < len(vals) for lg, vals in zip(logs, values, strict=True)]
+        judged: list[Judged | None] = [None] * len(plan.tasks)
+        sizes: dict[int, list[int]] = {}
+        for i, task in enumerate(plan.tasks):
+            sizes.setdefault(len(task.group), []).append(i)
+        for size, index in sizes.items():
+            live = [i for i in index if logs[i] and not failed[i]]
+            means = [sum(logs[i]) / len(logs[i]) for i in live]
+            errors = [sigma / math.sqrt(len(logs[i])) for i in live]
+            if len(live) < 3:
+                earlier = self.pool.get(size, [])
+                means += earlier
+                errors += [sigma / math.sqrt(s.repeats)] * len(earlier)
+            ref = reference(means, errors, z_crit) if len(means) >= 2 else None
+            for i in index:
+                task, vals = plan.tasks[i], values[i]
+                if failed[i]:
+                    ratio = None
+                    if ref is not None and logs[i]:
+                        ratio = math.exp(sum(logs[i]) / len(logs[i]) - ref.center)
+                    center = None if ref is None else math.exp(ref.center)
+                    judged[i] = Judged(task, vals, center, ratio, math.inf, 0.0, "failed")
+                    continue
+                if ref is None or not logs[i]:
+                    judged[i] = Judged(task, vals, None, None, None, None, "unjudged")
+                    continue
+                mean = sum(logs[i]) / len(logs[i])
+                se = math.sqrt(sigma**2 / len(logs[i]) + ref.spread**2 + ref.se**2)
+                z = (ref.center - mean) / se
+                ratio = math.exp(mean - ref.center)
+                above_slow = (mean - ref.center - math.log(1.0 - s.detect_deficit)) / se
+                if z >= z_crit and 1.0 - ratio >= s.min_deficit:
+                    verdict: Verdict = "slow"
+                elif above_slow >= s.z_power:
+                    verdict = "ok"
+                elif len(logs[i]) >= s.max_repeats and 1.0 - ratio < s.detect_deficit / 2:
+                    verdict = "ok"  # out of repeats: closer to healthy than to a slow element
+                else:
+                    verdict = "unclear"
+                judged[i] = Judged(task, vals, math.exp(ref.center), ratio, z, t_tail(z, dof), verdict)
+        return [j for j in judged if j is not None], sigma, z_crit
+
+    # -- recording ------------------------------------------------------------------------------------------
+    def record(self, plan: RoundPlan, values: list[list[float | None]], seconds: float, repeats: int) -> Step:
+        """Judge a measured round and move the search on."""
+        judged, sigma, z_crit = self._judge(plan, values)
+        self.launches += sum(len(v) for v in values)
+        step = Step(plan.number, repeats, len(plan.waves), seconds, judged, [], 100 * sigma, z_crit)
+        cut = [split.parent for split in plan.splits]
+        self.suspects = [(g, v) for g, v in self.suspects if g not in cut]
+        for j in judged:
+            if j.verdict == "ok":
+                self.cleared |= set(j.task.group)
+                self.cleared_edges |= set(ring_edges(j.task.group))
+                logs = [math.log(v) for v in j.values if v is not None and v > 0]
+                self.pool.setdefault(len(j.task.group), []).append(sum(logs) / len(logs))
+                for host in j.task.group:
+                    self.fast_in.setdefault(host, []).append(j)
+            if len(j.task.group) == 2:
+                a, b = j.task.group
+                self.tried.setdefault(a, set()).add(b)
+                self.tried.setdefault(b, set()).add(a)
+                for host in j.task.group:
+                    self.pairs_of.setdefault(host, []).append(j)
+        for j in judged:
+            if j.task.role == "link":
+                trial = self.links.get(edge(*j.task.group))
+                if trial is not None:
+                    trial.tries += 1
+                    if j.verdict in ("slow", "failed"):
+                        trial.slow.append(j)
+            elif j.verdict in ("slow", "failed") and j.task.role in ("split", "control"):
+                self._take(j.task.group, j)
+            elif j.verdict in ("unclear", "unjudged") and j.task.role == "split":
+                self._take(j.task.group, j)  # not cleared: still a suspect
+        for split in plan.splits:
+            why = self._unexplained(split, judged)
+            if why:
+                lost = [e for e in split.lost if e not in self.cleared_edges]
+                if lost:
+                    step.notes.append(
+                        f"{why}: the {len(lost)} link(s) the cut took out of its ring are measured alone next"
+                    )
+                for e in lost:
+                    self._add_link(e, f"left out when slow {describe(split.parent)} was cut")
+        step.notes += self._settle()
+        self.steps.append(step)
+        return step
+
+    def _unexplained(self, split: Split, judged: list[Judged]) -> str:
+        """Why the pieces of a slow group do not account for its slowness, or "" when they do.
+
+        Either every piece is fast, or the group was clearly slower than its slowest piece: then something
+        the cut removed (a link between two pieces) slowed it, whatever else the pieces hold."""
+        pieces = [judged[i] for i in split.pieces]
+        if all(j.verdict == "ok" for j in pieces):
+            return f"every piece of slow {describe(split.parent)} is fast"
+        parent = split.verdict.ratio if split.verdict is not None else None
+        worst = min((j.ratio for j in pieces if j.ratio is not None), default=None)
+        if parent is not None and worst is not None and parent < worst * (1 - self.settings.detect_deficit):
+            return (
+                f"slow {describe(split.parent)} (×{parent:.2f}) is clearly slower than its slowest piece "
+                f"(×{worst:.2f})"
+            )
+        return ""
+
+    def _fast_without(self, host: str, link: Edge) -> list[Judged]:
+        """The fast groups ``host`` was in without the other end of ``link``, one per group."""
+        other = link[1] if host == link[0] else link[0]
+        return [j for j in self.fast_in.get(host, []) if other not in j.task.group]
+
+    def _take(self, group: Group, judged: Judged | None) -> None:
+        """A slow group: cut it further, or test its hosts one by one."""
+        if len(group) > SMALL:
+            self.suspects.append((group, judged))
+            return
+        self.small.append((group, judged))
+        for host in group:
+            if host not in self.cleared and host not in self.trials and host not in self.accused_hosts:
+                self.trials[host] = group
+                self.hosts_tried += 1
+
+    def _add_link(self, link: Edge, why: str) -> None:
+        if link not in self.links and link not in self.cleared_edges:
+            self.links[link] = LinkTrial(link, why)
+            self.links_tried += 1
+
+    def _convicting(self, host: str) -> list[Judged]:
+        """Slow pairs of ``host`` whose partner is fast elsewhere, one per partner (the most telling)."""
+        best: dict[str, Judged] = {}
+        for j in self.pairs_of.get(host, []):
+            partner = next(h for h in j.task.group if h != host)
+            if j.verdict not in ("slow", "failed") or partner not in self.cleared:
+                continue
+            if partner not in best or (j.p or 0.0) < (best[partner].p or 0.0):
+                best[partner] = j
+        return sorted(best.values(), key=lambda j: j.p or 0.0)
+
+    def _settle(self) -> list[str]:
+        """Accuse, clear or give up on the hosts and links under test; turn explained-away slow pairs into
+        link suspects."""
+        notes: list[str] = []
+        quorum = self.settings.quorum
+        for host in list(self.trials):
+            if host in self.cleared:
+                del self.trials[host]
+                continue
+            convicting = self._convicting(host)
+            if len(convicting) >= quorum:
+                del self.trials[host]
+                self._accuse_host(host, convicting)
+                notes.append(f"{host} accused: slow with {len(convicting)} distinct partners fast elsewhere")
+            elif len(self.tried.get(host, set())) >= quorum + 2:
+                self._give_up_host(host, f"no verdict after {quorum + 2} partners")
+        for group, judged in list(self.small):
+            if any(h in self.trials for h in group):
+                continue
+            self.small.remove((group, judged))
+            if any(h in self.accused_hosts for h in group) or any(h in self.unresolved for h in group):
+                continue
+            for link in ring_edges(group):
+                if link in self.cleared_edges:
+                    continue
+                self._add_link(
+                    link, f"{describe(group)} was slow while each of its hosts is fast with others"
+                )
+                trial = self.links.get(link)
+                if trial is not None and judged is not None and len(group) == 2:
+                    trial.slow.append(judged)
+            notes.append(
+                f"every host of slow {describe(group)} is fast with others: its links are the suspects"
+            )
+        for link, trial in list(self.links.items()):
+            if link in self.cleared_edges or any(h in self.accused_hosts for h in link):
+                del self.links[link]
+            elif len(trial.slow) >= quorum and all(len(self._fast_without(h, link)) >= quorum for h in link):
+                del self.links[link]
+                self._accuse_link(trial)
+                notes.append(
+                    f"link {link[0]}↔{link[1]} accused: slow {len(trial.slow)} times, both hosts fast with others"
+                )
+            elif trial.tries >= quorum + 2:
+                del self.links[link]
+                self.unresolved.append(f"{link[0]}↔{link[1]}")
+        return notes
+
+    def _confidence(self, evidence: list[Judged], tests: int) -> float:
+        joint = 1.0
+        for j in evidence[: self.settings.quorum]:
+            joint *= j.p if j.p is not None else 1.0
+        return max(0.0, 1.0 - min(1.0, max(1, tests) * joint))
+
+    @staticmethod
+    def _deficit(evidence: list[Judged]) -> float:
+        return 1.0 - median(
+            (j.ratio if j.verdict == "slow" and j.ratio is not None else 0.0) for j in evidence
+        )
+
+    def _accuse_host(self, host: str, evidence: list[Judged]) -> None:
+        self.accused_hosts.add(host)
+        confidence = self._confidence(evidence, self.hosts_tried)
+        self.accused.append(Accusation("host", (host,), self._deficit(evidence), confidence, evidence))
+
+    def _accuse_link(self, trial: LinkTrial) -> None:
+        evidence = sorted(trial.slow, key=lambda j: j.p or 0.0)
+        cleared_by = [j for h in trial.link for j in self._fast_without(h, trial.link)]
+        confidence = self._confidence(evidence, self.links_tried)
+        self.accused.append(
+            Accusation("link", trial.link, self._deficit(evidence), confidence, evidence, cleared_by)
+        )
+
+    def _give_up_host(self, host: str, why: str) -> None:
+        self.trials.pop(host, None)
+        if host not in self.unresolved:
+            self.unresolved.append(host)
+            self.notes.append(f"{host}: {why}")
+
+    def _settle_leftovers(self) -> None:
+        for group, _ in self.small:
+            self.unresolved += [h for h in group if h not in self.cleared and h not in self.unresolved]
+        self.small = []
+
+    # -- the end --------------------------------------------------------------------------------------------
+    def stop(self, why: str) -> None:
+        """End the search early (budget): everything still under suspicion is left unresolved."""
+        self.stopped = why
+        self.notes.append(why)
+        for group, _ in self.suspects:
+            self.unresolved.append(describe(group))
+        for host in self.trials:
+            self.unresolved.append(host)
+        for link in self.links:
+            self.unresolved.append(f"{link[0]}↔{link[1]}")
+        self._settle_leftovers()
+        self.suspects, self.trials, self.links = [], {}, {}
+
+    def finding(self, seconds: float) -> Finding:
+        healthy = {size: math.exp(median(logs)) for size, logs in self.pool.items() if logs}
+        if self.stopped:
+            status = "incomplete"
+        elif self.accused:
+            status = "accused"
+        else:
+            status = "incomplete" if self.unresolved else "none"
+        return Finding(
+            status,
+            list(self.accused),
+            list(dict.fromkeys(self.unresolved)),
+            list(self.steps),
+            len(self.ring),
+            self.launches,
+            seconds,
+            healthy,
+            list(self.notes),
+        )
