@@ -14,6 +14,7 @@ from typing import Any
 
 from diagnose.report.view_fleet import build_fleet
 from diagnose.report.view_inference import build_inference
+from diagnose.report.view_localization import build_localization
 from diagnose.report.view_training import build_training
 
 
@@ -30,6 +31,7 @@ class Part:
 PARTS: tuple[Part, ...] = (
     Part("training", "Training: compute / communication overlap", "training.html.j2", build_training),
     Part("inference", "Inference: KV-cache transfer", "inference.html.j2", build_inference),
+    Part("localization", "Localization: slow host or link", "localization.html.j2", build_localization),
     Part("fleet", "Fleet: hosts against their peers", "fleet.html.j2", build_fleet),
 )
 
