@@ -148,6 +148,7 @@ class SlurmBed:
         *,
         cpus: int = 2,
         health_check: HealthCheck | None = None,
+        extra_conf: Sequence[str] = (),
         start_timeout: float = 30.0,
     ) -> None:
         problem = prerequisite_problem()
@@ -163,6 +164,8 @@ class SlurmBed:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.cpus = cpus
         self.health_check = health_check
+        #: More slurm.conf lines (Prolog=, Epilog=, PrologFlags=, ...), before the node lines.
+        self.extra_conf = list(extra_conf)
         self.start_timeout = start_timeout
         self.conf = self.workdir / "slurm.conf"
         self.hosts_file = self.workdir / "hosts"
@@ -314,6 +317,7 @@ class SlurmBed:
                 f"HealthCheckInterval={self.health_check.interval}",
                 f"HealthCheckNodeState={self.health_check.node_state}",
             ]
+        lines += self.extra_conf
         for node in self.nodes.values():
             lines.append(
                 f"NodeName={node.name} NodeAddr={LOOPBACK} Port={node.port} CPUs={self.cpus} State=UNKNOWN"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import sys
 import time
 from collections.abc import Callable
@@ -120,6 +121,28 @@ def test_health_check_program_drains_resumes_and_leaves_an_admin_drain(tmp_path:
         assert f"left out of service: {ADMIN_REASON}" in line
         fields = bed.node("n3")
         assert fields["State"] == "IDLE+DRAIN" and fields["Reason"] == ADMIN_REASON
+        assert not_drained(bed.node("n1"))
+
+
+def test_prolog_keeps_jobs_off_a_faulty_node(tmp_path: Path) -> None:
+    """As Prolog, node-check's exit 1 makes Slurm fail the job's launch there; the node is drained with
+    node-check's reason, which Slurm's own "Prolog error" drain does not replace."""
+    prolog = tmp_path / "prolog.sh"
+    with slurm_bed(
+        tmp_path / "slurm", [healthy_h100("n1"), healthy_h100("n2")], extra_conf=[f"Prolog={prolog}"]
+    ) as bed:
+        prolog.write_text(
+            f"#!/bin/sh\nexport PATH={shlex.quote(bed.path)} SLURM_CONF={shlex.quote(str(bed.conf))}\n"
+            f"exec {shlex.join([*NODE_CHECK, '--drain'])} >>{shlex.quote(str(tmp_path))}/prolog.log 2>&1\n"
+        )
+        prolog.chmod(0o755)
+        assert bed.srun("n1", ["hostname"]).stdout == "n1\n"
+        bed.plant("n2", port_down("n2"))
+        step = bed.srun("n2", ["hostname"])
+        assert step.returncode != 0 and "n2" not in step.stdout
+        assert "prolog failed" in step.stderr
+        fields = bed.wait_for_node("n2", drained_by_diagnose, what="drained by node-check")["n2"]
+        assert "mlx5_9/1 Down/Polling" in fields["Reason"]
         assert not_drained(bed.node("n1"))
 
 
