@@ -37,6 +37,7 @@ from diagnose.check import Check
 from diagnose.hosts import Host
 from diagnose.model import SEVERITY, CheckResult, HostRecord
 from diagnose.playbook import PROFILE_VARIABLE, Playbook
+from diagnose.redact import redact_argv
 from diagnose.results import ResultsStore
 from diagnose.run import RunOptions, prepare
 from diagnose.vars import Vars
@@ -212,8 +213,6 @@ def write_json(
 
 def run_node_check(options: NodeCheckOptions, environ: Mapping[str, str] = os.environ) -> NodeCheckOutcome:
     """Check this node (ConfigError for a bad option or variable), then, with --drain, update Slurm."""
-    from diagnose.redact import redact_argv
-
     started = datetime.now(timezone.utc)
     clock = time.monotonic()
     node = this_node(environ)

@@ -37,10 +37,12 @@ fails the test under CI (``CI=true``) when the bed cannot run here, with the rea
 elsewhere. The bed needs root, util-linux (unshare, nsenter), hostname, and the packages slurmctld,
 slurmd, slurm-client and munge (``.ci/install-test-deps`` installs them).
 
-Helpers for tests: ``run``/``scontrol``/``srun`` (client commands with the bed's ``SLURM_CONF``),
-``node_names``, ``node`` (one node's ``scontrol show node`` fields), ``drain`` (as an admin would),
-``resume``, ``wait_for_node`` (a state and reason predicate, with a deadline), ``plant``, and
-``health_check`` (a HealthCheckProgram in slurm.conf).
+Helpers for tests: ``env`` and ``run``/``scontrol``/``srun`` (client commands with the bed's
+``SLURM_CONF`` and PATH), ``node_names``, ``node`` (one node's ``scontrol show node`` fields, Reason
+without its stamp), ``drain`` (as an admin would), ``resume``, ``wait_for_node`` (a predicate on the
+fields, with a deadline), ``plant`` (a fault, or its repair), ``leftover_pids``; options ``health_check``
+(a ``HealthCheck``: HealthCheckProgram through a wrapper, its output in ``health_check_log(node)``) and
+``extra_conf`` (more slurm.conf lines: Prolog=, Epilog=, ...).
 """
 
 from __future__ import annotations
@@ -226,16 +228,19 @@ class SlurmBed:
             for node in self.nodes.values():
                 self._prepare(node)
                 self._start_node(node)
-            self.wait_for_node(
-                self.node_names,
-                lambda fields: fields.get("State") == "IDLE",
-                timeout=self.start_timeout,
-                what="idle",
-            )
+            self.wait_for_node(self.node_names, self._idle, timeout=self.start_timeout, what="idle")
         except BaseException:
             with contextlib.suppress(SlurmBedError):
                 self.stop()
             raise
+
+    def _idle(self, fields: dict[str, str]) -> bool:
+        """A started node is idle; one whose slurmd died (a port taken meanwhile, a bad config) fails the
+        start at once with its log rather than after the whole timeout."""
+        node = self.nodes[fields["NodeName"]]
+        if node._proc is not None and node._proc.poll() is not None:
+            raise SlurmBedError(f"slurmd of node {node.name} exited; log {node.log}:\n{_tail(node.log)}")
+        return fields.get("State") == "IDLE"
 
     def stop(self) -> None:
         """Stop every daemon (their namespaces die with them); raise if a process of the bed is left."""
