@@ -26,6 +26,7 @@ Chosen by ``bench_launcher: srun`` (the default for the nodes of an allocation, 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
@@ -305,14 +306,14 @@ class SrunLaunch(Launch):
             note = "srun stopped before its step started" + (
                 f" ({self._srun_lines[-1].strip()[:200]})" if self._srun_lines else ""
             )
-            os.killpg(proc.pid, signal.SIGINT)
+            _signal(proc, signal.SIGINT)
             time.sleep(0.3)
-            os.killpg(proc.pid, signal.SIGINT)  # twice within a second: srun gives up the step at once
+            _signal(proc, signal.SIGINT)  # twice within a second: srun gives up the step at once
         deadline = time.monotonic() + wait
         while proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+            _signal(proc, signal.SIGKILL)
             proc.wait()
             note += "; srun did not exit and was killed"
         if self.step is not None and self._step_listed(deadline):
@@ -330,10 +331,8 @@ class SrunLaunch(Launch):
 
     def collect(self) -> None:
         """srun's streams split back into each host's output, then the NCCL logs from every host."""
-        out = (self.local / "out.txt").read_text(errors="replace")
-        err = (self.local / "err.txt").read_text(errors="replace")
-        tasks_out, _ = split_labelled(out)
-        tasks_err, srun_lines = split_labelled(err)
+        tasks_out, _ = split_labelled(self._local_text("out.txt"))
+        tasks_err, srun_lines = split_labelled(self._local_text("err.txt"))
         for task, rank in sorted(self._task_rank.items(), key=lambda item: item[1]):
             host = self.hosts[rank].name
             for filename, lines in (
@@ -352,6 +351,11 @@ class SrunLaunch(Launch):
             text = "".join(f"{line}\n" for line in [*self._orphans, *srun_lines])
             self.keep(self.hosts[0].name, "srun.txt", text)
         super().collect()
+
+    def _local_text(self, name: str) -> str:
+        """One of srun's output files on the controller; empty when srun never started."""
+        path = self.local / name
+        return path.read_text(errors="replace") if path.exists() else ""
 
     def remove_folders(self, timeout: float = 20.0) -> None:
         """The launch's folders on the hosts, and srun's output files on the controller."""
@@ -374,3 +378,9 @@ class SrunLaunch(Launch):
             if lines:
                 parts.append(f"{name}: " + " | ".join(lines[-3:])[-400:])
         return "; ".join(parts)
+
+
+def _signal(proc: subprocess.Popen[bytes], signum: int) -> None:
+    """Signal srun's session on the controller; it may have ended since it was last looked at."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signum)

@@ -220,6 +220,36 @@ def test_a_hung_step_is_cancelled_and_named_with_nothing_left(
     bed.run(["scancel", job])
 
 
+def test_a_task_that_fails_names_its_node_not_the_ones_slurm_killed_after_it(
+    bed: SlurmBed, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """n2 has no such Python: its task exits 127, the step kills n1's task; only n2 is to blame."""
+    for key in ("SLURM_CONF", "PATH", "PYTHONPATH"):
+        monkeypatch.setenv(key, bed.env[key])
+    job = allocate(bed, "n1,n2")
+    n1, n2 = srun_hosts(job, ["n1", "n2"])
+    n2.vars = n2.vars.with_values(bench_python="/nonexistent/python3")
+    connections = {}
+    for host in (n1, n2):
+        connections[host.name] = connect(host)
+        connections[host.name].open()
+    checks: list[CheckResult] = []
+    benchmarks: list[dict] = []
+    run_id = f"it-slurm-fail-{secrets.token_hex(3)}"
+    out = tmp_path / "out"
+    context = BenchContext(
+        [n1, n2], connections, {}, LONG_PLAN, out, run_id, checks.append, benchmarks.append
+    )
+    run_benchmark_stage(context)
+    entry = benchmarks[0]
+    assert entry["status"] == "ERROR" and entry["failed_hosts"] == ["n2"], entry["message"]
+    assert "the benchmark failed on n2: n2: " in entry["message"]
+    assert "/nonexistent/python3: not found" in entry["message"]
+    assert "Exited with exit code 127" in (out / "raw" / "n1" / "bench.srun.txt").read_text()
+    assert steps_of(bed, job) == [] and launch_processes(run_id) == []
+    bed.run(["scancel", job])
+
+
 def test_ctrl_c_stops_the_step_on_every_node(bed: SlurmBed, tmp_path: Path) -> None:
     job = allocate(bed, "n1,n2")
     playbook = tmp_path / "long.yaml"
