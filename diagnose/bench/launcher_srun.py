@@ -36,7 +36,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from diagnose.bench import program as bench_program
 from diagnose.bench.launcher import (
@@ -62,6 +62,8 @@ from diagnose.parsers.srun_output import split_labelled, task_endings
 NODE_MARK = "@@diagnose-node"
 #: The task's node rank in its shell script (found from ``$SLURMD_NODENAME``).
 RANK = "$i"
+#: How srun begins its line on a task that exited by itself (the others ended on a signal).
+EXITED = "Exited with exit code"
 # How long a cancelled step may take to leave squeue (KillWait is 30 s by default; the test bed's is less).
 CANCEL_WAIT_S = 40.0
 SLURM_TIMEOUT_S = 30.0
@@ -251,40 +253,29 @@ class SrunLaunch(Launch):
     def _codes(self) -> tuple[dict[int, int | None], dict[str, str]]:
         """Exit status by node rank, and the hosts Slurm reported lost, from srun's lines and its own end.
 
-        A task that ended on a signal while another had already exited non-zero was killed by the step
-        (``--kill-on-bad-exit``): once srun is done it counts as ended, not as a cause of the failure.
+        Once a task has exited non-zero, the tasks that end on a signal were killed by the step
+        (``--kill-on-bad-exit``): they are no cause of the failure, and count as ended once srun is done.
         """
         codes: dict[int, int | None] = dict.fromkeys(range(len(self.hosts)))
         lost: dict[str, str] = {}
         by_node = {node: rank for rank, node in enumerate(self.nodes)}
         endings = task_endings(self._srun_lines)
+        caused = any(e["how"].startswith(EXITED) for e in endings)
         for ending in endings:
             ranks = [self._task_rank[t] for t in ending["tasks"] if t in self._task_rank]
             if not ranks and ending["nodes"] in by_node:
                 ranks = [by_node[ending["nodes"]]]
-            if ending["how"] == "node failure":
-                for rank in ranks:
-                    lost[self.hosts[rank].name] = f"Slurm reported a node failure on {self.nodes[rank]}"
-                continue
             for rank in ranks:
-                codes[rank] = ending["code"] if ending["code"] is not None else 1
+                if ending["how"] == "node failure":
+                    lost[self.hosts[rank].name] = f"Slurm reported a node failure on {self.nodes[rank]}"
+                elif ending["how"].startswith(EXITED) or not caused:
+                    codes[rank] = ending["code"] if ending["code"] is not None else 1
         ended = self.proc.poll() if self.proc is not None else 1
-        if ended is None:
-            return codes, lost
-        caused = any(e["how"].startswith("Exited with exit code") for e in endings)
-        for rank, code in codes.items():
-            if code is None:
-                codes[rank] = ended if not caused and ended != 0 else 0
-            elif caused and code > 128 and not self._exited(rank, endings):
-                codes[rank] = 0
+        if ended is not None:
+            for rank, code in codes.items():
+                if code is None:
+                    codes[rank] = 0 if caused else ended
         return codes, lost
-
-    def _exited(self, rank: int, endings: list[dict[str, Any]]) -> bool:
-        return any(
-            e["how"].startswith("Exited with exit code")
-            and rank in [self._task_rank.get(t) for t in e["tasks"]]
-            for e in endings
-        )
 
     # -- stop and collect -----------------------------------------------------------------------------
     def stop(self, timeout: float = TERM_GRACE_S + 30) -> None:
