@@ -19,7 +19,8 @@ Variables (first host; any inventory level, the playbook's ``vars`` or ``-e``):
   128, 16, bfloat16: a 70B-class GQA model); ``kv_request_tokens``: request lengths (default
   ``1k,4k,16k,32k`` on GPUs, ``16,64`` over gloo); ``kv_repeats``: timed repetitions per row where they
   fit a few seconds (default 100 on GPUs, 20 over gloo; never fewer than 20, resp. 5);
-  ``kv_staged_max_tokens``: longest request also moved through host memory (default 1024: its bandwidth is flat beyond, and it moves a few GB/s);
+  ``kv_staged_max_tokens``: longest request also moved through host memory (default 1024: the staged
+  path moves a few GB/s, and its bandwidth is already flat there);
 * ``kv_prefill_gpus`` / ``kv_decode_gpus``: the deployment's GPU groups (``GPU0,GPU1`` or
   ``node1:GPU0,...``), paired in order; ``kv_pair_env``: ``{"GPU2->GPU3": {NCCL_P2P_DISABLE: "1"}}``;
 * thresholds: ``kv_min_link_fraction``, ``kv_p99_p50_max``, ``kv_nvlink_gbps`` (default
