@@ -404,6 +404,26 @@ def build_parser() -> argparse.ArgumentParser:
         "--cluster-name", help="the cluster the report names (default: the inventory's name, or this host's)"
     )
     run.add_argument("--operator", help="who ran the acceptance, for the sign-off (default: the login)")
+    slurm = run.add_argument_group("Slurm", "hosts from Slurm; -i inventories then only lend their variables")
+    slurm.add_argument(
+        "--slurm",
+        action="store_true",
+        help="hosts from Slurm: the nodes of the allocation diagnose runs in, else those sinfo lists",
+    )
+    slurm.add_argument("--slurm-partition", metavar="P[,P]", help="only nodes of these partitions")
+    slurm.add_argument("--slurm-nodes", metavar="HOSTLIST", help="only these nodes (gpu[001-004,010])")
+    slurm.add_argument("--slurm-state", metavar="STATES", help="only nodes in these states (idle,mixed)")
+    slurm.add_argument(
+        "--slurm-submit",
+        action="store_true",
+        help="submit the run as an exclusive sbatch job (slurm_partition, slurm_nodes, slurm_time, ...) "
+        "and print its id; with --check, print the sbatch command and script",
+    )
+    slurm.add_argument(
+        "--slurm-rotate",
+        action="store_true",
+        help="with --slurm-submit: ask for the idle nodes this series covered longest ago",
+    )
     run.set_defaults(func=cmd_run)
 
     report = sub.add_parser("report", help="re-render reports from a results.json without touching any host")
@@ -458,26 +478,6 @@ def build_parser() -> argparse.ArgumentParser:
     hist.add_argument("--check", help="trend of this check id")
     hist.add_argument("--host", help="with --check: only this host")
     hist.add_argument("--collective", help="busbw trend of this collective")
-    slurm = run.add_argument_group("Slurm", "hosts from Slurm; -i inventories then only lend their variables")
-    slurm.add_argument(
-        "--slurm",
-        action="store_true",
-        help="hosts from Slurm: the nodes of the allocation diagnose runs in, else those sinfo lists",
-    )
-    slurm.add_argument("--slurm-partition", metavar="P[,P]", help="only nodes of these partitions")
-    slurm.add_argument("--slurm-nodes", metavar="HOSTLIST", help="only these nodes (gpu[001-004,010])")
-    slurm.add_argument("--slurm-state", metavar="STATES", help="only nodes in these states (idle,mixed)")
-    slurm.add_argument(
-        "--slurm-submit",
-        action="store_true",
-        help="submit the run as an exclusive sbatch job (slurm_partition, slurm_nodes, slurm_time, ...) "
-        "and print its id; with --check, print the sbatch command and script",
-    )
-    slurm.add_argument(
-        "--slurm-rotate",
-        action="store_true",
-        help="with --slurm-submit: ask for the idle nodes this series covered longest ago",
-    )
     hist.set_defaults(func=cmd_history)
 
     base = sub.add_parser("baseline", help="pin a run as the baseline that regressions are measured against")
