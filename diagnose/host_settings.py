@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from diagnose.bench.train_program import parse_caps
 from diagnose.errors import ConfigError
 from diagnose.k8s import KubectlArgsError, parse_extra_args
 from diagnose.kv.model import parse_model, parse_tokens
@@ -201,6 +202,15 @@ def _ssh_args(values: Vars, name: str) -> str | None:
     return None
 
 
+def _bucket_caps(values: Vars, name: str) -> str | None:
+    """The training probe's DDP bucket sizes (diagnose.bench.train_probe): positive numbers of MB."""
+    try:
+        parse_caps(",".join(values.list(name) or []))
+    except ValueError as exc:
+        return f"{name} must list bucket sizes in MB, e.g. 100,400: {exc}"
+    return None
+
+
 _PORT = _positive(Vars.int, 1, 65535)
 _SECONDS = _positive(Vars.float, 0.001)
 _ADDRESS_CHECK = _matching(_ADDRESS, "a host name or an IP address")
@@ -259,6 +269,11 @@ SETTINGS: dict[str, Callable[[Vars, str], str | None]] = {
     "kv_pair_env": _kv_value(parse_pair_env),
     "kv_repeats": _positive(Vars.int, 1, 100000),
     "kv_staged_max_tokens": _positive(Vars.int, 0),
+    # Training probe (diagnose.bench.train_probe); steps stay below DDP's hundredth, timed iteration
+    "train_probe_params_m": _positive(Vars.float, 0.01, 100000),
+    "train_probe_batch": _positive(Vars.int, 1, 4096),
+    "train_probe_steps": _positive(Vars.int, 1, 50),
+    "train_probe_bucket_caps": _bucket_caps,
 }
 
 

@@ -38,20 +38,27 @@ from typing import Any
 
 PLANTS = ("item", "sync", "slow-loader", "one-bucket", "no-sync")
 DEFAULT_BUCKET_CAP_MB = 25.0
-# Hidden sizes the model picks from: the widest that still leaves MIN_BLOCKS blocks within the budget, so
-# gradients come in many tensors (several buckets) as in a real stack.
-_HIDDEN_CHOICES = (128, 256, 512, 1024, 2048, 4096)
-MIN_BLOCKS = 8
-HEAD_DIM = 64
-VOCAB_PER_HIDDEN = 32
-# Defaults per device: on GPU ≈ 300 M parameters (≈ 1.2 GB of fp32 gradients, ~48 buckets of 25 MB);
-# on CPU a model small enough that two gloo ranks on a CI machine take seconds. On GPU, DDP times its
-# first ten iterations (and every hundredth) with CUDA events it waits for: eleven warm-up steps keep those
-# waits, which a real job at step 1000 does not have, out of the profiled steps.
-GPU_DEFAULTS = {"params_m": 300.0, "batch": 8, "seq": 1024, "steps": 5, "warmup": 11}
+# Few wide blocks rather than many narrow ones: the host's cost of a step (autograd, DDP's per-gradient
+# hooks, the profiler's own bookkeeping) grows with the number of tensors and operators, the GPU's with the
+# parameters. On an H200 a stack of 18 blocks of width 1024 kept the host busier than the GPU, the ranks
+# drifted apart, and NCCL kernels spent the difference waiting for the slower rank: the probe would have
+# measured its own launch overhead, not overlap. The widest hidden size that still leaves MIN_BLOCKS
+# blocks within the budget is taken.
+_HIDDEN_CHOICES = (128, 256, 512, 1024, 2048, 4096, 8192)
+MIN_BLOCKS = 2
+HEAD_DIM = 128
+VOCAB_PER_HIDDEN = 2
+# Defaults per device. GPU: ≈ 470 M parameters (two blocks of width 4096), ≈ 1.9 GB of fp32 gradients in
+# buckets of one to a few tensors, 3 × 1024 tokens per step and rank: on an H200 the backward pass then
+# lasts several times the all-reduce over NVLink, so a healthy job hides it, and a job that does not
+# exposes more than a tenth of its step. CPU: a model small enough that two gloo ranks on a CI machine
+# take seconds. On GPU, DDP times its first ten iterations (and every hundredth) with CUDA events it
+# waits for: eleven warm-up steps keep those waits, which a real job at step 1000 does not have, out of
+# the profiled steps.
+GPU_DEFAULTS = {"params_m": 480.0, "batch": 3, "seq": 1024, "steps": 5, "warmup": 11}
+CPU_DEFAULTS = {"params_m": 2.0, "batch": 4, "seq": 64, "steps": 3, "warmup": 2}
 # Profiled steps end before DDP's hundredth iteration, which it times again.
 DDP_TIMED_ITERATION = 100
-CPU_DEFAULTS = {"params_m": 2.0, "batch": 4, "seq": 64, "steps": 3, "warmup": 2}
 SLOW_LOADER_SLEEP_MS = 400.0
 PHASES = ("train_warmup", "train_profile")
 
@@ -330,12 +337,13 @@ class Probe:
 
 
 def parse_caps(text: str) -> list[float]:
+    """Bucket sizes in MB from ``25,100,400``; ValueError names the first that is not a positive number."""
     caps = []
     for part in text.split(","):
         if part.strip():
             value = float(part)
-            if not value > 0:
-                raise ValueError(f"bucket size {part.strip()!r} is not positive")
+            if not (value > 0 and math.isfinite(value)):
+                raise ValueError(f"bucket size {part.strip()!r} is not a positive number")
             caps.append(value)
     return caps
 
