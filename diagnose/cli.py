@@ -41,7 +41,9 @@ def _slurm_query(args: argparse.Namespace) -> Any:
     asked = (args.slurm_partition, args.slurm_nodes, args.slurm_state)
     if not (args.slurm or args.slurm_submit or any(asked)):
         return None
-    return SlurmQuery(*asked, allocation=not args.slurm_submit)
+    if args.slurm_submit:  # sbatch picks the job's nodes; a state only narrows the rotation's candidates
+        return SlurmQuery(args.slurm_partition, args.slurm_nodes, allocation=False)
+    return SlurmQuery(*asked)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -49,6 +51,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if args.slurm_rotate and not args.slurm_submit:
         print("diagnose: --slurm-rotate chooses the nodes of a --slurm-submit job", file=sys.stderr)
+        return EXIT_CONFIG
+    if args.slurm_submit and args.slurm_state and not args.slurm_rotate:
+        print("diagnose: with --slurm-submit, --slurm-state narrows --slurm-rotate's nodes", file=sys.stderr)
         return EXIT_CONFIG
     options = RunOptions(
         inventories=args.inventory or [],
@@ -77,7 +82,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     for warning in request.warnings:
         print(f"diagnose: warning: {warning}", file=sys.stderr)
     if args.slurm_submit:
-        return _submit(request, args.slurm_rotate, args.check)
+        rotation = (args.slurm_state or "idle") if args.slurm_rotate else None
+        return _submit(request, rotation, args.check)
     if args.list_hosts or args.check:
         from diagnose.dry_run import host_lines, plan_lines
 
@@ -95,14 +101,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     return _report_outcome(outcome, request)
 
 
-def _submit(request: Any, rotate: bool, dry_run: bool) -> int:
-    """Submit the run as a Slurm batch job and print its id; with ``--check``, print what would be."""
+def _submit(request: Any, rotation: str | None, dry_run: bool) -> int:
+    """Submit the run as a Slurm batch job and print its id; with ``--check``, print what would be.
+    ``rotation``: the states of the nodes ``--slurm-rotate`` chooses from (None: no rotation)."""
     import shlex
 
     from diagnose.slurm_submit import plan, submit
 
     try:
-        submission = plan(request, rotate)
+        submission = plan(request, rotation)
         for note in submission.notes:
             print(f"diagnose: {note}", file=sys.stderr)
         if dry_run:

@@ -156,8 +156,9 @@ def secrets_folder(options: RunOptions) -> Path:
     return base / "submit"
 
 
-def plan(request: RunRequest, rotate: bool) -> Submission:
-    """The sbatch command line and batch script for ``request`` (nothing written, nothing submitted)."""
+def plan(request: RunRequest, rotation: str | None = None) -> Submission:
+    """The sbatch command line and batch script for ``request`` (nothing written, nothing submitted);
+    with ``rotation`` (node states, ``idle``) the nodes the series covered longest ago among those."""
     options = request.options
     query = options.slurm or SlurmQuery()
     values = request.hosts[0].vars if request.hosts else None
@@ -170,8 +171,8 @@ def plan(request: RunRequest, rotate: bool) -> Submission:
         if value:
             chosen[flag] = value
     nodes: list[str] = []
-    if rotate:
-        nodes = _rotation(request, query, chosen, notes)
+    if rotation:
+        nodes = _rotation(request, query, rotation, chosen, notes)
     elif query.nodes:
         nodes = [query.nodes]
     public, hidden = split_secrets(options.extra_vars)
@@ -191,8 +192,10 @@ def plan(request: RunRequest, rotate: bool) -> Submission:
     )
 
 
-def _rotation(request: RunRequest, query: SlurmQuery, chosen: dict[str, str], notes: list[str]) -> list[str]:
-    """The ``slurm_nodes`` idle, responding nodes the series covered longest ago."""
+def _rotation(
+    request: RunRequest, query: SlurmQuery, states: str, chosen: dict[str, str], notes: list[str]
+) -> list[str]:
+    """The ``slurm_nodes`` responding nodes in ``states`` that the series covered longest ago."""
     db = request.history_db
     if db is None:
         raise ConfigError(
@@ -202,12 +205,8 @@ def _rotation(request: RunRequest, query: SlurmQuery, chosen: dict[str, str], no
     if count is None:
         raise ConfigError("--slurm-rotate needs slurm_nodes, the number of nodes each run takes")
     partition = chosen.get("--partition")
-    candidates_query = SlurmQuery(partitions=partition, nodes=query.nodes, states=query.states or "idle")
-    try:
-        candidates = [n.name for n in sinfo_nodes(candidates_query, responding=True)]
-    except ConfigError as exc:
-        notes.append(f"no rotation: {exc}")
-        return []
+    candidates_query = SlurmQuery(partitions=partition, nodes=query.nodes, states=states)
+    candidates = [n.name for n in sinfo_nodes(candidates_query, responding=True)]
     if not candidates:
         notes.append(f"no {candidates_query.states} node answers now; Slurm picks {count} node(s)")
         return []

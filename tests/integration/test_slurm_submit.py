@@ -64,6 +64,9 @@ def test_submitted_runs_land_their_results_and_rotate_over_the_nodes(tmp_path: P
     submit += ["-e", "slurm_time=10", "-e", f"api_token={SECRET}", "--format", "json"]
     with slurm_bed(tmp_path / "slurm", ["n1", "n2", "n3"]) as bed:
         bed.env["PYTHONPATH"] = str(ROOT)
+        unrotated = [arg for arg in submit if arg != "--slurm-rotate"]
+        refused = bed.run([*unrotated, "--slurm-state", "idle", "--check"])
+        assert refused.returncode == 2 and "--slurm-state narrows --slurm-rotate's nodes" in refused.stderr
         dry = bed.run([*submit, "--check"])
         assert dry.returncode == 0, dry.stderr
         command, script = dry.stdout.split("\n", 1)
