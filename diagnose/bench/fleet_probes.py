@@ -248,6 +248,16 @@ def _metric_label(metric: str) -> str:
     }[metric]
 
 
+def unmeasured(item: HostFigures, check_id: str) -> list[str]:
+    """What the host's probe said it could not measure for ``check_id`` ("peer: one GPU, no pair")."""
+    said = []
+    for note in item.not_measured:
+        metrics = [m.strip() for m in note.partition(":")[0].split(",")]
+        if any(m in METRIC_CHECK and METRIC_CHECK[m] == check_id for m in metrics):
+            said.append(note)
+    return said
+
+
 def groups_of(figures: Sequence[HostFigures]) -> dict[str, list[HostFigures]]:
     """Hosts by peer group; a host whose probe said nothing joins the most common group."""
     named = Counter(f.group for f in figures if f.group)
@@ -333,8 +343,8 @@ def _host_line(item: HostFigures, metric: str, host: fleet.HostVerdict, verdict:
     where = f" ({weakest['where']}, the host's slowest of {len(rows)})" if len(rows) > 1 else ""
     median = verdict.median or 0.0
     return (
-        f"{_metric_label(metric)} {host.value:.1f} GB/s{where} against the median {median:.1f} GB/s of "
-        f"{len(verdict.hosts)} hosts: {host.why}"
+        f"{_metric_label(metric)} {host.value:.1f} GB/s{where}: {host.deviation_pct:+.1f} % against the "
+        f"median {median:.1f} GB/s of {len(verdict.hosts)} hosts ({host.why})"
     )
 
 
@@ -353,7 +363,9 @@ def judge_fleet(figures: Sequence[HostFigures], settings: Settings, skipped: Map
             check = check_of(metric)
             if check in skipped:
                 continue
-            verdict = fleet.judge(metric, values, settings.floors.get(metric), settings.thresholds)
+            verdict = fleet.judge(
+                metric, values, settings.floors.get(metric), settings.thresholds, label=_metric_label(metric)
+            )
             prefix = f"[{group}] " if several else ""
             for item in members:
                 if metric in item.values:
@@ -406,6 +418,12 @@ def judge_fleet(figures: Sequence[HostFigures], settings: Settings, skipped: Map
                 )
             )
         lines = summaries.get(check_id)
+        unsaid = [
+            f"{i.host} ({'; '.join(notes)})"
+            for i in figures
+            if (notes := unmeasured(i, check_id)) and not any(check_of(m) == check_id for m in i.values)
+        ]
+        gaps = f"; not measured on {', '.join(unsaid)}" if unsaid else ""
         if not lines:
             out.checks.append(
                 CheckResult(
@@ -413,7 +431,7 @@ def judge_fleet(figures: Sequence[HostFigures], settings: Settings, skipped: Map
                     None,
                     spec.checklist,
                     "ERROR" if any(check_id in i.errors for i in figures) else "SKIP",
-                    message=f"{spec.title}: no host measured it",
+                    message=f"{spec.title}: no host measured it{gaps}",
                 )
             )
             continue
@@ -424,7 +442,7 @@ def judge_fleet(figures: Sequence[HostFigures], settings: Settings, skipped: Map
                 None,
                 spec.checklist,
                 status,
-                message="; ".join(line for _, line in lines),
+                message="; ".join(line for _, line in lines) + gaps,
                 remediation=SHORTFALL_REMEDIATION if status == "FAIL" else None,
             )
         )
@@ -441,6 +459,8 @@ def single_host(figures: HostFigures, skipped: Mapping[str, str]) -> Judgement:
             why = skipped[check_id]
         elif check_id in figures.errors:
             why = f"one host, and {spec.title} could not be measured: {figures.errors[check_id]}"
+        elif unmeasured(figures, check_id) and not any(check_of(m) == check_id for m in figures.values):
+            why = f"one host, and not measured there: {'; '.join(unmeasured(figures, check_id))}"
         else:
             shown = ", ".join(
                 f"{_metric_label(m)} {figures.values[m]:.1f} GB/s"

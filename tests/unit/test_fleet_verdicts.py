@@ -192,3 +192,23 @@ def test_thresholds_and_floors_come_from_the_profile_variables() -> None:
     assert chosen.floors["peer"] is None and chosen.floors["memcpy"] is None
     gloo = settings_from(Vars({"nvlink_busbw_gbps": 340}), Setup("gloo", 2, [], []), ["all_reduce"])
     assert gloo.floors["busbw.all_reduce"] is None, "gloo busbw says nothing about a GPU fabric"
+
+
+def test_what_a_host_could_not_measure_is_said_in_the_fleet_line() -> None:
+    hosts = [host(f"gpu{i:02d}") for i in range(1, 6)]
+    lone = host("gpu06")
+    lone.values.pop("peer")
+    lone.detail.pop("peer")
+    lone.not_measured.append("peer: one GPU, no pair")
+    judgement = judge_fleet([*hosts, lone], settings(), {})
+    (nvlink,) = [c for c in judgement.checks if c.id == "fleet.nvlink"]
+    assert nvlink.status == "PASS" and nvlink.message.endswith(
+        "; not measured on gpu06 (peer: one GPU, no pair)"
+    )
+    (h2d,) = [c for c in judgement.checks if c.id == "fleet.h2d"]
+    assert "not measured" not in h2d.message
+    alone = single_host(host("cpu01", "cpu_2core_256mib.jsonl"), {})
+    (memcpy,) = [c for c in alone.checks if c.id == "fleet.memcpy"]
+    assert "recorded memory copy" in memcpy.message
+    (h2d_alone,) = [c for c in alone.checks if c.id == "fleet.h2d"]
+    assert h2d_alone.message == "one host, and not measured there: h2d, d2h: no GPU (CPU host)"
