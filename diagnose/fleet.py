@@ -124,9 +124,13 @@ def judge(
     floor: float | None = None,
     thresholds: Thresholds | None = None,
     unit: str = "GB/s",
+    label: str | None = None,
 ) -> FleetVerdict:
-    """Each host of ``values`` (host → figure) against the fleet's median; see the module docstring."""
+    """Each host of ``values`` (host → figure) against the fleet's median; see the module docstring.
+
+    ``label`` names the metric in messages (default: ``metric``)."""
     thresholds = thresholds or Thresholds()
+    name = label or metric
     figures = {h: float(v) for h, v in values.items()}
     if len(figures) < 2:
         only = ", ".join(f"{h} {_fmt(v, unit)}" for h, v in figures.items()) or "nothing measured"
@@ -141,7 +145,7 @@ def judge(
             False,
             True,
             "SKIP",
-            f"{metric}: not judged against a fleet: fewer than two hosts measured ({only})",
+            f"{name}: not judged against a fleet: fewer than two hosts measured ({only})",
             thresholds,
         )
     centre = median(list(figures.values()))
@@ -157,22 +161,20 @@ def judge(
         odd = len(figures) > 2 and centre - value > limit
         below = floor is not None and value < floor
         status, why = "PASS", "within the fleet's spread"
+        deviation, z = round(deviation, 1), round(z, 2)
         if odd:
             status = "WARN" if weak else "FAIL"
-            why = (
-                f"{deviation:+.1f} % against the fleet median (robust z {z:+.1f}; odd below "
-                f"{_fmt(centre - limit, unit)})"
-            )
+            why = f"odd: robust z {z:+.1f}, below {_fmt(centre - limit, unit)}"
             if weak:
                 why += f"; weak verdict: only {len(figures)} hosts"
         elif below and not shortfall:
             status = "WARN"
             why = (
-                f"below the profile floor {_fmt(floor or 0.0, unit)} but within the fleet's spread "
-                f"({deviation:+.1f} %): the floor may be tight for this site, or the host marginal"
+                f"below the profile floor {_fmt(floor or 0.0, unit)} but within the fleet's spread: "
+                "the floor may be tight for this site, or the host marginal"
             )
-        verdicts.append(HostVerdict(host, value, round(deviation, 2), round(z, 2), odd, below, status, why))
-    status, message = _summary(metric, unit, verdicts, centre, raw_mad, floor, shortfall, thresholds)
+        verdicts.append(HostVerdict(host, value, deviation, z, odd, below, status, why))
+    status, message = _summary(name, unit, verdicts, centre, raw_mad, floor, shortfall, thresholds)
     return FleetVerdict(
         metric,
         unit,
@@ -190,7 +192,7 @@ def judge(
 
 
 def _summary(
-    metric: str,
+    name: str,
     unit: str,
     verdicts: list[HostVerdict],
     centre: float,
@@ -202,7 +204,7 @@ def _summary(
     """(status, message) of the cluster-wide line of one metric."""
     count = len(verdicts)
     head = (
-        f"{metric} over {count} hosts: median {_fmt(centre, unit)}, MAD {_fmt(raw_mad, unit)} "
+        f"{name} over {count} hosts: median {_fmt(centre, unit)}, MAD {_fmt(raw_mad, unit)} "
         f"({raw_mad / centre * 100.0 if centre else 0.0:.1f} %)"
     )
     if count == 2:
