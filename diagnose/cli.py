@@ -233,6 +233,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
         extra_vars=args.extra_vars or [],
         profile=args.profile,
         fabric=args.fabric,
+        serving=args.serving,
         argv=args.argv,
     )
     try:
@@ -442,7 +443,7 @@ def build_parser() -> argparse.ArgumentParser:
     trace = sub.add_parser(
         "trace", help="judge torch.profiler traces of a training job (one per rank): checklist section 4"
     )
-    trace.add_argument("traces", nargs="+", help="Kineto/Chrome-trace JSON files (.json or .json.gz)")
+    trace.add_argument("traces", nargs="*", help="Kineto/Chrome-trace JSON files (.json or .json.gz)")
     trace.add_argument(
         "-o", "--out", help="write results and reports here (default: ./diagnose-runs/<time>-trace)"
     )
@@ -451,6 +452,12 @@ def build_parser() -> argparse.ArgumentParser:
     trace.add_argument("--profile", help="hardware profile whose train_* thresholds apply")
     trace.add_argument(
         "--fabric", help="a run's results.json (or folder) whose all_reduce busbw is the fabric baseline"
+    )
+    trace.add_argument(
+        "--serving",
+        metavar="FILE",
+        help="a `vllm bench serve --save-result` JSON judged against serving_ttft_p99_ms / serving_tpot_p99_ms "
+        "(checklist section 5)",
     )
     trace.set_defaults(func=cmd_trace)
 

@@ -103,3 +103,14 @@ def test_diagnose_trace_serving_writes_section_5(tmp_path: Path) -> None:
     assert "Serving benchmark" in html and "over its SLO of 120 ms" in html
     with pytest.raises(ConfigError, match=r"--serving .*missing\.json"):
         run_trace(TraceOptions([], out=str(out), serving=str(tmp_path / "missing.json")))
+
+
+def test_the_command_line_takes_a_serving_file_without_traces(tmp_path: Path) -> None:
+    from diagnose.cli import main
+
+    fixture = str(SERVING / "vllm_qwen3vl8b_1qps.json")
+    out = tmp_path / "out"
+    slos = ["-e", "serving_ttft_p99_ms=200", "-e", "serving_tpot_p99_ms=50"]
+    assert main(["trace", "--serving", fixture, *slos, "--out", str(out), "--format", "json"]) == 0
+    assert json.loads((out / "results.json").read_text())["checks"][0]["status"] == "PASS"
+    assert main(["trace", "--out", str(out)]) == 2  # neither traces nor --serving
