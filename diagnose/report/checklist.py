@@ -114,6 +114,13 @@ TITLES = {
     "versions.consistency": "Same driver, CUDA and torch on every host",
     "nccl.env": "No NCCL setting that disables a transport",
     "history.regression": "No regression against the last good run",
+    "history.unstable": "No check flipping PASS↔FAIL between runs",
+    "fleet.busbw": "Single-node busbw in line with the fleet",
+    "fleet.h2d": "Host↔GPU copy bandwidth in line with the fleet",
+    "fleet.nvlink": "GPU peer copy bandwidth in line with the fleet",
+    "fleet.memcpy": "Host memory copy bandwidth in line with the fleet",
+    "bench.link": "No slow link between hosts",
+    "infer.serving": "Serving latency (TTFT, TPOT) within the SLOs",
 }
 
 
