@@ -10,7 +10,8 @@ accounting, its cgroups and its cleanup. Here the controller (the batch host, or
 2. each task finds its node rank from ``$SLURMD_NODENAME`` among the launch's hosts (rank 0 is the first
    host, as with every launcher, whatever order Slurm gives the step's nodes), writes the program into
    ``/tmp/diagnose-<run>/<tag>/n<rank>/``, prints a marker line with its rank and the step id, then
-   becomes ``torchrun --node-rank <rank>`` with a static rendezvous at the first host;
+   becomes ``torchrun --node-rank <rank>`` with a static rendezvous at the first host, its error output
+   kept in that folder (srun loses a task's last stderr lines when ``--kill-on-bad-exit`` ends the step);
 3. rank 0's progress lines reach the controller through srun's labelled stdout; srun's own verdict on
    each task (``srun: error: n2: task 1: Exited with exit code 1``) says which host failed, so nothing is
    polled on the hosts (:meth:`SrunLaunch.poll`);
@@ -132,6 +133,8 @@ def task_script(
             f'd={shlex.quote(folder_base)}"$i"',
             'mkdir -p "$d/logs" && cd "$d" && cat > program.py || exit 97',
             f'echo "{NODE_MARK} $i $SLURM_JOB_ID.$SLURM_STEP_ID"',
+            # The node keeps its own error output: srun drops a task's last words when the step is killed.
+            "exec 2>err.txt",
             f'exec "$py" -m torch.distributed.run {options} program.py {" ".join(map(shlex.quote, args))}',
         ]
     )
@@ -321,23 +324,17 @@ class SrunLaunch(Launch):
             time.sleep(0.5)
 
     def collect(self) -> None:
-        """srun's streams split back into each host's output, then the NCCL logs from every host."""
+        """Each host's output from srun's stream, then its error output and NCCL logs from the host."""
         tasks_out, _ = split_labelled(self._local_text("out.txt"))
         tasks_err, srun_lines = split_labelled(self._local_text("err.txt"))
         for task, rank in sorted(self._task_rank.items(), key=lambda item: item[1]):
-            host = self.hosts[rank].name
-            for filename, lines in (
-                ("out.txt", tasks_out.get(task, [])),
-                ("err.txt", tasks_err.get(task, [])),
-            ):
-                self.keep(host, filename, "".join(f"{ln}\n" for ln in lines if not ln.startswith(NODE_MARK)))
-        # A task that failed before its marker line cannot be placed on a host: its words go with srun's.
-        self._orphans = [
-            f"task {task}: {line}"
-            for task, lines in sorted(tasks_err.items())
-            if task not in self._task_rank
-            for line in lines
-        ]
+            lines = [ln for ln in tasks_out.get(task, []) if not ln.startswith(NODE_MARK)]
+            self.keep(self.hosts[rank].name, "out.txt", "".join(f"{line}\n" for line in lines))
+        # What a task wrote to srun's stderr came before its own err.txt (a task that could not even
+        # start); slurmstepd's notices (``*** STEP 12.3 ON n1 CANCELLED ***``) arrive there too.
+        labelled = [(task, line) for task, lines in sorted(tasks_err.items()) for line in lines]
+        self._orphans = [f"task {t}: {line}" for t, line in labelled if not line.startswith("slurmstepd")]
+        srun_lines = [*srun_lines, *(line for _, line in labelled if line.startswith("slurmstepd"))]
         if srun_lines or self._orphans:
             text = "".join(f"{line}\n" for line in [*self._orphans, *srun_lines])
             self.keep(self.hosts[0].name, "srun.txt", text)
