@@ -18,7 +18,8 @@ and a host far below the median, measured in that spread, is odd whatever the fl
   fleet's median clears it, but within the fleet's spread, is a warning (the floor may be tight, the host
   marginal); an odd host is a failure.
 * fewer than ``STRONG_FLEET`` hosts make a weak verdict: odd hosts are warnings, and the message says so.
-  Two hosts cannot say which of them is odd at all: their gap is reported instead.
+  Two hosts cannot say which of them is odd at all: their gap is reported instead, and warns only when it
+  is well beyond the relative threshold (``TWO_HOST_GAP_FACTOR``).
 
 Everything here is pure: figures in, verdicts out. :mod:`diagnose.bench.fleet_probes` measures and emits.
 """
@@ -35,6 +36,9 @@ Z_SCALE = 0.6745
 MAD_FLOOR = 0.005
 #: From this many hosts on the median and MAD are trusted enough to fail a host.
 STRONG_FLEET = 4
+#: Two hosts have no spread to measure noise by: their gap warns only at this multiple of the relative
+#: threshold, so run-to-run jitter of a healthy pair (host copies swing ±10 %) stays quiet.
+TWO_HOST_GAP_FACTOR = 3.0
 DEFAULT_MAD_K = 3.5
 DEFAULT_MIN_REL_DEV_PCT = 5.0
 
@@ -214,7 +218,7 @@ def _summary(
             f"; two hosts cannot say which one is odd: {low.host} is {gap:.1f} % below {high.host}"
             " (weak verdict: add hosts to judge them against a fleet)"
         )
-        status = "WARN" if gap > thresholds.min_rel_dev_pct else "PASS"
+        status = "WARN" if gap > TWO_HOST_GAP_FACTOR * thresholds.min_rel_dev_pct else "PASS"
     else:
         odd = [v for v in verdicts if v.odd]
         named = ", ".join(f"{v.host} {v.deviation_pct:+.1f} %" for v in sorted(odd, key=lambda v: v.value))

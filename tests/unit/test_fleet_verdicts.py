@@ -212,3 +212,15 @@ def test_what_a_host_could_not_measure_is_said_in_the_fleet_line() -> None:
     assert "recorded memory copy" in memcpy.message
     (h2d_alone,) = [c for c in alone.checks if c.id == "fleet.h2d"]
     assert h2d_alone.message == "one host, and not measured there: h2d, d2h: no GPU (CPU host)"
+
+
+def test_two_cpu_hosts_show_their_copy_gap_without_judging_it() -> None:
+    """Two gloo hosts' copies share cores with everything on the machine: a 30 % gap is jitter there, while
+    the same gap between two GPU hosts' figures is worth a warning."""
+    pair = [host("cpu01", "cpu_2core_256mib.jsonl"), host("cpu02", "cpu_2core_256mib.jsonl", memcpy=0.7)]
+    judged = judge_fleet(pair, settings(), {})
+    assert [c.status for c in judged.checks if c.id == "fleet.memcpy"] == ["WARN"]
+    shown = judge_fleet(pair, settings(), {}, cpu_only=True)
+    (line,) = [c for c in shown.checks if c.id == "fleet.memcpy"]
+    assert line.status == "PASS" and line.host is None
+    assert "cpu02 is 30.0 % below cpu01" in line.message and "shown, not judged" in line.message
