@@ -5,10 +5,18 @@ metrics need; the metrics are then interval arithmetic (:mod:`diagnose.trace.int
 
 - steps are the ``ProfilerStep#N`` annotations that ``profiler.step()`` leaves on the CPU timeline, or,
   without them, the spans between repeated ``Optimizer.step#…`` annotations (said in ``notes``);
+- a step's *time* on a GPU trace is the GPU's, not the host's window: a GPU-bound job's host runs ahead
+  (queueing kernels for later), so its CPU window is shorter than the step the GPU executes and every share
+  of it would be inflated. The GPU step runs from the first kernel launched from one window to the first
+  kernel launched from the next (the last step: the larger of its window and its kernels' span); this
+  period includes any idle the GPU spends waiting for the host, so a host-bound job's step is still whole.
+  A CPU-only trace keeps the CPU window. ``step_time`` and each step's ``step_basis`` say which was used;
 - on a GPU trace, communication is the NCCL kernels (``ncclKernel_*`` / ``ncclDevKernel_*``), compute every
   other kernel plus memcpy/memset; a kernel belongs to the step whose CPU window holds the runtime call
   that launched it (matched through ``correlation``), because the GPU runs behind the CPU;
 - exposed communication is the part of the step's communication that no compute on any stream covers;
+- backward compute is the kernels launched inside backward ops: the all-reduce time beyond it is what
+  no bucketing can hide;
 - the tail runs from the end of the last backward compute (kernels launched inside
   ``autograd::engine::evaluate_function`` ops) to the end of the step's last collective;
 - host syncs are ``cudaStreamSynchronize`` / ``cudaDeviceSynchronize`` / ``cudaEventSynchronize`` calls,
@@ -54,9 +62,14 @@ DTYPE_BYTES = {
 _US_PER_MS = 1000.0
 # The per-step medians the summary holds, in this order.
 SUMMARY_KEYS = (
-    "step_ms", "compute_ms", "comm_ms", "exposed_comm_ms", "overlap_ratio", "tail_ms",
-    "syncs_per_step", "input_wait_ms", "input_stall_ms", "gpu_idle_before_ms", "comm_bytes",
+    "step_ms", "step_cpu_ms", "compute_ms", "backward_ms", "comm_ms", "exposed_comm_ms", "overlap_ratio",
+    "tail_ms", "syncs_per_step", "input_wait_ms", "input_stall_ms", "gpu_idle_before_ms", "comm_bytes",
 )  # fmt: skip
+STEP_TIME_GPU = (
+    "GPU: from the first kernel launched in one step's window to the first launched in the next "
+    "(the last step: the larger of its window and its kernels' span)"
+)
+STEP_TIME_CPU = "CPU: the step's window on the host timeline (no kernels to time it by)"
 
 
 @dataclass
@@ -72,13 +85,18 @@ class StepMetrics:
     overlap_ratio: float | None
     tail_ms: float | None
     syncs_per_step: int | None
-    input_wait_ms: float
+    input_wait_ms: float | None
     input_stall_ms: float | None
     comm_calls: int
     comm_bytes: int | None
     # GPU idle between the previous step's last kernel and this step's first.
     gpu_idle_before_ms: float | None = None
     sync_causes: dict[str, int] = field(default_factory=dict)
+    # The host's window of the step, and what ``step_ms`` was taken from: "gpu" or "cpu".
+    step_cpu_ms: float | None = None
+    step_basis: str = "cpu"
+    # Compute launched from backward ops: the part of the step an all-reduce can hide behind.
+    backward_ms: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -103,6 +121,7 @@ class RankAnalysis:
     backend: str | None = None
     host_name: str | None = None
     events: int = 0
+    step_time: str = STEP_TIME_CPU  # which timeline step_ms was taken from, in words
 
     def to_dict(self) -> dict[str, Any]:
         document = asdict(self)
@@ -266,6 +285,7 @@ def analyze_trace(path: Path, fallback_rank: int | None = None) -> RankAnalysis:
         steps = _gpu_steps(kept, windows, notes, not_judged, skipped)
     else:
         steps = _cpu_steps(kept, windows, notes, not_judged, skipped)
+    gpu_timed = any(step.step_basis == "gpu" for step in steps)
     info = reader.meta.get("distributedInfo") or {}
     rank = info.get("rank") if isinstance(info.get("rank"), int) else None
     return RankAnalysis(
@@ -283,6 +303,7 @@ def analyze_trace(path: Path, fallback_rank: int | None = None) -> RankAnalysis:
         backend=info.get("backend"),
         host_name=reader.meta.get("host_name"),
         events=kept.events,
+        step_time=STEP_TIME_GPU if gpu_timed else STEP_TIME_CPU,
     )
 
 
@@ -329,7 +350,7 @@ def _gpu_steps(kept, windows, notes, not_judged, skipped) -> list[StepMetrics]:
     all_compute = intervals.merge((s, e) for s, e, _ in kept.compute_kernels)
     busy = intervals.merge([*all_compute, *((s, e) for s, e, _ in kept.comm_kernels)])
     backward = {tid: intervals.merge(spans) for tid, spans in kept.backward.items()}
-    backward_ends = _backward_kernel_ends(kept, backward, starts, windows)
+    backward_kernels = _backward_kernels(kept, backward, starts, windows)
     if len(kept.devices) > 1:
         notes.append(
             f"kernels on {len(kept.devices)} devices in one trace: measured as one timeline (compute on "
@@ -343,43 +364,63 @@ def _gpu_steps(kept, windows, notes, not_judged, skipped) -> list[StepMetrics]:
     items = {tid: intervals.merge(spans) for tid, spans in kept.items.items()}
     syncs = _syncs_by_step(kept, items, starts, windows)
     loader = intervals.merge(kept.dataloader)
+    firsts = [
+        min((s for s, _ in [*c, *k]), default=None)
+        for c, k in zip(comm_by_step, compute_by_step, strict=True)
+    ]
     steps = []
     previous_end: float | None = None
     for index, (number, start, end) in enumerate(windows):
         comm = intervals.merge(comm_by_step[index])
         compute = intervals.merge(compute_by_step[index])
+        backward_spans = intervals.merge(backward_kernels[index])
         comm_us = intervals.total(comm)
         exposed_us = intervals.uncovered(comm, all_compute)
         tail = None
         if comm:
             last_comm = comm[-1][1]
             if backward:
-                last_compute = backward_ends[index]
+                last_compute = backward_spans[-1][1] if backward_spans else None
             else:
                 before = [e for s, e in compute_by_step[index] if s < comm[-1][0]]
                 last_compute = max(before) if before else None
             tail = _ms(max(0.0, last_comm - last_compute)) if last_compute is not None else None
-        step_loader = intervals.clip(loader, start, end)
         kernels = [*comm, *compute]
         idle_before = None
         if kernels and previous_end is not None:
             idle_before = _ms(max(0.0, min(s for s, _ in kernels) - previous_end))
+        low, step_us, basis, unseen = start, end - start, "cpu", False
         if kernels:
-            previous_end = max(e for _, e in kernels)
+            last_end = max(e for _, e in kernels)
+            following = firsts[index + 1] if index + 1 < len(firsts) else None
+            if following is not None:
+                step_us = following - firsts[index]
+            else:
+                step_us = max(step_us, last_end - firsts[index])
+                unseen = len(windows) > 1
+            low, basis = firsts[index], "gpu"
+            previous_end = last_end
+        # Input waits are read over the same span as the step: on the GPU timeline, the fetch of the next
+        # batch delays the next step's first kernel, so the idle it causes ends this step. After the last
+        # step that fetch is outside the trace (``unseen``): its input is unknown, not zero.
+        step_loader = intervals.clip(loader, low, low + step_us)
         causes = syncs[index]
         steps.append(
             StepMetrics(
                 step=number,
                 start_us=start,
-                step_ms=_ms(end - start),
+                step_ms=_ms(step_us),
+                step_cpu_ms=_ms(end - start),
+                step_basis=basis,
+                backward_ms=_ms(intervals.total(backward_spans)) if backward else None,
                 compute_ms=_ms(intervals.total(compute)),
                 comm_ms=_ms(comm_us),
                 exposed_comm_ms=_ms(exposed_us),
                 overlap_ratio=round(1.0 - exposed_us / comm_us, 4) if comm_us > 0 else None,
                 tail_ms=tail,
                 syncs_per_step=sum(causes.values()),
-                input_wait_ms=_ms(intervals.total(step_loader)),
-                input_stall_ms=_ms(intervals.uncovered(step_loader, busy)),
+                input_wait_ms=None if unseen else _ms(intervals.total(step_loader)),
+                input_stall_ms=None if unseen else _ms(intervals.uncovered(step_loader, busy)),
                 gpu_idle_before_ms=idle_before,
                 comm_calls=len(comm_by_step[index]),
                 comm_bytes=_bytes_in(kept.comm_sizes, start, end),
@@ -407,19 +448,19 @@ def _no_dataloader(kept: _Collected, not_judged: list[str], skipped: dict[str, s
     skipped["train.input"] = reason
 
 
-def _backward_kernel_ends(kept, backward, starts, windows) -> list[float | None]:
-    """Per step, the latest end of a compute kernel launched from inside a backward op."""
-    ends: list[float | None] = [None] * len(windows)
+def _backward_kernels(kept, backward, starts, windows) -> list[list[Span]]:
+    """Per step, the compute kernels launched from inside a backward op."""
+    spans: list[list[Span]] = [[] for _ in windows]
     if not backward:
-        return ends
-    for _start, end, correlation in kept.compute_kernels:
+        return spans
+    for start, end, correlation in kept.compute_kernels:
         found = kept.launches.get(correlation)
         if not found or not _inside(backward, found[1], found[0]):
             continue
         index = _step_of(starts, windows, found[0])
-        if index is not None and (ends[index] is None or end > ends[index]):
-            ends[index] = end
-    return ends
+        if index is not None:
+            spans[index].append((start, end))
+    return spans
 
 
 def _syncs_by_step(kept, items, starts, windows) -> list[dict[str, int]]:
@@ -481,6 +522,8 @@ def _cpu_steps(kept, windows, notes, not_judged, skipped) -> list[StepMetrics]:
                 step=number,
                 start_us=start,
                 step_ms=_ms(end - start),
+                step_cpu_ms=_ms(end - start),
+                backward_ms=_ms(intervals.total(step_backward)) if backward else None,
                 compute_ms=_ms(intervals.total(intervals.clip(compute, start, end))),
                 comm_ms=_ms(comm_us),
                 exposed_comm_ms=_ms(exposed_us),

@@ -6,6 +6,15 @@ is computed from what the collectives stage measured (busbw) and the bytes the s
 ``bytes · 2(n−1)/n / busbw``. Communication far above that points at the fabric (``bench.*``,
 ``nccl.transport``); communication near it but exposed points at the job (buckets, ``no_sync``, a sync
 point). The two get different messages and remediations.
+
+An NCCL kernel also runs while it waits for the slowest rank to arrive, so one rank's communication time
+is fabric time plus waiting. The fabric is therefore judged on the rank that waits least (the minimum
+communication over the ranks), and a rank whose communication exceeds that minimum by a material amount
+is waiting for a peer: rank skew, named as its own cause. And part of an all-reduce cannot hide at all:
+the time the fabric needs beyond the backward compute it could run behind is subtracted before the job's
+overlap is blamed. Exposure is judged only when it matters both relatively and absolutely (at least
+``train_min_exposed_comm_ms`` and ``train_max_exposed_comm_pct`` of the step): a small healthy exposure
+passes, a fully serialized one fails even when the step is long.
 """
 
 from __future__ import annotations
@@ -22,7 +31,8 @@ CHECKLIST = "4"
 # Defaults of the profile variables (diagnose/expected_values.py names and explains each).
 DEFAULTS: dict[str, float] = {
     "train_min_overlap_ratio": 0.7,
-    "train_max_exposed_comm_pct": 10.0,
+    "train_max_exposed_comm_pct": 5.0,
+    "train_min_exposed_comm_ms": 1.0,
     "train_max_tail_pct": 10.0,
     "train_max_syncs_per_step": 0,
     "train_max_input_stall_pct": 5.0,
@@ -38,6 +48,11 @@ REMEDY_OVERLAP = (
     "The fabric delivers, but the job waits for it: keep DDP's bucket_cap_mb near the default (one huge "
     "bucket starts the all-reduce only after the whole backward pass), use no_sync() only on accumulation "
     "micro-steps, and remove host syncs (.item(), torch.cuda.synchronize()) inside backward."
+)
+REMEDY_SKEW = (
+    "One rank reaches the all-reduce late and the others wait inside their NCCL kernels: find what slows that "
+    "rank (its DataLoader or storage, host CPU contention, a throttled or slower GPU: the fleet.* and "
+    "node-health checks of its host) before tuning the fabric or the job's buckets."
 )
 REMEDY_UNKNOWN = (
     "No fabric baseline: run the collectives stage (diagnose run) or pass -e train_fabric_busbw_gbps=... to "
@@ -82,7 +97,27 @@ class _Finding:
     rank: int
     status: str
     detail: str
-    kind: str = ""  # "fabric", "overlap" or "unknown" for train.overlap's remediation
+    kind: str = ""  # "fabric", "skew", "overlap" or "unknown" for train.overlap's remediation
+
+
+@dataclass(frozen=True)
+class _Peers:
+    """What the ranks judged together say of each other: communication at its least (the rank that waits
+    least, whose NCCL time is closest to the fabric's own) and compute at its most."""
+
+    least_comm_rank: int | None = None
+    least_comm_ms: float | None = None
+    most_compute_ms: float | None = None
+    compute_skew_ms: float | None = None
+
+    @classmethod
+    def of(cls, analyses: list[RankAnalysis]) -> _Peers:
+        timed = [a for a in analyses if a.summary.get("comm_ms") and a.summary.get("compute_ms") is not None]
+        if not timed:
+            return cls()
+        least = min(timed, key=lambda a: (a.summary["comm_ms"], _label(a)))
+        computes = [a.summary["compute_ms"] for a in timed]
+        return cls(_label(least), least.summary["comm_ms"], max(computes), max(computes) - min(computes))
 
 
 def baseline_from_benchmarks(
@@ -125,37 +160,82 @@ def _label(analysis: RankAnalysis) -> int:
     return analysis.rank if analysis.rank is not None else -1
 
 
-def _overlap(analysis: RankAnalysis, host_vars: Vars, baseline: FabricBaseline | None) -> _Finding:
+def _overlap(
+    analysis: RankAnalysis, host_vars: Vars, baseline: FabricBaseline | None, peers: _Peers
+) -> _Finding:
     s = analysis.summary
     rank = _label(analysis)
     min_ratio = _threshold(host_vars, "train_min_overlap_ratio")
-    max_exposed = _threshold(host_vars, "train_max_exposed_comm_pct")
-    ratio, exposed, comm = s["overlap_ratio"], s["exposed_comm_ms"], s["comm_ms"]
-    share = _pct(exposed, s["step_ms"]) or 0.0
+    ratio, exposed, comm, step = s["overlap_ratio"], s["exposed_comm_ms"], s["comm_ms"], s["step_ms"]
+    share = _pct(exposed, step) or 0.0
+    material = max(
+        _threshold(host_vars, "train_min_exposed_comm_ms"),
+        step * _threshold(host_vars, "train_max_exposed_comm_pct") / 100.0,
+    )
     nbytes = s.get("comm_bytes") or (baseline.grad_bytes if baseline else None)
     expected = baseline.allreduce_ms(nbytes, analysis.world_size) if baseline else None
-    slowdown = comm / expected if expected else None
+    fabric_ms = peers.least_comm_ms if peers.least_comm_ms is not None else comm
+    slowdown = fabric_ms / expected if expected else None
     slow_fabric = slowdown is not None and slowdown > _threshold(host_vars, "train_fabric_slowdown")
     numbers = (
-        f"exposed {exposed:.2f} ms of {comm:.2f} ms communication per {s['step_ms']:.2f} ms step "
-        f"({share:.1f}%), overlap ratio {ratio:.2f}"
+        f"exposed {exposed:.2f} ms of {comm:.2f} ms communication per {step:.2f} ms step "
+        f"({share:.1f}%), overlap ratio " + ("unknown" if ratio is None else f"{ratio:.2f}")
     )
-    fabric = (
-        f"; the all-reduce of {_mib(nbytes)} needs {expected:.2f} ms at the measured "
-        f"{baseline.busbw_gbps:.1f} GB/s busbw, it took {slowdown:.1f}×"
-        if expected and baseline
-        else ""
-    )
-    if ratio is None or ratio >= min_ratio or share <= max_exposed:
+    fabric = ""
+    if expected and baseline:
+        least = (
+            ""
+            if peers.least_comm_rank in (None, rank)
+            else f" (rank {peers.least_comm_rank}, which waits least)"
+        )
+        fabric = (
+            f"; the all-reduce of {_mib(nbytes)} needs {expected:.2f} ms at the measured "
+            f"{baseline.busbw_gbps:.1f} GB/s busbw, it took {slowdown:.1f}×{least}"
+        )
+    # What no bucketing can hide: the fabric's time beyond the backward compute it could run behind.
+    backward = s.get("backward_ms")
+    unhidable = max(0.0, expected - backward) if expected is not None and backward is not None else 0.0
+    waited = comm - fabric_ms
+    avoidable = max(0.0, exposed - unhidable - waited)
+    if unhidable:
+        fabric += f"; {unhidable:.2f} ms of it cannot hide behind the {backward:.2f} ms of backward compute"
+    skew = ""
+    if waited >= material:
+        less = peers.most_compute_ms - s["compute_ms"]
+        compute = (
+            f"{less:.2f} ms less compute than the busiest rank" if less > 0 else "as much compute as any"
+        )
+        skew = (
+            f"rank {rank} waits for rank {peers.least_comm_rank}: {waited:.2f} ms more communication than "
+            f"rank {peers.least_comm_rank} with {compute} (compute skew across ranks "
+            f"{peers.compute_skew_ms:.2f} ms)"
+        )
+    if ratio is None or ratio >= min_ratio or exposed < material:
         return _Finding(rank, "PASS", numbers + fabric)
     if slow_fabric:
-        return _Finding(rank, "FAIL", f"slow fabric: {numbers}{fabric}", "fabric")
+        return _Finding(
+            rank, "FAIL", f"slow fabric: {numbers}{fabric}" + (f"; {skew}" if skew else ""), "fabric"
+        )
+    if skew and avoidable < material:
+        return _Finding(
+            rank,
+            "WARN",
+            f"rank skew, not the fabric nor the job's overlap: {skew}; {numbers}{fabric}",
+            "skew",
+        )
+    if avoidable < material:
+        return _Finding(rank, "PASS", f"{numbers}{fabric}: only what cannot hide is exposed")
     if expected is not None:
-        return _Finding(rank, "FAIL", f"poor overlap on a fabric that delivers: {numbers}{fabric}", "overlap")
+        also = f"; and {skew}" if skew else ""
+        return _Finding(
+            rank, "FAIL", f"poor overlap on a fabric that delivers: {numbers}{fabric}{also}", "overlap"
+        )
     return _Finding(rank, "FAIL", f"{numbers} (no fabric baseline to compare with)", "unknown")
 
 
-def _tail(analysis: RankAnalysis, host_vars: Vars, baseline: FabricBaseline | None) -> _Finding:
+def _tail(
+    analysis: RankAnalysis, host_vars: Vars, baseline: FabricBaseline | None, peers: _Peers
+) -> _Finding:
     s = analysis.summary
     limit = _threshold(host_vars, "train_max_tail_pct")
     share = _pct(s["tail_ms"], s["step_ms"]) or 0.0
@@ -165,7 +245,9 @@ def _tail(analysis: RankAnalysis, host_vars: Vars, baseline: FabricBaseline | No
     return _Finding(_label(analysis), "WARN" if share > limit else "PASS", detail)
 
 
-def _sync(analysis: RankAnalysis, host_vars: Vars, baseline: FabricBaseline | None) -> _Finding:
+def _sync(
+    analysis: RankAnalysis, host_vars: Vars, baseline: FabricBaseline | None, peers: _Peers
+) -> _Finding:
     s = analysis.summary
     limit = _threshold(host_vars, "train_max_syncs_per_step")
     count = s["syncs_per_step"]
@@ -176,7 +258,9 @@ def _sync(analysis: RankAnalysis, host_vars: Vars, baseline: FabricBaseline | No
     return _Finding(_label(analysis), "WARN" if count > limit else "PASS", detail)
 
 
-def _input(analysis: RankAnalysis, host_vars: Vars, baseline: FabricBaseline | None) -> _Finding:
+def _input(
+    analysis: RankAnalysis, host_vars: Vars, baseline: FabricBaseline | None, peers: _Peers
+) -> _Finding:
     s = analysis.summary
     limit = _threshold(host_vars, "train_max_input_stall_pct")
     gpu = s.get("input_stall_ms") is not None
@@ -192,7 +276,7 @@ class _Spec:
     check_id: str
     metric: str  # the summary key that must be known to judge
     title: str
-    judge: Callable[[RankAnalysis, Vars, FabricBaseline | None], _Finding]
+    judge: Callable[[RankAnalysis, Vars, FabricBaseline | None, _Peers], _Finding]
     expected: Callable[[Vars], dict[str, Any]]
     remediation: str
 
@@ -206,6 +290,8 @@ SPECS = (
         lambda v: {
             "min_overlap_ratio": _threshold(v, "train_min_overlap_ratio"),
             "max_exposed_comm_pct": _threshold(v, "train_max_exposed_comm_pct"),
+            "min_exposed_comm_ms": _threshold(v, "train_min_exposed_comm_ms"),
+            "fabric_slowdown": _threshold(v, "train_fabric_slowdown"),
         },
         REMEDY_OVERLAP,
     ),
@@ -252,6 +338,7 @@ def _judge_one(
 ) -> CheckResult:
     judged: list[_Finding] = []
     skipped: dict[str, list[int]] = {}
+    peers = _Peers.of([a for a in analyses if spec.check_id not in a.skipped])
     for analysis in sorted(analyses, key=_label):
         reason = analysis.skipped.get(spec.check_id)
         if reason is None and analysis.summary.get(spec.metric) is None:
@@ -259,7 +346,7 @@ def _judge_one(
         if reason is not None:
             skipped.setdefault(reason, []).append(_label(analysis))
         else:
-            judged.append(spec.judge(analysis, host_vars, baseline))
+            judged.append(spec.judge(analysis, host_vars, baseline, peers))
     observed = {str(_label(a)): {k: a.summary.get(k) for k in _OBSERVED[spec.check_id]} for a in analyses}
     skip_text = "; ".join(f"rank {_ranks(r)} not judged: {why}" for why, r in skipped.items())
     result = CheckResult(
@@ -295,14 +382,25 @@ def _remediation(spec: _Spec, shown: list[_Finding]) -> str:
     kinds = {f.kind for f in shown}
     if "fabric" in kinds:
         return REMEDY_FABRIC
+    if "skew" in kinds:
+        return REMEDY_SKEW
     if "unknown" in kinds:
         return REMEDY_UNKNOWN
     return REMEDY_OVERLAP
 
 
 _OBSERVED = {
-    "train.overlap": ("step_ms", "comm_ms", "exposed_comm_ms", "overlap_ratio", "comm_bytes"),
-    "train.tail": ("step_ms", "tail_ms"),
+    "train.overlap": (
+        "step_ms",
+        "step_cpu_ms",
+        "compute_ms",
+        "backward_ms",
+        "comm_ms",
+        "exposed_comm_ms",
+        "overlap_ratio",
+        "comm_bytes",
+    ),
+    "train.tail": ("step_ms", "step_cpu_ms", "tail_ms"),
     "train.sync": ("syncs_per_step", "sync_causes"),
     "train.input": ("step_ms", "input_wait_ms", "input_stall_ms"),
 }
@@ -325,6 +423,7 @@ def training_record(analysis: RankAnalysis, host: str | None, source: str, evide
         "world_size": analysis.world_size,
         "trace": evidence,
         "step_source": analysis.step_source,
+        "step_time": analysis.step_time,
         "summary": analysis.summary,
         "steps": [step.to_dict() for step in analysis.steps],
         "not_judged": list(analysis.not_judged),

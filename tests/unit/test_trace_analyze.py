@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from diagnose.trace.analyze import analyze_trace
+from diagnose.trace.analyze import STEP_TIME_CPU, STEP_TIME_GPU, analyze_trace
 from diagnose.trace.reader import TraceFormatError
 
 TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
@@ -80,7 +80,12 @@ def test_hand_built_gpu_trace(tmp_path: Path) -> None:
     assert first.tail_ms == 0.2  # last backward kernel ends at 700, the all-reduce at 900
     assert first.syncs_per_step == 1 and first.sync_causes == {".item() (aten::item)": 1}
     assert second.sync_causes == {"torch.cuda.synchronize() (cudaDeviceSynchronize)": 1}
-    assert first.input_wait_ms == 0.1 and first.input_stall_ms == 0.1  # no kernel runs during 0–100
+    # The GPU step runs from the first kernel (200) to the next step's first (1200): the next batch's fetch
+    # (1000–1100) falls in it, while no kernel runs; after the last step the next fetch is not in the trace.
+    assert (first.step_basis, first.step_cpu_ms, analysis.step_time) == ("gpu", 1.0, STEP_TIME_GPU)
+    assert first.input_wait_ms == 0.1 and first.input_stall_ms == 0.1
+    assert second.input_wait_ms is None and second.input_stall_ms is None
+    assert first.backward_ms == 0.25  # the kernel launched inside the backward op, 450–700
     assert first.gpu_idle_before_ms is None and second.gpu_idle_before_ms == 0.25  # 950 → 1200
     assert analysis.summary["steps"] == 2 and analysis.summary["exposed_comm_ms"] == 0.2
     assert analysis.not_judged == [] and analysis.skipped == {}
@@ -88,11 +93,11 @@ def test_hand_built_gpu_trace(tmp_path: Path) -> None:
 
 def test_input_stall_counts_only_gpu_idle_time(tmp_path: Path) -> None:
     """A DataLoader fetch while the GPU still runs the previous step's kernels is no stall."""
-    events = _step(0, 1, "item") + _step(1000, 2, "item")
+    events = _step(0, 1, "item") + _step(1000, 2, "item") + _step(2000, 3, "item")
     events.append(_x("kernel", "long_tail_kernel", 990, 60, 7, correlation=99))  # runs 990–1050
     analysis = analyze_trace(_write(tmp_path / "t.json", events))
-    assert analysis.steps[1].input_wait_ms == 0.1
-    assert analysis.steps[1].input_stall_ms == 0.05
+    assert analysis.steps[0].input_wait_ms == 0.1  # the fetch of step 2's batch, 1000–1100
+    assert analysis.steps[0].input_stall_ms == 0.05
 
 
 def test_steps_from_the_optimizer_without_profiler_steps(tmp_path: Path) -> None:
@@ -101,8 +106,10 @@ def test_steps_from_the_optimizer_without_profiler_steps(tmp_path: Path) -> None
     assert (analysis.rank, analysis.rank_source) == (5, "file order")
     assert analysis.step_source == "Optimizer.step annotations"
     assert any("no ProfilerStep#N" in note for note in analysis.notes)
-    # The second step runs from the first optimizer step's end (630) to the second's (1630).
-    assert [s.step_ms for s in analysis.steps] == [0.63, 1.0]
+    # The second window runs from the first optimizer step's end (630) to the second's (1630); the GPU
+    # steps still run first kernel to first kernel (200 → 1200; the last: its kernels' span within 1000).
+    assert [s.step_cpu_ms for s in analysis.steps] == [0.63, 1.0]
+    assert [s.step_ms for s in analysis.steps] == [1.0, 1.0]
 
 
 def test_tail_without_autograd_ops_uses_the_last_compute_before_the_last_collective(tmp_path: Path) -> None:
@@ -128,6 +135,9 @@ def test_cpu_healthy_trace() -> None:
     assert (analysis.rank, analysis.device, analysis.backend, analysis.world_size) == (1, "cpu", "gloo", 2)
     assert analysis.step_source == "ProfilerStep#N annotations"
     assert [step.step for step in analysis.steps] == [2, 3, 4] and s["steady_steps"] == 2
+    # No kernels to time by: the step is the host's window.
+    assert analysis.step_time == STEP_TIME_CPU and {step.step_basis for step in analysis.steps} == {"cpu"}
+    assert s["step_ms"] == s["step_cpu_ms"] and s["backward_ms"] > 0
     assert all(step.comm_calls == 6 for step in analysis.steps)  # six gradient buckets a step
     assert s["overlap_ratio"] > 0.8
     assert s["tail_ms"] < 0.1 * s["step_ms"]

@@ -11,7 +11,7 @@ from diagnose.trace import judge
 from diagnose.trace.analyze import RankAnalysis, analyze_trace
 from diagnose.trace.judge import FabricBaseline, baseline_from_benchmarks, judge_training, training_record
 from diagnose.vars import Vars
-from tests.unit.test_trace_analyze import _step, _write
+from tests.unit.test_trace_analyze import _step, _write, _x
 
 TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
 
@@ -70,14 +70,85 @@ def test_slow_fabric_and_poor_overlap_get_different_verdicts(tmp_path: Path) -> 
     grad = 100_000_000  # all-reduce time at busbw B: grad · 2·7/8 / B
     fast = FabricBaseline(busbw_gbps=583.0, grad_bytes=grad, ranks=8, nodes=1)  # predicts 0.30 ms
     slow = FabricBaseline(busbw_gbps=3500.0, grad_bytes=grad, ranks=8, nodes=1)  # predicts 0.05 ms
-    job = _verdicts([analysis], fast)["train.overlap"]
-    fabric = _verdicts([analysis], slow)["train.overlap"]
+    floor = {"train_min_exposed_comm_ms": 0.1}  # the hand-built step is 1 ms: 0.2 ms exposed is material
+    job = _verdicts([analysis], fast, **floor)["train.overlap"]
+    fabric = _verdicts([analysis], slow, **floor)["train.overlap"]
     assert job.status == fabric.status == "FAIL"
     assert "poor overlap on a fabric that delivers" in job.message and job.remediation == judge.REMEDY_OVERLAP
     assert "slow fabric" in fabric.message and fabric.remediation == judge.REMEDY_FABRIC
     assert "needs 0.05 ms at the measured 3500.0 GB/s busbw, it took 7.0×" in fabric.message
-    # Exposure under the tolerated share passes, whatever the ratio.
-    assert _verdicts([analysis], fast, train_max_exposed_comm_pct=25)["train.overlap"].status == "PASS"
+    # Exposure under the tolerated share passes, whatever the ratio; so does exposure under 1 ms by default.
+    assert (
+        _verdicts([analysis], fast, **floor, train_max_exposed_comm_pct=25)["train.overlap"].status == "PASS"
+    )
+    assert _verdicts([analysis], fast)["train.overlap"].status == "PASS"
+
+
+def _rank(tmp_path: Path, rank: int, backward_us: float, comm: tuple[float, float]) -> RankAnalysis:
+    """Three 10 ms steps of one rank: backward kernels from 0 to ``backward_us`` (launched inside an
+    autograd op), one NCCL all-reduce over ``comm``, all in µs from the step's start."""
+    events = []
+    for number in range(3):
+        o = number * 10_000.0
+        events += [
+            _x("user_annotation", f"ProfilerStep#{number}", o, 10_000, 1),
+            _x("cpu_op", "autograd::engine::evaluate_function: MmBackward0", o, 50, 2),
+            _x("cuda_runtime", "cudaLaunchKernel", o + 10, 5, 2, correlation=number * 10 + 1),
+            _x("kernel", "sm90_gemm", o, backward_us, 7, correlation=number * 10 + 1),
+            _x("cuda_runtime", "cudaLaunchKernel", o + 100, 5, 1, correlation=number * 10 + 2),
+            _x(
+                "kernel",
+                "ncclDevKernel_AllReduce",
+                o + comm[0],
+                comm[1] - comm[0],
+                20,
+                correlation=number * 10 + 2,
+            ),
+        ]
+    return analyze_trace(_write(tmp_path / f"rank{rank}.json", events, rank=rank))
+
+
+# 100 MB over 8 ranks: grad · 2·7/8 / busbw, 1.00 ms at 175 GB/s.
+FABRIC = FabricBaseline(busbw_gbps=175.0, grad_bytes=100_000_000, ranks=8, nodes=1)
+
+
+def test_a_rank_waiting_for_a_straggler_is_skew_not_a_slow_fabric(tmp_path: Path) -> None:
+    """Rank 0 computes 8 ms and its 1 ms all-reduce (the fabric's time) ends at 8.8; rank 1 computes 4 ms,
+    launches the same all-reduce at 3.5 and waits in it for rank 0: 5.3 ms of NCCL time, 4.8 exposed."""
+    straggler = _rank(tmp_path, 0, 8000, (7800, 8800))
+    waiter = _rank(tmp_path, 1, 4000, (3500, 8800))
+    assert (waiter.summary["comm_ms"], waiter.summary["exposed_comm_ms"]) == (5.3, 4.8)
+    overlap = _verdicts([straggler, waiter], FABRIC)["train.overlap"]
+    assert overlap.status == "WARN" and overlap.remediation == judge.REMEDY_SKEW
+    assert "rank 1 waits for rank 0: 4.30 ms more communication than rank 0 with 4.00 ms less compute" in (
+        overlap.message
+    )
+    assert (
+        "it took 1.0× (rank 0, which waits least)" in overlap.message and "slow fabric" not in overlap.message
+    )
+    # Judged alone, the waiting rank's NCCL time reads as a fabric 5.3× too slow: the old verdict.
+    alone = _verdicts([waiter], FABRIC)["train.overlap"]
+    assert alone.status == "FAIL" and "slow fabric" in alone.message and "it took 5.3×" in alone.message
+    # A fabric slow on the rank that waits least (1 ms where 0.1 ms was measured) is still the fabric's
+    # fault, skew named beside it.
+    slow = FabricBaseline(busbw_gbps=1750.0, grad_bytes=100_000_000, ranks=8, nodes=1)
+    both = _verdicts([straggler, _rank(tmp_path, 2, 4000, (3500, 8800))], slow)["train.overlap"]
+    assert both.status == "FAIL" and both.remediation == judge.REMEDY_FABRIC
+    assert "slow fabric" in both.message and "rank 2 waits for rank 0" in both.message
+
+
+def test_what_cannot_hide_behind_backward_is_not_the_jobs_fault(tmp_path: Path) -> None:
+    """1 ms of backward compute, a 4 ms all-reduce from 0.5: 3.5 ms exposed (35 % of the step, ratio
+    0.12). A fabric that needs 3.8 ms for the gradients leaves at least 2.8 ms exposed whatever the
+    bucketing: 0.7 ms is avoidable, under the 1 ms floor. After 4 ms of backward, nothing needs exposing."""
+    short_backward = _rank(tmp_path, 0, 1000, (500, 4500))
+    needs = FabricBaseline(busbw_gbps=175.0 / 3.8, grad_bytes=100_000_000, ranks=8, nodes=1)
+    hidden = _verdicts([short_backward], needs)["train.overlap"]
+    assert hidden.status == "PASS" and "only what cannot hide is exposed" in hidden.message
+    assert "2.80 ms of it cannot hide behind the 1.00 ms of backward compute" in hidden.message
+    one_bucket = _rank(tmp_path, 1, 4000, (4000, 8000))  # 4 ms of backward, then the whole all-reduce
+    job = _verdicts([one_bucket], needs)["train.overlap"]
+    assert job.status == "FAIL" and "poor overlap on a fabric that delivers" in job.message
 
 
 def test_thresholds_come_from_the_variables() -> None:
