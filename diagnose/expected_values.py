@@ -146,12 +146,19 @@ PROFILE_VARIABLES: dict[str, Variable] = {
             "train_min_overlap_ratio",
             float,
             "share of communication hidden behind compute below which train.overlap FAILs "
-            "(when the exposed part also exceeds train_max_exposed_comm_pct); default 0.7",
+            "(when the exposed part also reaches train_min_exposed_comm_ms and train_max_exposed_comm_pct of "
+            "the step); default 0.7",
         ),
         Variable(
             "train_max_exposed_comm_pct",
             float,
-            "exposed communication, % of the step, that train.overlap tolerates whatever the ratio; default 10",
+            "exposed communication, % of the step, under which train.overlap passes whatever the ratio (also "
+            "under train_min_exposed_comm_ms); default 5",
+        ),
+        Variable(
+            "train_min_exposed_comm_ms",
+            float,
+            "exposed communication per step, ms, under which train.overlap passes whatever the ratio; default 1",
         ),
         Variable(
             "train_max_tail_pct",
