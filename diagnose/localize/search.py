@@ -493,7 +493,9 @@ class Search:
 
     def _settle_leftovers(self) -> None:
         for group, _ in self.small:
-            self.unresolved += [h for h in group if h not in self.cleared and h not in self.unresolved]
+            self.unresolved += [
+                h for h in group if h not in self.cleared | self.accused_hosts and h not in self.unresolved
+            ]
         self.small = []
 
     # -- the end --------------------------------------------------------------------------------------------
@@ -503,8 +505,7 @@ class Search:
         self.notes.append(why)
         for group, _ in self.suspects:
             self.unresolved.append(describe(group))
-        for host in self.trials:
-            self.unresolved.append(host)
+        self.unresolved += [h for h in self.trials if h not in self.accused_hosts]
         for link in self.links:
             self.unresolved.append(f"{link[0]}↔{link[1]}")
         self._settle_leftovers()

@@ -1,0 +1,143 @@
+"""Localization on real hosts: four sshd test hosts, gloo through torchrun, one host slowed for real.
+
+The slowed host's ranks share one CPU with a competing process, the commonest straggler there is: that
+host's Python (``bench_python``) is a wrapper which, when it starts torchrun, starts busy loops on one
+CPU and pins torchrun and its ranks to the same CPU. The loops carry the launch's token, so diagnose's
+own cleanup stops them with the launch. Nothing is faked below the stage: the search launches
+real pair runs over SSH, disjoint pairs at once, and must name that host from their busbw alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from diagnose.bench.setup import BenchContext, choose_setup
+from diagnose.bench.stage import Stage
+from diagnose.connectors import connect
+from diagnose.hosts import Host
+from diagnose.model import CheckResult
+from diagnose.vars import Vars
+from tests.testbed import HostSpec, TestBed
+
+pytestmark = pytest.mark.integration
+
+PLAN = SimpleNamespace(
+    enabled=True,
+    workload="dense",
+    collectives=("all_reduce",),
+    min_bytes=4 << 20,
+    max_bytes=4 << 20,
+    step_factor=2,
+    warmup_iters=2,
+    iters=8,
+    tool="torch",
+    straggler_isolation=True,
+    timeout_s=None,
+)
+SLOW = "node3"
+HOGS = 8
+
+
+def busy_cpu() -> int:
+    """The CPU the competing process and the slowed host's ranks share: the last one this test may use."""
+    return max(os.sched_getaffinity(0))
+
+
+def slowed_python(path: Path, cpu: int) -> Path:
+    """A Python that, for torchrun, pins itself and its ranks to ``cpu`` and starts busy loops there.
+
+    Each loop runs in a session of its own: the kernel shares a CPU between sessions (autogroups) before
+    it shares it between processes, and torchrun starts its ranks in sessions of their own too, so eight
+    loops leave a rank about a ninth of the CPU."""
+    loop = f"setsid taskset -c {cpu} sh -c 'while :; do :; done' </dev/null >/dev/null 2>&1 &"
+    path.write_text(
+        "#!/bin/sh\n"
+        'case " $* " in *" torch.distributed.run "*)\n'
+        + "".join(f"  {loop}\n" for _ in range(HOGS))
+        + f'  exec taskset -c {cpu} {sys.executable} "$@";;\n'
+        "esac\n"
+        f'exec {sys.executable} "$@"\n'
+    )
+    path.chmod(0o755)
+    return path
+
+
+def hosts_of(bed: TestBed, pinned_python: Path) -> list[Host]:
+    common = {
+        "ansible_user": "root",
+        "ansible_ssh_private_key_file": str(bed.client_key),
+        "diagnose_known_hosts_file": str(bed.known_hosts),
+        "ansible_python_interpreter": sys.executable,
+        "bench_backend": "gloo",
+        "bench_startup_timeout_s": 120,
+        "localize_concurrency": 2,
+        "localize_repeats": 3,
+        "localize_max_repeats": 3,
+        "localize_budget_s": 600,
+    }
+    hosts = []
+    for h in bed.hosts.values():
+        own = {"bench_python": str(pinned_python)} if h.name == SLOW else {}
+        hosts.append(
+            Host(
+                h.name,
+                vars=Vars({**common, **own, "ansible_host": h.address, "ansible_port": h.port}, h.name),
+            )
+        )
+    return hosts
+
+
+def test_a_host_slowed_by_a_competing_process_is_named(testbed: TestBed, tmp_path: Path) -> None:
+    testbed.add_many([HostSpec(f"node{i}") for i in range(1, 5)])
+    pinned = slowed_python(tmp_path / "slowed-python", busy_cpu())
+    hosts = hosts_of(testbed, pinned)
+    connections = {}
+    for host in hosts:
+        connections[host.name] = connect(host)
+        connections[host.name].open()
+    checks: list[CheckResult] = []
+    records: list[tuple[str, dict[str, Any]]] = []
+    ctx = BenchContext(
+        hosts,
+        connections,
+        {},
+        PLAN,
+        tmp_path / "out",
+        f"it-localize-{secrets.token_hex(3)}",
+        checks.append,
+        lambda entry: None,
+        emit_record=lambda section, entry: records.append((section, entry)),
+    )
+    try:
+        Stage(ctx).isolate(choose_setup(hosts, {}), "all_reduce")
+    finally:
+        for connection in connections.values():
+            connection.close()
+    (section, record), *_ = records
+    (tmp_path / "localization.json").write_text(json.dumps(record, indent=1))
+    assert section == "localization"
+    straggler = [c for c in checks if c.id == "bench.straggler" and c.status == "FAIL"]
+    assert [c.host for c in straggler] == [SLOW], [c.message for c in checks]
+    assert not [c for c in checks if c.id == "bench.link"]
+    (accused,) = record["finding"]["accused"]
+    assert accused["name"] == SLOW and accused["deficit_pct"] > 20
+    assert SLOW not in record["finding"]["unresolved"]
+    partners = {h for m in accused["measurements"] for h in m["hosts"]} - {SLOW}
+    assert len(partners) >= 2, "slow with distinct partners before it is accused"
+    # Disjoint pairs ran at once, and every launch is in the record with its value.
+    tags = [launch["tag"] for launch in record["launches"]]
+    assert any(sum(t.startswith(f"loc{n:03d}-") for t in tags) == 2 for n in range(1, 4))
+    assert all(launch["status"] == "done" and launch["busbw_gbps"] for launch in record["launches"])
+    assert record["steps"][0]["groups"] == [["node1", "node2"], ["node3", "node4"]]
+    assert record["real_seconds"] <= 600
+    for host in testbed.hosts.values():
+        left = testbed.ssh(host, "ps -eo args=").stdout
+        assert "program.py" not in left and "while :" not in left, f"left running on {host.name}: {left}"
