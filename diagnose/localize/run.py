@@ -6,9 +6,9 @@ Real runs pass a Measure that launches the collective on each host group
 simulator's accuracy and time are those of the code that runs on clusters.
 
 A round is measured repeat by repeat, wave by wave (each wave one call of the Measure, its groups at
-once). Before each wave the driver checks that it can end before the deadline (``budget_s`` from the
-start), judging its length by ``estimate`` or else by the last wave; when it cannot, the search stops and
-what is still suspected is reported as unresolved.
+once); groups still unclear after that are measured again on their own. Before each wave the driver
+checks that it can end before the deadline (``budget_s`` from the start), judging its length by the last
+wave's; when it cannot, the search stops and what is still suspected is reported as unresolved.
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ def localize(
     measure: Measure,
     settings: Settings,
     clock: Callable[[], float] = time.monotonic,
-    estimate: Callable[[list[list[str]]], float] | None = None,
     shortfall: float | None = None,
 ) -> Finding:
     """Search ``hosts`` (in the ring order of the slow collective) for the slow host(s) or link(s);
@@ -53,8 +52,7 @@ def localize(
         while done < target and not out_of_time:
             for wave in plan.waves:
                 groups = [list(plan.tasks[i].group) for i in wave]
-                expected = estimate(groups) if estimate is not None else last_wave
-                if clock() + expected > deadline:
+                if clock() + last_wave > deadline:
                     out_of_time = True
                     break
                 begin = clock()
@@ -69,8 +67,7 @@ def localize(
         while done and not out_of_time and (again := search.unclear(plan, values)):
             for wave in pack([plan.tasks[i] for i in again], settings.concurrency):
                 groups = [list(plan.tasks[again[k]].group) for k in wave]
-                expected = estimate(groups) if estimate is not None else last_wave
-                if clock() + expected > deadline:
+                if clock() + last_wave > deadline:
                     out_of_time = True
                     break
                 begin = clock()

@@ -486,10 +486,10 @@ class Search:
         )
 
     def _give_up_host(self, host: str, why: str) -> None:
-        self.trials.pop(host, None)
+        origin = self.trials.pop(host, (host,))
         if host not in self.unresolved:
             self.unresolved.append(host)
-            self.notes.append(f"{host}: {why}")
+            self.notes.append(f"{host} (from slow {describe(origin)}): {why}")
 
     def _settle_leftovers(self) -> None:
         for group, _ in self.small:
