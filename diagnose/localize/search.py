@@ -453,7 +453,8 @@ class Search:
                 del self.links[link]
                 self._accuse_link(trial)
                 notes.append(
-                    f"link {link[0]}↔{link[1]} accused: slow {len(trial.slow)} times, both hosts fast with others"
+                    f"link {link[0]}↔{link[1]} accused: slow {len(trial.slow)} times, both hosts fast with others "
+                    f"(suspected because {trial.why})"
                 )
             elif trial.tries >= quorum + 2:
                 del self.links[link]
