@@ -191,7 +191,8 @@ def summary(finding: Finding, collective: str, two: Expectation) -> str:
         return text
     if finding.status == "incomplete":
         left = ", ".join(finding.unresolved) or "nothing named"
-        return f"{collective}: no verdict within the budget ({spent}); still suspected: {left}"
+        why = "within the budget" if finding.stopped else "from the partners and repeats available"
+        return f"{collective}: no verdict {why} ({spent}); still suspected: {left}"
     pair = finding.healthy_gbps.get(2)
     if pair is not None and two.low_gbps is not None and pair < two.low_gbps:
         return (

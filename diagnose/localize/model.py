@@ -173,8 +173,9 @@ class Finding:
     """The outcome of one search.
 
     ``status``: ``accused`` (at least one host or link named), ``none`` (nothing stands out among the
-    groups: the shortfall is fleet-wide or shows only at full scale), ``incomplete`` (the budget ran out
-    with suspects left; accusations made so far stand).
+    groups: the shortfall is fleet-wide or shows only at full scale), ``incomplete`` (the budget ran out,
+    or suspects were left without a verdict — too few partners, too much noise; accusations made so far
+    stand).
     """
 
     status: Literal["accused", "none", "incomplete"]
@@ -186,6 +187,7 @@ class Finding:
     seconds: float
     healthy_gbps: dict[int, float]  # the healthy busbw by group size, medians over the search
     notes: list[str] = field(default_factory=list)
+    stopped: str | None = None  # why the search ended before it was done (the budget), if it did
 
     @property
     def rounds(self) -> int:
@@ -208,6 +210,7 @@ class Finding:
             "healthy_gbps": {str(k): round(v, 4) for k, v in sorted(self.healthy_gbps.items())},
             "confidence": self.confidence,
             "notes": list(self.notes),
+            "stopped": self.stopped,
             "steps": [s.to_dict() for s in self.steps],
         }
 

@@ -530,4 +530,5 @@ class Search:
             seconds,
             healthy,
             list(self.notes),
+            self.stopped,
         )

@@ -1,9 +1,9 @@
 """Localization on real hosts: four sshd test hosts, gloo through torchrun, one host slowed for real.
 
-The slowed host's ranks share one CPU with a competing process, the commonest straggler there is: that
-host's Python (``bench_python``) is a wrapper which, when it starts torchrun, starts busy loops on one
-CPU and pins torchrun and its ranks to the same CPU. The loops carry the launch's token, so diagnose's
-own cleanup stops them with the launch. Nothing is faked below the stage: the search launches
+The slowed host's rank shares one CPU with a competing process, the commonest straggler there is: that
+host's Python (``bench_python``) is a wrapper which, when it starts torchrun, waits for the rank to have
+imported torch, then pins it to one CPU and starts busy loops there. The loops carry the launch's token,
+so diagnose's own cleanup stops them with the launch. Nothing is faked below the stage: the search launches
 real pair runs over SSH, disjoint pairs at once, and must name that host from their busbw alone.
 """
 
@@ -33,17 +33,17 @@ PLAN = SimpleNamespace(
     enabled=True,
     workload="dense",
     collectives=("all_reduce",),
-    min_bytes=4 << 20,
-    max_bytes=4 << 20,
+    min_bytes=32 << 20,
+    max_bytes=32 << 20,
     step_factor=2,
-    warmup_iters=2,
-    iters=8,
+    warmup_iters=5,
+    iters=10,
     tool="torch",
     straggler_isolation=True,
     timeout_s=None,
 )
 SLOW = "node3"
-HOGS = 8
+HOGS = 16
 
 
 def busy_cpu() -> int:
@@ -52,18 +52,27 @@ def busy_cpu() -> int:
 
 
 def slowed_python(path: Path, cpu: int) -> Path:
-    """A Python that, for torchrun, pins itself and its ranks to ``cpu`` and starts busy loops there.
+    """A Python that, for torchrun, lets its rank start at full speed, then starves it.
 
-    Each loop runs in a session of its own: the kernel shares a CPU between sessions (autogroups) before
-    it shares it between processes, and torchrun starts its ranks in sessions of their own too, so eight
-    loops leave a rank about a ninth of the CPU."""
-    loop = f"setsid taskset -c {cpu} sh -c 'while :; do :; done' </dev/null >/dev/null 2>&1 &"
+    Once the rank (a child of torchrun) has a socket open, it has imported torch and is joining the
+    others: from then on it is pinned to ``cpu`` and busy loops take that CPU, each loop in a session of
+    its own (the kernel shares a CPU between sessions, its autogroups, before it shares it between
+    processes, and torchrun starts its ranks in sessions of their own too), so sixteen loops leave
+    the rank about a seventeenth of the CPU for the collective itself."""
+    hog = f"setsid taskset -c {cpu} sh -c 'while :; do :; done' &"
+    watch = (
+        "  ( while :; do\n"
+        "      pid=$(pgrep -P $$ -f -- '-u .*/program[.]py' | head -n 1)\n"
+        '      [ -n "$pid" ] && ls -l "/proc/$pid/fd" 2>/dev/null | grep -q socket && break\n'
+        "      sleep 0.1\n"
+        "    done\n"
+        f'    taskset -a -p -c {cpu} "$pid"\n'
+        + "".join(f"    {hog}\n" for _ in range(HOGS))
+        + "  ) </dev/null >/dev/null 2>&1 &\n"
+    )
     path.write_text(
         "#!/bin/sh\n"
-        'case " $* " in *" torch.distributed.run "*)\n'
-        + "".join(f"  {loop}\n" for _ in range(HOGS))
-        + f'  exec taskset -c {cpu} {sys.executable} "$@";;\n'
-        "esac\n"
+        f'case " $* " in *" torch.distributed.run "*)\n{watch};;\nesac\n'
         f'exec {sys.executable} "$@"\n'
     )
     path.chmod(0o755)
@@ -79,8 +88,8 @@ def hosts_of(bed: TestBed, pinned_python: Path) -> list[Host]:
         "bench_backend": "gloo",
         "bench_startup_timeout_s": 120,
         "localize_concurrency": 2,
-        "localize_repeats": 3,
-        "localize_max_repeats": 3,
+        "localize_repeats": 2,
+        "localize_max_repeats": 2,
         "localize_budget_s": 600,
     }
     hosts = []
