@@ -303,8 +303,8 @@ def cmd_checks(args: argparse.Namespace) -> int:
         (
             "bench.straggler",
             "3",
-            "benchmark stage (host pairs)",
-            "the slow host(s) behind a result below range",
+            "benchmark stage (localization)",
+            "the slow host(s) behind a result below range, with deficit and confidence",
         ),
         (
             "bench.link",

@@ -157,5 +157,5 @@ class StageServices(Protocol):
         ...
 
     def isolate(self, setup: Setup, collective: str, launch: PairLaunch | None = None) -> None:
-        """Pair runs, measured with ``launch``, until the slow host(s) are named."""
+        """Localize the slow host(s) or link(s) with groups measured by ``launch``."""
         ...
