@@ -158,3 +158,22 @@ def test_the_gpu_acceptance_report_shows_the_probe_numbers(tmp_path: Path) -> No
     for chapter in ('id="training"', 'id="inference"', 'id="fleet"'):
         assert chapter in text
     assert "0.95" in text and "1.22" in text  # rank 0's overlap ratio and tail (ms)
+
+
+def test_a_real_gpu_run_names_the_slowed_host(tmp_path: Path) -> None:
+    """A lent 4× H200 as four one-GPU hosts (local connection, CUDA_VISIBLE_DEVICES per host), gpu3 shared
+    with a matmul loop in another process (2026-11-22): the 4-node all_reduce falls short and the
+    localization names gpu3 from its pairs with two partners, with the measurements behind it."""
+    from diagnose.report.render import render
+
+    results = json.loads((FIXTURES / "h200x4_localize_gpu3.json").read_text())
+    (search,) = results["localization"]
+    (accused,) = search["finding"]["accused"]
+    assert (accused["kind"], accused["name"]) == ("host", "gpu3") and accused["confidence"] > 0.99
+    assert {tuple(m["hosts"]) for m in accused["measurements"]} == {("gpu1", "gpu3"), ("gpu2", "gpu3")}
+    straggler = [c for c in results["checks"] if c["id"] == "bench.straggler"]
+    assert [(c["host"], c["status"]) for c in straggler] == [("gpu3", "FAIL")]
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(results))
+    (html,) = render(path, {"html"})
+    assert 'id="localization"' in html.read_text()
