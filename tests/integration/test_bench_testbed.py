@@ -58,16 +58,29 @@ def bed(testbed: TestBed) -> TestBed:
     return testbed
 
 
-def hosts_of(bed: TestBed) -> list[Host]:
+def hosts_of(bed: TestBed, per_host: dict[str, dict[str, Any]] | None = None, **extra: Any) -> list[Host]:
+    """The bed's hosts as diagnose sees them: ``extra`` variables on every host, ``per_host`` on some."""
     common = {
         "ansible_user": "root",
         "ansible_ssh_private_key_file": str(bed.client_key),
         "diagnose_known_hosts_file": str(bed.known_hosts),
         "ansible_python_interpreter": sys.executable,
         "bench_startup_timeout_s": 120,
+        **extra,
     }
     return [
-        Host(h.name, vars=Vars({**common, "ansible_host": h.address, "ansible_port": h.port}, h.name))
+        Host(
+            h.name,
+            vars=Vars(
+                {
+                    **common,
+                    "ansible_host": h.address,
+                    "ansible_port": h.port,
+                    **(per_host or {}).get(h.name, {}),
+                },
+                h.name,
+            ),
+        )
         for h in bed.hosts.values()
     ]
 

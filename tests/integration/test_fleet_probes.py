@@ -35,9 +35,8 @@ from diagnose.bench.setup import BenchContext, choose_setup
 from diagnose.bench.stage import Stage
 from diagnose.cli import main
 from diagnose.connectors import connect
-from diagnose.hosts import Host
 from diagnose.model import CheckResult
-from diagnose.vars import Vars
+from tests.integration.test_bench_testbed import hosts_of
 from tests.testbed import HostSpec, TestBed, TestHost, _pids_in
 
 pytestmark = pytest.mark.integration
@@ -60,27 +59,11 @@ CPU_CGROUP = Path("/sys/fs/cgroup/cpu")
 QUOTA_US, PERIOD_US = 4_000, 100_000
 
 
-def hosts_of(bed: TestBed, **extra: Any) -> list[Host]:
-    common = {
-        "ansible_user": "root",
-        "ansible_ssh_private_key_file": str(bed.client_key),
-        "diagnose_known_hosts_file": str(bed.known_hosts),
-        "ansible_python_interpreter": sys.executable,
-        "bench_startup_timeout_s": 180,
-        "expected_gpu_count": 0,
-        **extra,
-    }
-    return [
-        Host(h.name, vars=Vars({**common, "ansible_host": h.address, "ansible_port": h.port}, h.name))
-        for h in bed.hosts.values()
-    ]
-
-
 class Probes:
     """One run of the fleet probes with everything they emitted."""
 
     def __init__(self, bed: TestBed, tmp_path: Path, **extra: Any) -> None:
-        self.hosts = hosts_of(bed, **extra)
+        self.hosts = hosts_of(bed, **{"bench_startup_timeout_s": 180, "expected_gpu_count": 0, **extra})
         self.out = tmp_path / "out"
         self.checks: list[CheckResult] = []
         self.records: list[dict[str, Any]] = []

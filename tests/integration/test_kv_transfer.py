@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from types import SimpleNamespace
@@ -20,12 +19,11 @@ import pytest
 
 from diagnose.bench.stage import BenchContext, run_benchmark_stage
 from diagnose.connectors import connect
-from diagnose.hosts import Host
 from diagnose.kv.model import KVModel
 from diagnose.model import CheckResult
 from diagnose.report.render import render
 from diagnose.results import ResultsStore
-from diagnose.vars import Vars
+from tests.integration.test_bench_testbed import hosts_of
 from tests.testbed import HostSpec, TestBed
 
 pytestmark = pytest.mark.integration
@@ -49,26 +47,10 @@ PLAN = SimpleNamespace(
 )
 
 
-def hosts_of(bed: TestBed, extra: dict[str, Any]) -> list[Host]:
-    common = {
-        "ansible_user": "root",
-        "ansible_ssh_private_key_file": str(bed.client_key),
-        "diagnose_known_hosts_file": str(bed.known_hosts),
-        "ansible_python_interpreter": sys.executable,
-        "bench_startup_timeout_s": 120,
-        "expected_gpu_count": 0,
-        **extra,
-    }
-    return [
-        Host(h.name, vars=Vars({**common, "ansible_host": h.address, "ansible_port": h.port}, h.name))
-        for h in bed.hosts.values()
-    ]
-
-
 def run_stage(
     bed: TestBed, out: Path, extra: dict[str, Any]
 ) -> tuple[list[CheckResult], list[dict], list[dict]]:
-    hosts = hosts_of(bed, extra)
+    hosts = hosts_of(bed, **{"expected_gpu_count": 0, **extra})
     connections = {}
     for host in hosts:
         connections[host.name] = connect(host)

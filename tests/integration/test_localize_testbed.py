@@ -24,7 +24,7 @@ from diagnose.bench.stage import Stage
 from diagnose.connectors import connect
 from diagnose.hosts import Host
 from diagnose.model import CheckResult
-from diagnose.vars import Vars
+from tests.integration.test_bench_testbed import hosts_of
 from tests.testbed import HostSpec, TestBed
 
 pytestmark = pytest.mark.integration
@@ -79,35 +79,23 @@ def slowed_python(path: Path, cpu: int) -> Path:
     return path
 
 
-def hosts_of(bed: TestBed, pinned_python: Path) -> list[Host]:
-    common = {
-        "ansible_user": "root",
-        "ansible_ssh_private_key_file": str(bed.client_key),
-        "diagnose_known_hosts_file": str(bed.known_hosts),
-        "ansible_python_interpreter": sys.executable,
-        "bench_backend": "gloo",
-        "bench_startup_timeout_s": 120,
-        "localize_concurrency": 2,
-        "localize_repeats": 2,
-        "localize_max_repeats": 2,
-        "localize_budget_s": 600,
-    }
-    hosts = []
-    for h in bed.hosts.values():
-        own = {"bench_python": str(pinned_python)} if h.name == SLOW else {}
-        hosts.append(
-            Host(
-                h.name,
-                vars=Vars({**common, **own, "ansible_host": h.address, "ansible_port": h.port}, h.name),
-            )
-        )
-    return hosts
+def hosts_of_slowed(bed: TestBed, pinned_python: Path) -> list[Host]:
+    """Gloo hosts with a short localization; the slow host's ranks start under the pinned Python."""
+    return hosts_of(
+        bed,
+        {SLOW: {"bench_python": str(pinned_python)}},
+        bench_backend="gloo",
+        localize_concurrency=2,
+        localize_repeats=2,
+        localize_max_repeats=2,
+        localize_budget_s=600,
+    )
 
 
 def test_a_host_slowed_by_a_competing_process_is_named(testbed: TestBed, tmp_path: Path) -> None:
     testbed.add_many([HostSpec(f"node{i}") for i in range(1, 5)])
     pinned = slowed_python(tmp_path / "slowed-python", busy_cpu())
-    hosts = hosts_of(testbed, pinned)
+    hosts = hosts_of_slowed(testbed, pinned)
     connections = {}
     for host in hosts:
         connections[host.name] = connect(host)

@@ -11,7 +11,6 @@ import gzip
 import json
 import re
 import secrets
-import sys
 import threading
 import time
 from pathlib import Path
@@ -23,9 +22,8 @@ import pytest
 from diagnose.bench.stage import BenchContext, run_benchmark_stage
 from diagnose.bench.train_probe import CHECKS, CPU_NOT_JUDGED
 from diagnose.connectors import connect
-from diagnose.hosts import Host
 from diagnose.model import CheckResult
-from diagnose.vars import Vars
+from tests.integration.test_bench_testbed import hosts_of
 from tests.testbed import HostSpec, TestBed, TestHost
 
 pytestmark = pytest.mark.integration
@@ -65,29 +63,7 @@ class Run:
         per_host: dict[str, dict[str, Any]] | None = None,
         **extra: Any,
     ) -> None:
-        common = {
-            "ansible_user": "root",
-            "ansible_ssh_private_key_file": str(bed.client_key),
-            "diagnose_known_hosts_file": str(bed.known_hosts),
-            "ansible_python_interpreter": sys.executable,
-            "bench_startup_timeout_s": 120,
-            **extra,
-        }
-        self.hosts = [
-            Host(
-                h.name,
-                vars=Vars(
-                    {
-                        **common,
-                        "ansible_host": h.address,
-                        "ansible_port": h.port,
-                        **(per_host or {}).get(h.name, {}),
-                    },
-                    h.name,
-                ),
-            )
-            for h in bed.hosts.values()
-        ]
+        self.hosts = hosts_of(bed, per_host, **extra)
         self.connections = {}
         for host in self.hosts:
             connection = connect(host)
