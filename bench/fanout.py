@@ -33,10 +33,10 @@ sys.path.insert(0, str(ROOT))
 import yaml  # noqa: E402
 from fabric import Connection  # noqa: E402
 
-from diagnose import engine  # noqa: E402
-from diagnose.inventory import resolve_hosts  # noqa: E402
-from diagnose.playbook import load_playbook  # noqa: E402
-from diagnose.results import ResultsStore  # noqa: E402
+from diagnose.config.playbook import load_playbook  # noqa: E402
+from diagnose.engine import stages as engine  # noqa: E402
+from diagnose.engine.results import ResultsStore  # noqa: E402
+from diagnose.targets.inventory import resolve_hosts  # noqa: E402
 from tests.hostkit import captured, healthy_h100  # noqa: E402
 from tests.testbed import HostSpec, Reply, TestBed, memlock_ceiling_kib  # noqa: E402
 

@@ -1,6 +1,6 @@
 """How close diagnose's collective benchmark comes to nccl-tests on the same GPUs.
 
-Runs the program diagnose ships to hosts (diagnose/bench/program.py) with torchrun on this machine's
+Runs the program diagnose ships to hosts (diagnose/shipped/collective_bench.py) with torchrun on this machine's
 GPUs, exactly as the benchmark stage starts it, and prints one table: size, our busbw, the nccl-tests
 reference, the ratio and whether it meets the target (≥ 0.97 × from 64 MiB up, ≥ 0.8 × below).
 

@@ -8,7 +8,7 @@ differ a little); a slow host's factor is cut by ``--deficit``, a slow link (two
 collective's ring, the links the full run used) likewise. A group measured as a ring runs at the pace of
 its slowest member: busbw = peak × efficiency(nodes) × min(its hosts' factors, its ring links' factors)
 × (1 + noise), noise normal with ``--noise`` relative spread, fresh at every measurement. Peak is
-8 × 400 Gb/s per host (400 GB/s), efficiency the log-linear curve of ``diagnose.bench.expect``.
+8 × 400 Gb/s per host (400 GB/s), efficiency the log-linear curve of ``diagnose.benchmarks.expect``.
 
 Time model (``diagnose.localize.timing.TimeModel``, documented there): one launch costs
 ``--launch-s`` + ``--per-node-s`` × nodes + 28 passes of 1 GiB at the group's busbw; disjoint groups run
@@ -38,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from diagnose.bench.expect import fabric_efficiency  # noqa: E402
+from diagnose.benchmarks.expect import fabric_efficiency  # noqa: E402
 from diagnose.localize import Settings, TimeModel, localize  # noqa: E402
 from diagnose.localize.model import Edge, edge, ring_edges  # noqa: E402
 

@@ -288,7 +288,7 @@ def generate(out: Path, n_hosts: int, faults: float = 1.0, seed: int = 5) -> Pat
 def run_stage(results: Path, formats: set[str], out: Path) -> tuple[float, float]:
     """Render ``formats`` in a fresh interpreter; return (seconds, peak RSS MiB) of that child."""
     code = (
-        "import sys; from pathlib import Path; from diagnose.report import render; "
+        "import sys; from pathlib import Path; from diagnose.render import render; "
         "render(Path(sys.argv[1]), set(sys.argv[2].split(',')), Path(sys.argv[3]))"
     )
     start = time.perf_counter()

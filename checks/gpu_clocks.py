@@ -19,11 +19,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from diagnose.check import Check, Facts
-from diagnose.expected_values import no_gpu_reason
-from diagnose.model import CommandOutput, Outcome
+from diagnose.config.profiles import no_gpu_reason
+from diagnose.core.check import Check, Facts
+from diagnose.core.model import CommandOutput, Outcome
+from diagnose.core.vars import Vars
 from diagnose.parsers.gpu_query import GPU_QUERY, flag, gpu_label, integer, parse_gpu_query
-from diagnose.vars import Vars
 
 BITS = {
     "gpu_idle": 0x1,

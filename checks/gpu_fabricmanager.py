@@ -18,11 +18,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from diagnose.check import Check, Command, Facts
-from diagnose.expected_values import no_gpu_reason, profile_label
-from diagnose.model import CommandOutput, Outcome
+from diagnose.config.profiles import no_gpu_reason, profile_label
+from diagnose.core.check import Check, Command, Facts
+from diagnose.core.model import CommandOutput, Outcome
+from diagnose.core.vars import Vars
 from diagnose.parsers.gpu_query import GPU_QUERY, NOT_APPLICABLE, gpu_label, parse_gpu_query
-from diagnose.vars import Vars
 
 FM_SCRIPT = (
     "if command -v systemctl >/dev/null 2>&1; then "

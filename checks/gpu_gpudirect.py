@@ -11,16 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from diagnose.check import Check, Command, Facts
-from diagnose.expected_values import fabric_expected, no_gpu_reason
-from diagnose.model import CommandOutput, Outcome
+from diagnose.config.profiles import fabric_expected, no_gpu_reason
+from diagnose.core.check import Check, Command, Facts
+from diagnose.core.model import CommandOutput, Outcome
+from diagnose.core.vars import Vars
 from diagnose.parsers.gpudirect import (
     DMABUF_MIN_KERNEL,
     parse_driver_version_file,
     parse_kernel_release,
     parse_modules,
 )
-from diagnose.vars import Vars
 
 
 def parse(outputs: Mapping[str, CommandOutput], host_vars: Vars) -> Facts:

@@ -26,11 +26,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from diagnose.check import Check, Command, Facts
-from diagnose.expected_values import no_nvlink_reason
-from diagnose.model import CommandOutput, Outcome
+from diagnose.config.profiles import no_nvlink_reason
+from diagnose.core.check import Check, Command, Facts
+from diagnose.core.model import CommandOutput, Outcome
+from diagnose.core.vars import Vars
 from diagnose.parsers.nvlink import counter_kind, parse_nvlink_errors, parse_nvlink_status
-from diagnose.vars import Vars
 
 DEFAULT_CRC_FAIL_DELTA = 100
 SPEED_TOLERANCE = 0.01

@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 
-from diagnose.check import Check, Command, Facts
-from diagnose.expected_values import no_gpu_reason
-from diagnose.model import CommandOutput, Outcome
+from diagnose.config.profiles import no_gpu_reason
+from diagnose.core.check import Check, Command, Facts
+from diagnose.core.model import CommandOutput, Outcome
+from diagnose.core.vars import Vars
 from diagnose.parsers.nvidia_smi import PCIE_RANK, nvlink_links, parse_smi_summary, parse_topo
-from diagnose.vars import Vars
 
 GOOD_NIC_RELATIONS = ("PIX", "PXB")
 

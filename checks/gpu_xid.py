@@ -4,7 +4,7 @@ An Xid is the driver's own verdict on a GPU fault, written to the kernel log as
 ``NVRM: Xid (PCI:0000:3b:00): 79, … GPU has fallen off the bus``. The log names the GPU by PCI address, so
 the check maps it to the nvidia-smi index and bus id the operator acts on (``0000:3b:00`` is
 ``00000000:3B:00.0``). What each number means, and whether it is the job's fault (WARN) or the hardware's
-(FAIL), is data in :mod:`diagnose.xid_catalog`.
+(FAIL), is data in :mod:`diagnose.catalog.xid`.
 
 The window is ``xid_since`` (an ISO-8601 UTC time; the nightly playbook sets it to the previous run, so a
 fault is reported once, not every night until the next reboot), else ``xid_window``: ``boot`` (default:
@@ -21,13 +21,13 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
-from diagnose.check import Check, Command, Facts
-from diagnose.expected_values import no_gpu_reason
-from diagnose.model import CommandOutput, Outcome
+from diagnose.catalog.xid import REMEDIATION, lookup, severity
+from diagnose.config.profiles import no_gpu_reason
+from diagnose.core.check import Check, Command, Facts
+from diagnose.core.model import CommandOutput, Outcome
+from diagnose.core.vars import Vars
 from diagnose.parsers.gpu_query import GPU_QUERY, parse_gpu_query
 from diagnose.parsers.kernel_log import KERNEL_LOG_SCRIPT, parse_kernel_log, pci_key
-from diagnose.vars import Vars
-from diagnose.xid_catalog import REMEDIATION, lookup, severity
 
 _SPAN = re.compile(r"^(?P<n>\d+)\s*(?P<unit>[smhd])$")
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from diagnose.check import Check, Command, Facts
-from diagnose.expected_values import fabric_expected, no_fabric_reason
-from diagnose.model import CommandOutput, Outcome
+from diagnose.config.profiles import fabric_expected, no_fabric_reason
+from diagnose.core.check import Check, Command, Facts
+from diagnose.core.model import CommandOutput, Outcome
+from diagnose.core.vars import Vars
 from diagnose.parsers.limits import MEMLOCK_SCRIPT, parse_memlock
-from diagnose.vars import Vars
 
 REMEDIATION = (
     "Raise the locked-memory limit for the job's login: `* - memlock unlimited` in "

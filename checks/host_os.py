@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from diagnose.check import Check, Command, Facts
-from diagnose.model import CommandOutput, Outcome
+from diagnose.core.check import Check, Command, Facts
+from diagnose.core.model import CommandOutput, Outcome
+from diagnose.core.vars import Vars
 from diagnose.parsers.gpudirect import parse_kernel_release
 from diagnose.parsers.os_release import parse_os_release
-from diagnose.vars import Vars
 
 
 def parse(outputs: Mapping[str, CommandOutput], host_vars: Vars) -> Facts:

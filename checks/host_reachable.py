@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from diagnose.check import Check, Command, Facts, ParseError
-from diagnose.model import CommandOutput, Outcome
-from diagnose.vars import Vars
+from diagnose.core.check import Check, Command, Facts, ParseError
+from diagnose.core.model import CommandOutput, Outcome
+from diagnose.core.vars import Vars
 
 
 def parse(outputs: Mapping[str, CommandOutput], host_vars: Vars) -> Facts:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from diagnose.check import ClusterCheck, Facts
-from diagnose.consistency import describe_split, split_hosts
-from diagnose.model import Outcome
+from diagnose.core.check import ClusterCheck, Facts
+from diagnose.core.consistency import describe_split, split_hosts
+from diagnose.core.model import Outcome
+from diagnose.core.vars import Vars
 from diagnose.parsers.rdma import fabric_ports, is_active, normalise_kind
-from diagnose.vars import Vars
 
 
 def _values(

@@ -30,11 +30,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from diagnose.check import Check, Command, Facts
-from diagnose.expected_values import no_fabric_reason
-from diagnose.model import CommandOutput, Outcome
+from diagnose.config.profiles import no_fabric_reason
+from diagnose.core.check import Check, Command, Facts
+from diagnose.core.model import CommandOutput, Outcome
+from diagnose.core.vars import Vars
 from diagnose.parsers.ib_counters import IB_COUNTERS_SCRIPT, SATURATION, parse_ib_counters
-from diagnose.vars import Vars
 
 DEFAULT_SYMBOL_ERROR_MAX_DELTA = 10
 LINK_LEVEL = ("link_downed", "link_error_recovery", "local_link_integrity_errors", "symbol_error")

@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
-from diagnose.check import Check, Command, Facts
-from diagnose.expected_values import no_fabric_reason, profile_label
-from diagnose.model import CommandOutput, Outcome
+from diagnose.config.profiles import no_fabric_reason, profile_label
+from diagnose.core.check import Check, Command, Facts
+from diagnose.core.model import CommandOutput, Outcome
+from diagnose.core.vars import Vars
 from diagnose.parsers.ibv_devinfo import parse_dev_infiniband, parse_ibv_devinfo
 from diagnose.parsers.rdma import describe_kind, fabric_ports, natural_key, normalise_kind
-from diagnose.vars import Vars
 
 IBV_DEVINFO = Command("ibv_devinfo", "ibv_devinfo", tool="ibv_devinfo", timeout=15, required=False)
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
-from diagnose.check import Check, Command, Facts
-from diagnose.expected_values import no_fabric_reason
-from diagnose.model import CommandOutput, Outcome
+from diagnose.config.profiles import no_fabric_reason
+from diagnose.core.check import Check, Command, Facts
+from diagnose.core.model import CommandOutput, Outcome
+from diagnose.core.vars import Vars
 from diagnose.parsers.ibv_devinfo import parse_ibv_devinfo
 from diagnose.parsers.rdma import describe_kind, fabric_ports, is_active, normalise_kind, port_name
-from diagnose.vars import Vars
 
 
 def parse(outputs: Mapping[str, CommandOutput], host_vars: Vars) -> Facts:

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from diagnose.check import ClusterCheck, Facts
-from diagnose.model import Outcome
+from diagnose.core.check import ClusterCheck, Facts
+from diagnose.core.model import Outcome
+from diagnose.core.vars import Vars
 from diagnose.parsers.pod import NODE_VARIABLE, POD_VARIABLE
-from diagnose.vars import Vars
 
 
 def _node_host(node: str, host_vars: Mapping[str, Vars]) -> str | None:

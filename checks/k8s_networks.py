@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from diagnose.check import Check, Command, Facts
-from diagnose.model import CommandOutput, Outcome
+from diagnose.core.check import Check, Command, Facts
+from diagnose.core.model import CommandOutput, Outcome
+from diagnose.core.vars import Vars
 from diagnose.parsers.pod import NOT_A_POD, POD_VARIABLE, in_subnet, parse_interfaces, pod_label, pod_of
-from diagnose.vars import Vars
 
 IP_SCRIPT = (
     "if command -v ip >/dev/null 2>&1; then ip -o addr show; else echo '# no ip'; "

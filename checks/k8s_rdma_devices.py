@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from diagnose.check import Check, Facts
 from diagnose.checks import ib_devices
-from diagnose.expected_values import no_fabric_reason
-from diagnose.model import CommandOutput, Outcome
+from diagnose.config.profiles import no_fabric_reason
+from diagnose.core.check import Check, Facts
+from diagnose.core.model import CommandOutput, Outcome
+from diagnose.core.vars import Vars
 from diagnose.parsers.pod import NOT_A_POD, pod_label, pod_of
 from diagnose.parsers.rdma import describe_kind, fabric_ports, natural_key, normalise_kind
-from diagnose.vars import Vars
 
 REMEDIATION = (
     "Give the pod its RDMA devices: request the device plugin's resource in the container's "

@@ -15,10 +15,10 @@ import fnmatch
 import re
 from collections.abc import Mapping
 
-from diagnose.check import Check, Command, Facts
-from diagnose.model import CommandOutput, Outcome
+from diagnose.core.check import Check, Command, Facts
+from diagnose.core.model import CommandOutput, Outcome
+from diagnose.core.vars import Vars
 from diagnose.parsers.pod import NOT_A_POD, POD_VARIABLE, parse_gpu_devices, pod_label, pod_of
-from diagnose.vars import Vars
 
 GPU_RESOURCE = "nvidia.com/gpu"
 _INSUFFICIENT = re.compile(r"Insufficient (?P<resource>[\w.\-/]*\w)")

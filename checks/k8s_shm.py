@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from diagnose.check import Check, Command, Facts
-from diagnose.model import CommandOutput, Outcome
+from diagnose.core.check import Check, Command, Facts
+from diagnose.core.model import CommandOutput, Outcome
+from diagnose.core.vars import Vars
 from diagnose.parsers.pod import NOT_A_POD, POD_VARIABLE, parse_shm, pod_label, pod_of
-from diagnose.vars import Vars
 
 DEFAULT_MIN_SHM_MIB = 1024
 REMEDIATION = (

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from diagnose.check import Check, Command, Facts
-from diagnose.expected_values import fabric_expected, no_gpu_reason
-from diagnose.model import CommandOutput, Outcome
+from diagnose.config.profiles import fabric_expected, no_gpu_reason
+from diagnose.core.check import Check, Command, Facts
+from diagnose.core.model import CommandOutput, Outcome
+from diagnose.core.vars import Vars
 from diagnose.parsers.nccl_env import NCCL_ENV_SCRIPT, parse_nccl_env, unmatched_names
-from diagnose.vars import Vars
 
 MAX_SOCKETS = 64  # NCCL's MAX_SOCKETS in net_socket.cc
 MAX_SOCKET_THREADS = 16  # NCCL's MAX_THREADS

@@ -11,9 +11,10 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 
-from diagnose.check import Check, Command, Facts
-from diagnose.expected_values import no_gpu_reason
-from diagnose.model import CommandOutput, Outcome
+from diagnose.config.profiles import no_gpu_reason
+from diagnose.core.check import Check, Command, Facts
+from diagnose.core.model import CommandOutput, Outcome
+from diagnose.core.vars import Vars
 from diagnose.parsers.nccl_version import (
     TORCH_PROBE,
     choose_nccl_version,
@@ -21,7 +22,6 @@ from diagnose.parsers.nccl_version import (
     parse_torch_probe,
     system_nccl_versions,
 )
-from diagnose.vars import Vars
 
 LIBS_SCRIPT = (
     'PATH="$PATH:/sbin:/usr/sbin"\n'

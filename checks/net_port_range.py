@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from diagnose.check import Check, Command, Facts
-from diagnose.model import CommandOutput, Outcome
+from diagnose.core.check import Check, Command, Facts
+from diagnose.core.model import CommandOutput, Outcome
+from diagnose.core.vars import Vars
 from diagnose.parsers.sysctl import parse_port_range
-from diagnose.vars import Vars
 
 DEFAULT_MIN_WIDTH = 16384
 

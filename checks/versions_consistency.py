@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from diagnose.check import ClusterCheck, Facts
-from diagnose.consistency import describe_split, split_hosts
-from diagnose.model import Outcome
-from diagnose.vars import Vars
+from diagnose.core.check import ClusterCheck, Facts
+from diagnose.core.consistency import describe_split, split_hosts
+from diagnose.core.model import Outcome
+from diagnose.core.vars import Vars
 
 COMPONENTS = (
     ("NCCL", "nccl.version", "version"),

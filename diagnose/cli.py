@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from diagnose import __version__
-from diagnose.errors import ConfigError
-from diagnose.report.render import DEFAULT_FORMATS, FORMATS
+from diagnose.core.errors import ConfigError
+from diagnose.render.render import DEFAULT_FORMATS, FORMATS
 
 EXIT_PASS, EXIT_FAIL, EXIT_CONFIG, EXIT_INTERNAL, EXIT_LOCKED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 
@@ -36,7 +36,7 @@ def _print_lines(lines: list[str]) -> None:
 
 def _slurm_query(args: argparse.Namespace) -> Any:
     """The Slurm host source the options ask for (any ``--slurm*`` option), or None."""
-    from diagnose.slurm_hosts import SlurmQuery
+    from diagnose.slurm.hosts import SlurmQuery
 
     asked = (args.slurm_partition, args.slurm_nodes, args.slurm_state)
     if not (args.slurm or args.slurm_submit or any(asked)):
@@ -47,7 +47,7 @@ def _slurm_query(args: argparse.Namespace) -> Any:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from diagnose.run import Run, RunOptions, prepare
+    from diagnose.engine.run import Run, RunOptions, prepare
 
     if args.slurm_rotate and not args.slurm_submit:
         print("diagnose: --slurm-rotate chooses the nodes of a --slurm-submit job", file=sys.stderr)
@@ -85,7 +85,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         rotation = (args.slurm_state or "idle") if args.slurm_rotate else None
         return _submit(request, rotation, args.check)
     if args.list_hosts or args.check:
-        from diagnose.dry_run import host_lines, plan_lines
+        from diagnose.commands.dry_run import host_lines, plan_lines
 
         plan = request.playbook.benchmarks
         benchmarks = (
@@ -106,7 +106,7 @@ def _submit(request: Any, rotation: str | None, dry_run: bool) -> int:
     ``rotation``: the states of the nodes ``--slurm-rotate`` chooses from (None: no rotation)."""
     import shlex
 
-    from diagnose.slurm_submit import plan, submit
+    from diagnose.slurm.submit import plan, submit
 
     try:
         submission = plan(request, rotation)
@@ -126,7 +126,7 @@ def _submit(request: Any, rotation: str | None, dry_run: bool) -> int:
 
 def _report_outcome(outcome: Any, request: Any) -> int:
     """The outcome as the operator (or cron) reads it, and the exit code it maps to."""
-    from diagnose import unattended
+    from diagnose.engine import unattended
 
     results = outcome.out_dir / "results.json" if outcome.out_dir else None
     if outcome.status == "locked":
@@ -162,7 +162,7 @@ def _report_outcome(outcome: Any, request: Any) -> int:
 
 
 def _render(results_path: Path, formats: set[str], out_dir: Path | None = None) -> list[Path] | None:
-    from diagnose.report.render import render
+    from diagnose.render.render import render
 
     try:
         return render(results_path, formats, out_dir)
@@ -186,9 +186,9 @@ def _print_summary(document: dict[str, Any], out_dir: Path, written: list[Path])
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from diagnose.report.load import read_results
-    from diagnose.results import SCHEMA
-    from diagnose.run import parse_formats
+    from diagnose.engine.results import SCHEMA
+    from diagnose.engine.run import parse_formats
+    from diagnose.render.load import read_results
 
     try:
         formats = parse_formats(args.format)
@@ -224,8 +224,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    from diagnose.run import parse_formats
-    from diagnose.trace_cmd import TraceOptions, run_trace
+    from diagnose.commands.trace import TraceOptions, run_trace
+    from diagnose.engine.run import parse_formats
 
     options = TraceOptions(
         traces=args.traces,
@@ -252,8 +252,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 def cmd_node_check(args: argparse.Namespace) -> int:
-    """One line on stdout and the exit-code contract of diagnose.node_check (0/1/2/3)."""
-    from diagnose.node_check import (
+    """One line on stdout and the exit-code contract of diagnose.commands.node_check (0/1/2/3)."""
+    from diagnose.commands.node_check import (
         EXIT_INTERNAL,
         EXIT_USAGE,
         NodeCheckOptions,
@@ -284,7 +284,7 @@ def cmd_node_check(args: argparse.Namespace) -> int:
 
 
 def cmd_checks(args: argparse.Namespace) -> int:
-    from diagnose.catalog import load_catalog
+    from diagnose.catalog.loading import load_catalog
 
     rows = [(e.id, e.checklist, e.needs, e.summary) for e in load_catalog()]
     rows += [  # results made by the stages after the host checks, listed so every id in a report is here

@@ -21,8 +21,8 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from diagnose.units import human_bytes
-from diagnose.vars import Vars
+from diagnose.core.units import human_bytes
+from diagnose.core.vars import Vars
 
 SEED_EFFICIENCY: tuple[tuple[int, float], ...] = ((2, 0.85), (8, 0.68), (125, 0.39))
 DEFAULT_TOLERANCE = 0.15

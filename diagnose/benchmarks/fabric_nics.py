@@ -13,8 +13,8 @@ import fnmatch
 from collections.abc import Mapping
 from typing import Any
 
-from diagnose.check import Facts
-from diagnose.hosts import Host
+from diagnose.core.check import Facts
+from diagnose.core.hosts import Host
 
 GPU_LOCAL = ("PIX", "PXB")
 

@@ -2,7 +2,7 @@
 
 Sites that have built nccl-tests trust its numbers. With ``benchmarks.tool: nccl-tests`` the stage measures
 with those binaries instead of its own program and judges the result the same way
-(:mod:`diagnose.bench.expect`); the entries say ``"tool": "nccl-tests"``.
+(:mod:`diagnose.benchmarks.expect`); the entries say ``"tool": "nccl-tests"``.
 
 Variables (read from the first host, so set them for ``all``, in the playbook's ``vars`` or with ``-e``;
 ``nccl_tests_mpi_host`` is per host):
@@ -24,10 +24,10 @@ How a run goes:
    the launcher is found; the first host also names the NCCL_* variables of its login environment, which
    ``mpirun -x`` forwards (ranks started by mpirun get its environment, not their host's login). Each
    host that falls short is a ``bench.nccl_tests`` ERROR (WARN with the torch fallback) saying what is missing there;
-2. per collective, one job on the first host (:mod:`diagnose.bench.launcher_mpirun`): the binary itself
+2. per collective, one job on the first host (:mod:`diagnose.launchers.mpirun`): the binary itself
    with ``-g <gpus>`` on one node, ``mpirun -np <nodes × gpus> -H ... <binary> ... -g 1`` across nodes,
    NCCL's INFO log on. It is followed, stopped and cleaned up like a torchrun job
-   (:mod:`diagnose.bench.launcher`): the table is read row by row as it grows (:class:`TableFollower`), so
+   (:mod:`diagnose.launchers.base`): the table is read row by row as it grows (:class:`TableFollower`), so
    a hang is named by size, the rows before it are kept, and every process carrying the launch's token is
    killed on every host of the job;
 3. its output, table and INFO lines together, is the evidence ``raw/<first host>/nccl-tests-<collective>.log``:
@@ -49,17 +49,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from diagnose.bench import program
-from diagnose.bench.expect import Expectation, expected_busbw
-from diagnose.bench.launcher import LaunchOutcome, LaunchSpec, run_launch
-from diagnose.bench.launcher_mpirun import ENV_NAME, NCCL_LINE, MpirunLaunch, mpirun_argv
-from diagnose.bench.setup import CHECKLIST, Setup, StageServices, launch_env, startup_timeout_s
-from diagnose.check import ParseError
-from diagnose.hosts import Host
-from diagnose.model import CheckResult, CommandOutput
+from diagnose.benchmarks.expect import Expectation, expected_busbw
+from diagnose.benchmarks.setup import CHECKLIST, Setup, StageServices, launch_env, startup_timeout_s
+from diagnose.core.check import ParseError
+from diagnose.core.hosts import Host
+from diagnose.core.model import CheckResult, CommandOutput
+from diagnose.core.redact import redact_assignments
+from diagnose.core.vars import Vars
+from diagnose.launchers.base import LaunchOutcome, LaunchSpec, run_launch
+from diagnose.launchers.mpirun import ENV_NAME, NCCL_LINE, MpirunLaunch, mpirun_argv
 from diagnose.parsers.nccl_tests import parse_nccl_tests
-from diagnose.redact import redact_assignments
-from diagnose.vars import Vars
+from diagnose.shipped import collective_bench
 
 #: The nccl-tests binary of each collective.
 BINARIES: dict[str, str] = {
@@ -355,7 +355,7 @@ class Handoff:
 class NcclTestsBench:
     """The nccl-tests side of one benchmark stage; :meth:`run` emits its checks and entries.
 
-    ``stage`` is the benchmark stage seen through :class:`~diagnose.bench.setup.StageServices`: entries,
+    ``stage`` is the benchmark stage seen through :class:`~diagnose.benchmarks.setup.StageServices`: entries,
     verdicts and pair runs are the stage's own, so nccl-tests and torch results are judged alike.
     """
 
@@ -457,7 +457,7 @@ class NcclTestsBench:
         argv = command_argv(self.settings, collective, hosts, setup.nproc, sweep, env, self.env_names)
         command = shlex.join(argv)
         self.commands[(collective, tuple(h.name for h in hosts))] = shlex.join(redact_assignments(argv))
-        sizes = program.sweep(min_bytes, max_bytes, float(plan.step_factor))
+        sizes = collective_bench.sweep(min_bytes, max_bytes, float(plan.step_factor))
         budget = stage.row_budget(setup.backend, len(hosts), setup.nproc)
         spec = LaunchSpec(
             run_id=ctx.run_id,

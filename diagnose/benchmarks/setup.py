@@ -1,6 +1,6 @@
 """What the benchmark stage and the runner of each measuring tool share, so neither imports the other.
 
-The stage (:mod:`diagnose.bench.stage`) hands a tool's runner (:mod:`diagnose.bench.nccl_tests_run`)
+The stage (:mod:`diagnose.benchmarks.stage`) hands a tool's runner (:mod:`diagnose.benchmarks.nccl_tests`)
 the :class:`Setup` it chose and itself, seen through :class:`StageServices`: the sizing, the verdicts and
 the emitters a runner needs to judge its own results exactly as the stage judges torch's. A runner for
 another tool imports this module, never the stage.
@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from diagnose.bench.expect import Expectation
-from diagnose.bench.launcher import LaunchOutcome
-from diagnose.check import Facts
-from diagnose.host_settings import parse_bench_env
-from diagnose.hosts import Host
-from diagnose.model import CheckResult
+from diagnose.benchmarks.expect import Expectation
+from diagnose.config.host_settings import parse_bench_env
+from diagnose.core.check import Facts
+from diagnose.core.hosts import Host
+from diagnose.core.model import CheckResult
+from diagnose.launchers.base import LaunchOutcome
 
 if TYPE_CHECKING:
     from diagnose.connectors import Connection
@@ -110,7 +110,7 @@ PairLaunch = Callable[[Setup, list[Host], str, list[str], int, int], LaunchOutco
 
 class StageServices(Protocol):
     """What a tool's runner uses of the benchmark stage, so that its results are sized, judged, emitted
-    and bisected exactly like torch's; :class:`diagnose.bench.stage.Stage` provides it."""
+    and bisected exactly like torch's; :class:`diagnose.benchmarks.stage.Stage` provides it."""
 
     ctx: BenchContext
     first: Host | None

@@ -3,7 +3,7 @@
 The engine calls :func:`run_benchmark_stage` once, after the host checks, with a :class:`BenchContext`.
 The stage picks the backend and ranks per host from the host facts (NCCL, one rank per GPU; gloo on
 hosts without GPUs — it proves the plumbing, never the fabric), launches the playbook's sweep through
-:mod:`diagnose.bench.launcher_torchrun`, and reports:
+:mod:`diagnose.launchers.torchrun`, and reports:
 
 * one ``nccl.transport`` check: which transport NCCL really used between and inside the nodes, read from
   the connection lines of every rank's INFO log (NET/Socket between nodes where the profile expects RDMA
@@ -12,11 +12,11 @@ hosts without GPUs — it proves the plumbing, never the fabric), launches the p
   same verdict: wrong elements fail it, large-message busbw below the normal range for this node count
   fails it, and a run that hung, crashed or lost a host is an ERROR that keeps the rows measured before;
 * when a multi-node result falls short, a search over host groups names the slow host(s) or link(s)
-  (``bench.straggler``, ``bench.link``, and the ``localization`` record: :mod:`diagnose.bench.straggler`).
+  (``bench.straggler``, ``bench.link``, and the ``localization`` record: :mod:`diagnose.benchmarks.straggler`).
 
 The playbook's ``benchmarks.tool`` picks what measures: ``torch`` (diagnose's own program, shipped to the
 hosts and started with torchrun) or ``nccl-tests`` (the site's own binaries, started directly on one node
-or with an MPI launcher across nodes: :mod:`diagnose.bench.nccl_tests_run`). Both are judged alike.
+or with an MPI launcher across nodes: :mod:`diagnose.benchmarks.nccl_tests`). Both are judged alike.
 
 Variables (read from the first host unless said otherwise; any inventory level, the playbook's ``vars``
 or ``-e``):
@@ -28,7 +28,7 @@ or ``-e``):
 * ``bench_startup_timeout_s`` how long the ranks may take to come together (default 300);
 * ``bench_python`` (per host) the Python with torch; ``bench_master_addr`` / ``bench_master_port`` the
   rendezvous address and port of torchrun (default: the first host's address, a free port);
-* ``bench_tolerance`` and ``expected_busbw_<collective>_gbps``: see :mod:`diagnose.bench.expect`;
+* ``bench_tolerance`` and ``expected_busbw_<collective>_gbps``: see :mod:`diagnose.benchmarks.expect`;
 * with ``tool: nccl-tests``: ``nccl_tests_dir`` (the folder of the ``*_perf`` binaries, required),
   ``mpirun`` (the launcher across nodes, default ``mpirun``), ``nccl_tests_mpi_args`` (more launcher
   arguments), ``nccl_tests_mpi_host`` (per host: its name in ``mpirun -H``, default its address) and
@@ -42,14 +42,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from diagnose.bench import program
-from diagnose.bench.expect import Expectation, expected_busbw, judge_busbw, large_message_busbw
-from diagnose.bench.extras import run_extras
-from diagnose.bench.fabric_nics import nics_phrase, observed_nics, wrong_nics
-from diagnose.bench.launcher import LaunchOutcome, LaunchSpec
-from diagnose.bench.launcher_torchrun import launch
-from diagnose.bench.nccl_tests_run import NcclTestsBench
-from diagnose.bench.setup import (
+from diagnose.benchmarks.expect import Expectation, expected_busbw, judge_busbw, large_message_busbw
+from diagnose.benchmarks.fabric_nics import nics_phrase, observed_nics, wrong_nics
+from diagnose.benchmarks.nccl_tests import NcclTestsBench
+from diagnose.benchmarks.setup import (
     CHECKLIST,
     BenchContext,
     PairLaunch,
@@ -58,14 +54,23 @@ from diagnose.bench.setup import (
     launch_env,
     startup_timeout_s,
 )
-from diagnose.bench.straggler import LaunchMeasure, localization_record, localize_settings, straggler_checks
-from diagnose.errors import ConfigError
-from diagnose.expected_values import no_gpu_reason
-from diagnose.hosts import Host
+from diagnose.benchmarks.straggler import (
+    LaunchMeasure,
+    localization_record,
+    localize_settings,
+    straggler_checks,
+)
+from diagnose.config.profiles import no_gpu_reason
+from diagnose.core.errors import ConfigError
+from diagnose.core.hosts import Host
+from diagnose.core.model import CheckResult
+from diagnose.core.units import human_bytes
+from diagnose.launchers.base import LaunchOutcome, LaunchSpec
+from diagnose.launchers.torchrun import launch
 from diagnose.localize import localize
-from diagnose.model import CheckResult
 from diagnose.parsers.nccl_log import parse_nccl_log, summarize_transport
-from diagnose.units import human_bytes
+from diagnose.probes.registry import run_extras
+from diagnose.shipped import collective_bench
 
 # A row may take this long on top of moving its bytes at the floor bandwidth before it counts as hung.
 ROW_BASE_S = 30.0
@@ -102,7 +107,7 @@ def wrong_summary(rows: list[dict[str, Any]], wrong: int) -> str:
 class Stage:
     """The benchmark stage of one run.
 
-    A tool's runner sees it as :class:`~diagnose.bench.setup.StageServices`, never as this class.
+    A tool's runner sees it as :class:`~diagnose.benchmarks.setup.StageServices`, never as this class.
     """
 
     def __init__(self, ctx: BenchContext) -> None:
@@ -115,11 +120,11 @@ class Stage:
 
     # -- sizing -------------------------------------------------------------------------------------------
     def expected_rows(self, collectives: list[str], sizes: list[int], ranks: int) -> list[tuple[str, int]]:
-        elem = program.DTYPE_BYTES[self.dtype]
+        elem = collective_bench.DTYPE_BYTES[self.dtype]
         rows = []
         for collective in collectives:
             for size in sizes:
-                nbytes = program.counts(collective, size, elem, ranks)[2]
+                nbytes = collective_bench.counts(collective, size, elem, ranks)[2]
                 if nbytes:
                     rows.append((collective, nbytes))
         return rows
@@ -139,7 +144,7 @@ class Stage:
                 expectation = expected_busbw(collective, nodes, nproc, host_vars)
                 floor = 0.1 * expectation.expected_gbps if expectation.judged else NCCL_FLOOR_GBPS
                 floor = max(floor or NCCL_FLOOR_GBPS, 0.1)
-            traffic = nbytes * max(1.0, program.bus_factor(collective, nodes * nproc))
+            traffic = nbytes * max(1.0, collective_bench.bus_factor(collective, nodes * nproc))
             return ROW_BASE_S + launches * traffic / (floor * 1e9)
 
         return budget
@@ -176,7 +181,7 @@ class Stage:
     ) -> LaunchOutcome:
         assert self.first is not None
         ranks = len(hosts) * setup.nproc
-        sizes = program.sweep(min_bytes, max_bytes, float(self.plan.step_factor))
+        sizes = collective_bench.sweep(min_bytes, max_bytes, float(self.plan.step_factor))
         spec = LaunchSpec(
             run_id=self.ctx.run_id,
             tag=tag,
@@ -287,7 +292,7 @@ class Stage:
         measured, at_bytes = large_message_busbw(rows)
         if measured is None and rows and setup.backend == "gloo":
             measured, at_bytes = rows[-1]["busbw_gbps"], rows[-1]["bytes"]
-        sizes = program.sweep(self.plan.min_bytes, self.plan.max_bytes, float(self.plan.step_factor))
+        sizes = collective_bench.sweep(self.plan.min_bytes, self.plan.max_bytes, float(self.plan.step_factor))
         wanted = len(self.expected_rows([collective], sizes, nodes * setup.nproc))
         finished = outcome.status == "done" or len(rows) >= wanted
         status, message = judge_busbw(collective, measured, at_bytes, nodes, expectation, setup.backend)
@@ -334,7 +339,7 @@ class Stage:
     # -- stage ----------------------------------------------------------------------------------------------
     def run(self) -> None:
         ctx, plan = self.ctx, self.plan
-        collectives = [c for c in plan.collectives if c in program.COLLECTIVES]
+        collectives = [c for c in plan.collectives if c in collective_bench.COLLECTIVES]
         if not ctx.hosts:
             for collective in collectives:
                 ctx.emit_check(

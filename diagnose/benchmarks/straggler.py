@@ -27,13 +27,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
-from diagnose.bench.expect import Expectation, large_message_busbw
-from diagnose.bench.setup import CHECKLIST, PairLaunch, Setup
-from diagnose.errors import ConfigError
+from diagnose.benchmarks.expect import Expectation, large_message_busbw
+from diagnose.benchmarks.setup import CHECKLIST, PairLaunch, Setup
+from diagnose.core.errors import ConfigError
+from diagnose.core.model import CheckResult
+from diagnose.core.vars import Vars
 from diagnose.localize import Accusation, Finding, Judged, Settings
 from diagnose.localize.model import as_plain
-from diagnose.model import CheckResult
-from diagnose.vars import Vars
 
 REMEDIATION_HOST = (
     "Check this host's NICs (ibstat rates, error counters), cables and switch ports, its PCIe links and "

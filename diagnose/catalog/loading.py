@@ -7,7 +7,7 @@ import importlib
 import pkgutil
 
 from diagnose import checks as checks_package
-from diagnose.check import Check, ClusterCheck
+from diagnose.core.check import Check, ClusterCheck
 
 Entry = Check | ClusterCheck
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from diagnose.check import Check
-from diagnose.engine import commands_of
-from diagnose.hosts import Host
-from diagnose.inventory import list_hosts, relevant_vars
+from diagnose.core.check import Check
+from diagnose.core.hosts import Host
+from diagnose.engine.stages import commands_of
+from diagnose.targets.inventory import list_hosts, relevant_vars
 
 
 def host_lines(hosts: Sequence[Host]) -> list[str]:

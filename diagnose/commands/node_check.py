@@ -15,7 +15,7 @@ WARN and SKIP are healthy. Exit codes (the contract a Prolog or a wrapper relies
     2  usage or configuration error  (nothing was checked; nothing was changed in Slurm)
     3  internal error, or --drain could not read or change the node in Slurm
 
-With ``--drain`` the node's Slurm state is changed as :mod:`diagnose.slurm_drain` decides: never an
+With ``--drain`` the node's Slurm state is changed as :mod:`diagnose.slurm.drain` decides: never an
 admin's drain.
 """
 
@@ -32,15 +32,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from diagnose import engine, slurm_drain
-from diagnose.check import Check
-from diagnose.hosts import Host
-from diagnose.model import SEVERITY, CheckResult, HostRecord
-from diagnose.playbook import PROFILE_VARIABLE, Playbook
-from diagnose.redact import redact_argv
-from diagnose.results import ResultsStore
-from diagnose.run import RunOptions, prepare
-from diagnose.vars import Vars
+from diagnose.config.playbook import PROFILE_VARIABLE, Playbook
+from diagnose.core.check import Check
+from diagnose.core.hosts import Host
+from diagnose.core.model import SEVERITY, CheckResult, HostRecord
+from diagnose.core.redact import redact_argv
+from diagnose.core.vars import Vars
+from diagnose.engine import stages as engine
+from diagnose.engine.results import ResultsStore
+from diagnose.engine.run import RunOptions, prepare
+from diagnose.slurm import drain as slurm_drain
 
 EXIT_HEALTHY, EXIT_UNHEALTHY, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 PLAYBOOK = "node-check"

@@ -17,19 +17,19 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from diagnose import engine
-from diagnose.errors import ConfigError
-from diagnose.extra_vars import parse_extra_vars
-from diagnose.model import CheckResult
-from diagnose.playbook import load_profile
-from diagnose.redact import redact_argv
-from diagnose.report.load import read_results
-from diagnose.results import ResultsStore
-from diagnose.serving import judge_serving, parse_serving, serving_check, serving_record
+from diagnose.config.extra_vars import parse_extra_vars
+from diagnose.config.playbook import load_profile
+from diagnose.core.errors import ConfigError
+from diagnose.core.model import CheckResult
+from diagnose.core.redact import redact_argv
+from diagnose.core.vars import Vars
+from diagnose.engine import stages as engine
+from diagnose.engine.results import ResultsStore
+from diagnose.inference.serving import judge_serving, parse_serving, serving_check, serving_record
+from diagnose.render.load import read_results
 from diagnose.trace.analyze import RankAnalysis, analyze_trace
 from diagnose.trace.judge import FabricBaseline, baseline_from_benchmarks, judge_training, training_record
 from diagnose.trace.reader import TraceFormatError
-from diagnose.vars import Vars
 
 SOURCE = "user trace"
 

@@ -1,6 +1,6 @@
 """``-e`` extra variables, read as ``ansible-playbook -e`` reads them: the highest level of all.
 
-Split from :mod:`diagnose.inventory` (which re-exports :func:`parse_extra_vars`) to keep each module short.
+Split from :mod:`diagnose.targets.inventory` (which re-exports :func:`parse_extra_vars`) to keep each module short.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from diagnose.errors import ConfigError
-from diagnose.playbook import kind_of, parse_yaml, read_text
-from diagnose.redact import redact_extra_vars
+from diagnose.config.playbook import kind_of, parse_yaml, read_text
+from diagnose.core.errors import ConfigError
+from diagnose.core.redact import redact_extra_vars
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

@@ -14,13 +14,13 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from diagnose.bench.train_program import parse_caps
-from diagnose.errors import ConfigError
-from diagnose.k8s import KubectlArgsError, parse_extra_args
-from diagnose.kv.model import parse_model, parse_tokens
-from diagnose.kv.pairs import parse_endpoint, parse_pair
-from diagnose.ssh_args import SSHArgsError, host_ssh_args, parse_variable
-from diagnose.vars import Vars
+from diagnose.connectors.ssh_args import SSHArgsError, host_ssh_args, parse_variable
+from diagnose.core.errors import ConfigError
+from diagnose.core.vars import Vars
+from diagnose.inference.model import parse_model, parse_tokens
+from diagnose.inference.pairs import parse_endpoint, parse_pair
+from diagnose.k8s.pods import KubectlArgsError, parse_extra_args
+from diagnose.shipped.train_probe import parse_caps
 
 CONNECTIONS = ("ssh", "paramiko", "smart", "local", "kubectl", "srun")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -34,7 +34,7 @@ _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
 _DNS_SUBDOMAIN = re.compile(r"(?=.{1,253}\Z)[a-z0-9]([-a-z0-9.]*[a-z0-9])?\Z")
 # kubeconfig context names are free text in practice (arn:aws:eks:...:cluster/x, gke_p_z_c, user@cluster).
 _CONTEXT = re.compile(r"[A-Za-z0-9_.:@/+-]+\Z")
-# Slurm (diagnose.slurm_hosts, connectors/srun.py, bench/launcher_srun.py, slurm_submit.py): names as
+# Slurm (diagnose.slurm.hosts, connectors/srun.py, bench/launcher_srun.py, slurm_submit.py): names as
 # slurm.conf allows them, a job id, and sbatch's time formats (minutes, M:S, H:M:S, D-H, D-H:M, D-H:M:S).
 _SLURM_NAME = re.compile(r"[A-Za-z0-9_.-]+\Z")
 _SLURM_JOB = re.compile(r"[0-9]+\Z")
@@ -92,7 +92,7 @@ def parse_pair_env(value: Any) -> dict[str, dict[str, str]]:
 
 
 def _kv_value(parse: Callable[[Any], Any]) -> Callable[[Vars, str], str | None]:
-    """A KV-transfer setting checked by the parser that will read it (diagnose.kv)."""
+    """A KV-transfer setting checked by the parser that will read it (diagnose.inference)."""
 
     def check(values: Vars, name: str) -> str | None:
         try:
@@ -167,7 +167,7 @@ def _bench_launcher(values: Vars, name: str) -> str | None:
 
 
 def _kubectl_args(values: Vars, name: str) -> str | None:
-    """Extra kubectl options diagnose cannot pass on safely stop the run (see diagnose.k8s)."""
+    """Extra kubectl options diagnose cannot pass on safely stop the run (see diagnose.k8s.pods)."""
     try:
         parse_extra_args(values.str(name))
     except KubectlArgsError as exc:
@@ -192,7 +192,7 @@ def _bench_env(values: Vars, name: str) -> str | None:
 
 def _ssh_args(values: Vars, name: str) -> str | None:
     """An ssh args variable holding an option diagnose cannot honour stops the run here: the option
-    would otherwise be dropped without a word (see diagnose.ssh_args for what is honoured and why)."""
+    would otherwise be dropped without a word (see diagnose.connectors.ssh_args for what is honoured and why)."""
     try:
         parse_variable(name, values.str(name))
         if name == "ansible_ssh_extra_args":  # the two together, once each alone is valid
@@ -203,7 +203,7 @@ def _ssh_args(values: Vars, name: str) -> str | None:
 
 
 def _bucket_caps(values: Vars, name: str) -> str | None:
-    """The training probe's DDP bucket sizes (diagnose.bench.train_probe): positive numbers of MB."""
+    """The training probe's DDP bucket sizes (diagnose.probes.training): positive numbers of MB."""
     try:
         parse_caps(",".join(values.list(name) or []))
     except ValueError as exc:
@@ -250,7 +250,7 @@ SETTINGS: dict[str, Callable[[Vars, str], str | None]] = {
     "diagnose_kubectl": _path,
     "ansible_kubectl_extra_args": _kubectl_args,
     "diagnose_k8s_selector": _one_line,
-    # Slurm (diagnose.slurm_hosts, connectors/srun.py, bench/launcher_srun.py, diagnose.slurm_submit)
+    # Slurm (diagnose.slurm.hosts, connectors/srun.py, bench/launcher_srun.py, diagnose.slurm.submit)
     "bench_launcher": _bench_launcher,
     "slurm_job_id": _matching(_SLURM_JOB, "a Slurm job id"),
     "slurm_node": _matching(_SLURM_NAME, "a Slurm node name"),
@@ -261,7 +261,7 @@ SETTINGS: dict[str, Callable[[Vars, str], str | None]] = {
     "slurm_time": _matching(_SLURM_TIME, "a Slurm time limit (minutes, H:MM:SS or D-HH:MM:SS)"),
     "slurm_nodes": _positive(Vars.int, 1),
     "slurm_gpus_per_node": _positive(Vars.int, 1),
-    # KV-cache transfer (diagnose.bench.kv_transfer)
+    # KV-cache transfer (diagnose.probes.kv_transfer)
     "kv_model": _kv_value(parse_model),
     "kv_request_tokens": _kv_value(lambda v: parse_tokens(v) if v not in (None, "") else None),
     "kv_prefill_gpus": _gpu_group,
@@ -269,7 +269,7 @@ SETTINGS: dict[str, Callable[[Vars, str], str | None]] = {
     "kv_pair_env": _kv_value(parse_pair_env),
     "kv_repeats": _positive(Vars.int, 1, 100000),
     "kv_staged_max_tokens": _positive(Vars.int, 0),
-    # Training probe (diagnose.bench.train_probe); steps stay below DDP's hundredth, timed iteration
+    # Training probe (diagnose.probes.training); steps stay below DDP's hundredth, timed iteration
     "train_probe_params_m": _positive(Vars.float, 0.01, 100000),
     "train_probe_batch": _positive(Vars.int, 1, 4096),
     "train_probe_steps": _positive(Vars.int, 1, 50),

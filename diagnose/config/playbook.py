@@ -3,7 +3,7 @@
 Both are data with a strict schema: an unknown key or a value of the wrong type stops the run with the
 file and line, because a misspelt threshold that is silently ignored would let a bad cluster pass. The
 line-keeping YAML loader lives here and is shared with the inventory reader, which builds on this module
-(``diagnose.inventory.resolve_hosts`` puts inventory, playbook and profile together).
+(``diagnose.targets.inventory.resolve_hosts`` puts inventory, playbook and profile together).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from diagnose.errors import ConfigError
-from diagnose.expected_values import PROFILE_VARIABLES
+from diagnose.config.profiles import PROFILE_VARIABLES
+from diagnose.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
@@ -59,7 +59,7 @@ class BenchmarkPlan:
     tool: str
     straggler_isolation: bool
     timeout_s: float | None
-    # Benchmarks beyond the collective sweep (diagnose.bench.extras), each switched on by its own key.
+    # Benchmarks beyond the collective sweep (diagnose.probes.registry), each switched on by its own key.
     training_probe: bool = False
     kv_transfer: bool = False
     fleet_probes: bool = False

@@ -15,8 +15,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from diagnose.hosts import Host
-from diagnose.vars import Vars
+from diagnose.core.hosts import Host
+from diagnose.core.vars import Vars
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,7 @@ PROFILE_VARIABLES: dict[str, Variable] = {
         Variable(
             "min_shm_mib", int, "smallest /dev/shm in a pod, MiB, for NCCL's SHM transport; default 1024"
         ),
-        # Fleet-relative verdicts (diagnose/fleet.py, diagnose/bench/fleet_probes.py, history instability)
+        # Fleet-relative verdicts (diagnose/probes/fleet_judge.py, diagnose/probes/fleet.py, history instability)
         Variable(
             "fleet_mad_k",
             float,
@@ -194,7 +194,7 @@ PROFILE_VARIABLES: dict[str, Variable] = {
             int,
             "gradient bytes all-reduced per step, when the trace does not record them (record_param_comms)",
         ),
-        # KV-cache transfer and serving (checklist section 5: diagnose/kv/judge.py, diagnose/serving.py)
+        # KV-cache transfer and serving (checklist section 5: diagnose/inference/judge.py, diagnose/inference/serving.py)
         Variable(
             "kv_min_link_fraction",
             float,
@@ -259,7 +259,7 @@ def no_nvlink_reason(host_vars: Vars) -> str | None:
     return no_gpu_reason(host_vars)
 
 
-# expected_busbw_<collective>_gbps: the benchmark stage's per-collective override (diagnose/bench/expect.py).
+# expected_busbw_<collective>_gbps: the benchmark stage's per-collective override (diagnose/benchmarks/expect.py).
 _BUSBW_OVERRIDE = re.compile(r"expected_busbw_[a-z_]+_gbps")
 
 

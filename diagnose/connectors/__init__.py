@@ -24,7 +24,7 @@ from diagnose.connectors.kubectl import KubectlConnection
 from diagnose.connectors.local import LocalConnection
 from diagnose.connectors.srun import SrunConnection
 from diagnose.connectors.ssh import SSHConnection
-from diagnose.hosts import Host
+from diagnose.core.hosts import Host
 
 __all__ = [
     "CONNECTORS",

@@ -3,7 +3,7 @@
 A connector (``ssh``, ``local``; ``kubectl`` and ``srun`` later) is a subclass of :class:`Connection`
 that opens the host and implements :meth:`Connection._execute`: start a shell script, stream its two
 outputs to sinks, give up at a deadline the caller may move. Everything else — a framed batch of commands
-each under its own ``timeout``, output capped per command (``diagnose.streams``), a watchdog that takes a
+each under its own ``timeout``, output capped per command (``diagnose.core.streams``), a watchdog that takes a
 silent host for frozen, stopping the batch's whole session on interrupt (:func:`stop_running_batches`),
 files written through the exec stream (no SFTP) — is shared here, so every transport behaves the same and
 the engine never asks which one it talks to.
@@ -24,10 +24,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from diagnose.check import Command
-from diagnose.hosts import Host
-from diagnose.model import CommandOutput
-from diagnose.streams import DEFAULT_MAX_OUTPUT_BYTES, Capped, FramedStream
+from diagnose.core.check import Command
+from diagnose.core.hosts import Host
+from diagnose.core.model import CommandOutput
+from diagnose.core.streams import DEFAULT_MAX_OUTPUT_BYTES, Capped, FramedStream
 
 # paramiko logs every failed handshake with a traceback; the reason reaches the operator as a
 # host.reachable result instead, and cron mail must not fill with tracebacks.

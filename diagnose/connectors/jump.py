@@ -1,7 +1,7 @@
 """Jump hosts: one login per bastion path per run, shared by every target behind it.
 
 ``ProxyJump`` / ``ProxyCommand`` come from ``ansible_ssh_common_args`` / ``ansible_ssh_extra_args``
-(parsed by :mod:`diagnose.ssh_args`) or from ~/.ssh/config. They are handled here rather than by Fabric's
+(parsed by :mod:`diagnose.connectors.ssh_args`) or from ~/.ssh/config. They are handled here rather than by Fabric's
 ``gateway``: Fabric would open one bastion login per target, admit the bastion's host key unchecked (its
 default AutoAddPolicy) and expand ``%p`` of an inline ProxyCommand as 22. A jump host's key is checked
 against the same known_hosts files and policy as the targets; each target behind it gets a

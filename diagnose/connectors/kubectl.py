@@ -3,7 +3,7 @@
 The transport is a local program like ``local``'s shell, so it shares that connector's streaming loop
 (:func:`~diagnose.connectors.local.stream_process`); batches, caps, the frozen-host watchdog, stopping by
 session (another exec into the same pod runs the kill script) and files written through the exec stream
-come from the base class unchanged. The command line is built in :mod:`diagnose.k8s`.
+come from the base class unchanged. The command line is built in :mod:`diagnose.k8s.pods`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 from diagnose.connectors.base import DEFAULT_CONNECT_TIMEOUT_S, ConnectError, Connection, Exec, Sink
 from diagnose.connectors.local import stream_process
-from diagnose.hosts import Host
-from diagnose.k8s import POD_ERROR_VAR, POD_VAR, KubectlTarget, error_reason, pod_phase
+from diagnose.core.hosts import Host
+from diagnose.k8s.pods import POD_ERROR_VAR, POD_VAR, KubectlTarget, error_reason, pod_phase
 
 
 class KubectlConnection(Connection):

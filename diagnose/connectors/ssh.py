@@ -27,14 +27,21 @@ from diagnose.connectors.base import (
     Sink,
 )
 from diagnose.connectors.jump import JUMPS, JumpLogin, ProxyCommandSock
+from diagnose.connectors.ssh_args import (
+    Hop,
+    SSHArgs,
+    SSHArgsError,
+    expand_proxy_command,
+    host_ssh_args,
+    parse_jump_spec,
+)
 from diagnose.connectors.ssh_common import (
     AcceptUnknown,
     describe_connect_error,
     load_host_keys,
     tcp_keepalive,
 )
-from diagnose.hosts import Host
-from diagnose.ssh_args import Hop, SSHArgs, SSHArgsError, expand_proxy_command, host_ssh_args, parse_jump_spec
+from diagnose.core.hosts import Host
 
 
 class SSHConnection(Connection):

@@ -12,8 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from diagnose.model import CommandOutput, Outcome
-from diagnose.vars import Vars
+from diagnose.core.model import CommandOutput, Outcome
+from diagnose.core.vars import Vars
 
 Facts = dict[str, Any]
 

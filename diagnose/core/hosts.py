@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from diagnose.vars import Vars
+from diagnose.core.vars import Vars
 
 
 @dataclass

@@ -5,7 +5,7 @@ in one pytest subprocess with the testinfra plugin, and each test × host become
 ``custom.<module>::<test>`` with the assertion message. Connection details come from the inventory as for
 the built-in checks: every SSH host gets a ``Host`` block in a generated ssh_config (address, port, user,
 key, known_hosts, host key strictness, and ``ProxyJump`` / ``ProxyCommand`` with the other options of
-``ansible_ssh_common_args`` / ``ansible_ssh_extra_args`` as diagnose.ssh_args reads them) under an alias that
+``ansible_ssh_common_args`` / ``ansible_ssh_extra_args`` as diagnose.connectors.ssh_args reads them) under an alias that
 maps the result back to the inventory name;
 ``ansible_connection: local`` hosts run through testinfra's local backend. ``~/.ssh/config`` is still read,
 after the inventory's values, as Ansible does. A jump host gets a ``Host`` block of its own name (OpenSSH
@@ -28,9 +28,9 @@ from typing import Any
 
 import paramiko
 
-from diagnose.hosts import Host
-from diagnose.model import CheckResult
-from diagnose.ssh_args import Hop, SSHArgs, SSHArgsError, host_ssh_args, parse_jump_spec
+from diagnose.connectors.ssh_args import Hop, SSHArgs, SSHArgsError, host_ssh_args, parse_jump_spec
+from diagnose.core.hosts import Host
+from diagnose.core.model import CheckResult
 
 CHECKLIST = "custom"
 DEFAULT_TIMEOUT_S = 600.0

@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from diagnose.check import Check, ClusterCheck, Facts, ParseError
-from diagnose.model import CheckResult, CommandOutput, Outcome
-from diagnose.vars import Vars
+from diagnose.core.check import Check, ClusterCheck, Facts, ParseError
+from diagnose.core.model import CheckResult, CommandOutput, Outcome
+from diagnose.core.vars import Vars
 
 _MISSING_TOOL = re.compile(r"\S+ is missing on \S+:")
 

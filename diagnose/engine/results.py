@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from diagnose.model import CheckResult, HostRecord
+from diagnose.core.model import CheckResult, HostRecord
 
 SCHEMA = 1
 _MIN_WRITE_INTERVAL_S = 1.0

@@ -2,7 +2,7 @@
 
 :class:`RunOptions` is what the command line holds (paths, patterns, flags, ``-e`` texts). :func:`prepare`
 loads and checks everything — inventory sources, playbook, profiles, variables, the catalog — before any
-host is touched, and returns a :class:`RunRequest` or raises :class:`~diagnose.errors.ConfigError` (exit 2).
+host is touched, and returns a :class:`RunRequest` or raises :class:`~diagnose.core.errors.ConfigError` (exit 2).
 :meth:`Run.execute` then owns the stages in order, with the results store they all write to:
 
     lock → run folder → host checks → cluster rules → custom checks → benchmarks (load samples meanwhile)
@@ -24,25 +24,29 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from diagnose import engine, history, k8s, slurm_hosts, unattended
-from diagnose.catalog import load_catalog, select
-from diagnose.check import Check, ClusterCheck
-from diagnose.custom import run_custom_checks
-from diagnose.errors import ConfigError
-from diagnose.expected_values import unknown_variable_warnings
-from diagnose.history.coverage import record_coverage
-from diagnose.hosts import Host
-from diagnose.inventory import parse_extra_vars, resolve_hosts
-from diagnose.local_machine import no_gpu_reason
-from diagnose.playbook import (
+from diagnose import history
+from diagnose.catalog.loading import load_catalog, select
+from diagnose.config.playbook import (
     PROFILE_VARIABLE,
     Playbook,
     check_unknown_patterns,
     custom_check_paths,
     load_playbook,
 )
-from diagnose.redact import redact_argv
-from diagnose.report.render import DEFAULT_FORMATS, FORMATS, render
+from diagnose.config.profiles import unknown_variable_warnings
+from diagnose.core.check import Check, ClusterCheck
+from diagnose.core.errors import ConfigError
+from diagnose.core.hosts import Host
+from diagnose.core.redact import redact_argv
+from diagnose.engine import stages as engine
+from diagnose.engine import unattended
+from diagnose.engine.custom import run_custom_checks
+from diagnose.history.coverage import record_coverage
+from diagnose.k8s import pods as k8s
+from diagnose.render.render import DEFAULT_FORMATS, FORMATS, render
+from diagnose.slurm import hosts as slurm_hosts
+from diagnose.targets.inventory import parse_extra_vars, resolve_hosts
+from diagnose.targets.local_machine import no_gpu_reason
 
 CPU_PROFILE = "cpu-testbed"
 

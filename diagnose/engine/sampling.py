@@ -13,10 +13,10 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 
-from diagnose.check import Check, Facts
 from diagnose.connectors import Connection
-from diagnose.evaluate import evaluate_check
-from diagnose.hosts import Host
+from diagnose.core.check import Check, Facts
+from diagnose.core.hosts import Host
+from diagnose.engine.evaluate import evaluate_check
 
 DEFAULT_INTERVAL_S = 2.0  # one nvidia-smi query, about 0.04 s of CPU on the host
 _SAMPLE_TIMEOUT_S = 10.0

@@ -22,15 +22,15 @@ from pathlib import Path
 from typing import Any
 
 from diagnose import __version__
-from diagnose.catalog import Entry, load_catalog, select
-from diagnose.check import Check, ClusterCheck, Command, Facts
+from diagnose.catalog.loading import Entry, load_catalog, select
 from diagnose.connectors import ConnectError, Connection, close_jump_hosts, connect, stop_running_batches
-from diagnose.environment import environment_from_facts
-from diagnose.evaluate import evaluate_check, evaluate_cluster, fold_into_root_causes, outcome_result
-from diagnose.hosts import Host
-from diagnose.model import SEVERITY, CheckResult, CommandOutput, HostRecord, Outcome
-from diagnose.results import ResultsStore
-from diagnose.vars import Vars
+from diagnose.core.check import Check, ClusterCheck, Command, Facts
+from diagnose.core.hosts import Host
+from diagnose.core.model import SEVERITY, CheckResult, CommandOutput, HostRecord, Outcome
+from diagnose.core.vars import Vars
+from diagnose.engine.environment import environment_from_facts
+from diagnose.engine.evaluate import evaluate_check, evaluate_cluster, fold_into_root_causes, outcome_result
+from diagnose.engine.results import ResultsStore
 
 DEFAULT_FORKS = 32
 
@@ -315,7 +315,7 @@ def close_all(states: dict[str, HostState]) -> None:
 def stop_remote_work(timeout: float = 8.0) -> list[str]:
     """Stop everything this run started on any host — the host checks' batches and the benchmark
     launches — in parallel, within about ``timeout`` seconds; what could not be stopped, one line each."""
-    from diagnose.bench.launcher import stop_live_launches
+    from diagnose.launchers.base import stop_live_launches
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         batches = pool.submit(stop_running_batches, min(5.0, timeout))
@@ -333,9 +333,9 @@ def run_benchmark_stage(
 ) -> dict[str, dict[str, list[Facts]]]:
     """Collectives across the reachable hosts, over the connections the host stage opened; meanwhile the
     checks that judge under load sample the GPU hosts. Returns those samples, by host and check id."""
-    from diagnose.bench.stage import BenchContext
-    from diagnose.bench.stage import run_benchmark_stage as run_stage
-    from diagnose.sampling import LoadSampler
+    from diagnose.benchmarks.stage import BenchContext
+    from diagnose.benchmarks.stage import run_benchmark_stage as run_stage
+    from diagnose.engine.sampling import LoadSampler
 
     healthy = [s for s in states.values() if s.healthy]
     under_load = [c for c in checks or [] if c.judge_under_load is not None]

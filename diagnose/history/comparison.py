@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from diagnose.core.model import SEVERITY, CheckResult
 from diagnose.history.bands import BANDS, Band, _busbw_by_size
 from diagnose.history.storage import Reference, _load_results, _open, _references
-from diagnose.model import SEVERITY, CheckResult
 
 REGRESSION_ID = "history.regression"
 DEFAULT_BUSBW_DROP_PCT = 10.0

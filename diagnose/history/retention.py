@@ -1,7 +1,7 @@
 """Retention: forgetting old runs of a series, and the run folders that folder retention must keep.
 
 The pinned baseline and the last good run of every series always stay: they are what the next run is
-compared with. Deleting the folders themselves is :func:`diagnose.unattended.retain`'s job.
+compared with. Deleting the folders themselves is :func:`diagnose.engine.unattended.retain`'s job.
 """
 
 from __future__ import annotations

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from diagnose.core.model import SEVERITY, CheckResult
+from diagnose.core.vars import Vars
 from diagnose.history.comparison import Regression
 from diagnose.history.storage import _open, _series, _timestamp
-from diagnose.model import SEVERITY, CheckResult
-from diagnose.vars import Vars
 
 UNSTABLE_ID = "history.unstable"
 DEFAULT_FLIPS = 3

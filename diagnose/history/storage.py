@@ -19,8 +19,8 @@ from typing import Any
 
 import platformdirs
 
-from diagnose.errors import ConfigError
-from diagnose.model import STATUSES
+from diagnose.core.errors import ConfigError
+from diagnose.core.model import STATUSES
 
 DEFAULT_DB_NAME = "history.sqlite3"
 

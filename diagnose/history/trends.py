@@ -9,10 +9,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from diagnose.errors import ConfigError
+from diagnose.core.errors import ConfigError
+from diagnose.core.model import STATUSES
 from diagnose.history.bands import BANDS, Band, _busbw_by_size
 from diagnose.history.storage import _baseline_ids, _counts, _last_good_ids, _open, _references, _series
-from diagnose.model import STATUSES
 
 
 def _table(headers: list[str], rows: Iterable[list[str]]) -> str:

@@ -2,5 +2,5 @@
 the pairs worth measuring on a topology, and the verdicts on what the transfers measured.
 
 Everything here is pure (facts and records in, values and verdicts out); the launch lives in
-:mod:`diagnose.bench.kv_transfer` and the program that moves the blocks in :mod:`diagnose.bench.kv_program`.
+:mod:`diagnose.probes.kv_transfer` and the program that moves the blocks in :mod:`diagnose.shipped.kv_probe`.
 """

@@ -1,6 +1,6 @@
 """Verdicts on measured KV transfers: ``infer.kv_transfer``, ``infer.placement`` and ``infer.staging``.
 
-Each takes the ``inference`` records of the pairs (see :mod:`diagnose.bench.kv_transfer` for their shape)
+Each takes the ``inference`` records of the pairs (see :mod:`diagnose.probes.kv_transfer` for their shape)
 and the limits of the profile, and returns a status with a message naming each pair.
 
 * Transfer: the packed transfer of the longest request is bandwidth-bound, so its p50 is held against
@@ -21,9 +21,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from diagnose.kv.model import tokens_label
-from diagnose.kv.pairs import NETWORK, path_rank
-from diagnose.model import worst
+from diagnose.core.model import worst
+from diagnose.inference.model import tokens_label
+from diagnose.inference.pairs import NETWORK, path_rank
 from diagnose.parsers.nvidia_smi import PCIE_RANK, nvlink_links
 
 #: Rows with fewer samples than this have a p99 that is little more than their maximum: not judged for tail.
@@ -38,7 +38,7 @@ TAIL_METHOD = "packed"
 
 @dataclass(frozen=True)
 class Limits:
-    """What the profile expects of a pair (see the ``kv_*`` variables in diagnose.expected_values)."""
+    """What the profile expects of a pair (see the ``kv_*`` variables in diagnose.config.profiles)."""
 
     min_link_fraction: float = 0.5
     p99_p50_max: float = 1.5

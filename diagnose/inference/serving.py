@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from diagnose.model import CheckResult, worst
+from diagnose.core.model import CheckResult, worst
 
 CHECK_ID = "infer.serving"
 CHECKLIST = "5"

@@ -9,7 +9,7 @@ Before any host is touched, :func:`attach_pods` reads each pod once (``kubectl g
 the host ``diagnose_k8s_pod`` (the object), ``diagnose_k8s_node`` (where it is scheduled) and, unless the
 inventory set one, ``ansible_host`` = the pod IP: the address the benchmark's ranks meet at. A group with
 ``diagnose_k8s_selector`` is expanded into its Running pods by :func:`discover_pods`, which
-:func:`diagnose.inventory.resolve_hosts` is handed (the inventory module itself stays free of I/O).
+:func:`diagnose.targets.inventory.resolve_hosts` is handed (the inventory module itself stays free of I/O).
 
 Parsing (error text, pod lists) is pure; the I/O is ``subprocess.run`` with a timeout, injectable.
 """
@@ -25,10 +25,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from diagnose.errors import ConfigError
-from diagnose.hosts import Host
+from diagnose.core.errors import ConfigError
+from diagnose.core.hosts import Host
+from diagnose.core.vars import Vars
 from diagnose.parsers.pod import parse_pod
-from diagnose.vars import Vars
 
 KUBECTL_TIMEOUT_S = 30.0
 POD_VAR = "diagnose_k8s_pod"

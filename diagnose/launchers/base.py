@@ -19,8 +19,8 @@ Life of one launch (:func:`run_launch`):
    folder.
 
 Each kind of launch is one short module with a subclass of :class:`Launch`:
-:mod:`diagnose.bench.launcher_torchrun` (torchrun on every host, over each host's connection) and
-:mod:`diagnose.bench.launcher_mpirun` (one command on the first host: the program itself on one node, or
+:mod:`diagnose.launchers.torchrun` (torchrun on every host, over each host's connection) and
+:mod:`diagnose.launchers.mpirun` (one command on the first host: the program itself on one node, or
 mpirun starting the ranks across nodes). A new kind (srun, kubectl exec) is a new such module: it sets
 ``runner`` and implements :meth:`Launch.start` (with :func:`detached_script`) and
 :meth:`Launch.failure_detail`, overriding :meth:`Launch.decode`, :meth:`Launch.stop_targets` or
@@ -42,8 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from diagnose.hosts import Host
-from diagnose.model import CommandOutput
+from diagnose.core.hosts import Host
+from diagnose.core.model import CommandOutput
 
 if TYPE_CHECKING:
     from diagnose.connectors import Connection
@@ -79,7 +79,7 @@ class LaunchSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     # Per host, on top of ``env``: a host's own bench_env (its GPUs, its NIC names) stays its own.
     host_env: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
-    # The program torchrun starts (default: the collective benchmark, diagnose.bench.program). It is
+    # The program torchrun starts (default: the collective benchmark, diagnose.shipped.collective_bench). It is
     # shipped as one file, so it may import nothing but the standard library and torch.
     program: Path | None = None
     # A folder inside the launch's remote folder (given to the program as ``--files-dir``) whose files come

@@ -1,11 +1,11 @@
 """One command on the first host: the program itself on one node, mpirun starting its ranks across nodes.
 
-The launch of :mod:`diagnose.bench.nccl_tests_run`. Only the first host runs something diagnose started,
+The launch of :mod:`diagnose.benchmarks.nccl_tests`. Only the first host runs something diagnose started,
 so only it is polled: the command's output (stdout and stderr together, in order) is the progress file,
 turned into progress records by the ``decode`` the caller passes (it knows what the program prints). The
 other hosts of an mpirun job are in the stop list, where every process carrying the launch's token is
 killed: :func:`mpirun_argv` passes the token to every rank with ``-x``. The rest of the life (follow,
-stop, collect) is :mod:`diagnose.bench.launcher`'s.
+stop, collect) is :mod:`diagnose.launchers.base`'s.
 
 Open MPI's options are used (``-np``, ``-H host:slots``, ``-x VAR``); reaching the other hosts is the
 launcher's business, set up by the site as for any MPI job.
@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from diagnose.bench.launcher import TOKEN_VAR, Launch, LaunchError, LaunchSpec, detached_script, remote_dir
-from diagnose.hosts import Host
+from diagnose.core.hosts import Host
+from diagnose.launchers.base import TOKEN_VAR, Launch, LaunchError, LaunchSpec, detached_script, remote_dir
 
 #: Open MPI's tag on a rank's output line (``--tag-output``): not part of what the rank printed.
 MPI_TAG = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:")

@@ -17,10 +17,10 @@ accounting, its cgroups and its cleanup. Here the controller (the batch host, or
    polled on the hosts (:meth:`SrunLaunch.poll`);
 4. a hung or interrupted step is cancelled with ``scancel <job>.<step>`` and named in the message; then,
    as for every launch, whatever still carries the launch's token is killed on each host over its
-   connection and the NCCL logs come home (:mod:`diagnose.bench.launcher`).
+   connection and the NCCL logs come home (:mod:`diagnose.launchers.base`).
 
 Chosen by ``bench_launcher: srun`` (the default for the nodes of an allocation, see
-:mod:`diagnose.slurm_hosts`). Variables: ``slurm_job_id`` (default ``$SLURM_JOB_ID``), ``slurm_node``
+:mod:`diagnose.slurm.hosts`). Variables: ``slurm_job_id`` (default ``$SLURM_JOB_ID``), ``slurm_node``
 (a host's Slurm node name, default its name), and those of torchrun (``bench_python``,
 ``bench_master_addr``, ``bench_master_port``). Every Slurm command is an argv list, never a shell line.
 """
@@ -39,8 +39,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
-from diagnose.bench import program as bench_program
-from diagnose.bench.launcher import (
+from diagnose.core.hosts import Host
+from diagnose.core.model import CommandOutput
+from diagnose.launchers.base import (
     TERM_GRACE_S,
     TOKEN_VAR,
     Launch,
@@ -48,16 +49,15 @@ from diagnose.bench.launcher import (
     LaunchSpec,
     remote_dir,
 )
-from diagnose.bench.torchrun_cmd import (
+from diagnose.launchers.torchrun_argv import (
     bench_python,
     free_port,
     free_port_script,
     program_args,
     torchrun_args,
 )
-from diagnose.hosts import Host
-from diagnose.model import CommandOutput
 from diagnose.parsers.srun_output import split_labelled, task_endings
+from diagnose.shipped import collective_bench
 
 #: The line each task prints first: ``@@diagnose-node <rank> <job>.<step>``.
 NODE_MARK = "@@diagnose-node"
@@ -194,7 +194,7 @@ class SrunLaunch(Launch):
             program_args(spec, "."),
         )
         program = self.local / "program.py"
-        shutil.copyfile(spec.program or bench_program.__file__, program)
+        shutil.copyfile(spec.program or collective_bench.__file__, program)
         argv = [*srun_argv(self.job, self.nodes, spec.tag), "/bin/sh", "-c", script]
         with open(program, "rb") as stdin, self._open("out.txt") as out, self._open("err.txt") as err:
             try:

@@ -1,13 +1,13 @@
 """torchrun on every host: the benchmark program started over each host's own connection.
 
-The launch of :mod:`diagnose.bench.stage` with ``benchmarks.tool: torch``. Per host:
+The launch of :mod:`diagnose.benchmarks.stage` with ``benchmarks.tool: torch``. Per host:
 
 1. copy ``program.py`` with ``put_text`` into the launch's folder on that host;
 2. start ``{python} -m torch.distributed.run --nnodes N --node-rank i ...`` detached (see
-   :mod:`diagnose.bench.launcher` for the token that finds torchrun's workers again, and for the rest of
+   :mod:`diagnose.launchers.base` for the token that finds torchrun's workers again, and for the rest of
    the life: follow, stop, collect);
 3. rank 0 writes the program's JSON progress lines (the default ``results.jsonl``) and every rank its
-   NCCL log into ``logs/``, which :meth:`~diagnose.bench.launcher.Launch.collect` brings home as
+   NCCL log into ``logs/``, which :meth:`~diagnose.launchers.base.Launch.collect` brings home as
    ``<out>/raw/<host>/nccl-rank<N>.log``.
 
 Variables: ``bench_python`` (per host) the Python with torch (default: the host's Python);
@@ -21,9 +21,10 @@ import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
-from diagnose.bench import program as bench_program
-from diagnose.bench import torchrun_cmd
-from diagnose.bench.launcher import (
+from diagnose.core.hosts import Host
+from diagnose.core.model import CommandOutput
+from diagnose.launchers import torchrun_argv
+from diagnose.launchers.base import (
     Launch,
     LaunchError,
     LaunchOutcome,
@@ -31,10 +32,9 @@ from diagnose.bench.launcher import (
     detached_script,
     run_launch,
 )
-from diagnose.bench.launcher_srun import SrunLaunch, uses_srun
-from diagnose.bench.torchrun_cmd import bench_python, free_port, free_port_script
-from diagnose.hosts import Host
-from diagnose.model import CommandOutput
+from diagnose.launchers.srun import SrunLaunch, uses_srun
+from diagnose.launchers.torchrun_argv import bench_python, free_port, free_port_script
+from diagnose.shipped import collective_bench
 
 
 def start_script(
@@ -79,14 +79,14 @@ class TorchrunLaunch(Launch):
         """Copy the program to every host and start torchrun there, all hosts at once."""
         spec = self.spec
         addr, port = self._master()
-        text = Path(spec.program or bench_program.__file__).read_text(encoding="utf-8")
+        text = Path(spec.program or collective_bench.__file__).read_text(encoding="utf-8")
 
         def begin(host: Host) -> CommandOutput:
             node = self.hosts.index(host)
             folder = self.folders[host.name]
             spec.connections[host.name].put_text(f"{folder}/program.py", text)
-            torchrun = torchrun_cmd.torchrun_args(len(self.hosts), str(node), spec.nproc, addr, port)
-            args = torchrun_cmd.program_args(spec, folder)
+            torchrun = torchrun_argv.torchrun_args(len(self.hosts), str(node), spec.nproc, addr, port)
+            args = torchrun_argv.program_args(spec, folder)
             env = {**spec.env, **spec.host_env.get(host.name, {})}
             script = start_script(folder, self.token, bench_python(host), torchrun, args, env)
             return self._run(host, script)
@@ -118,6 +118,6 @@ def launch(spec: LaunchSpec) -> LaunchOutcome:
     """Run one torchrun launch to its end and always clean up after it (see :func:`run_launch`).
 
     Hosts whose ``bench_launcher`` is ``srun`` (the default for the nodes of a Slurm allocation) get
-    torchrun started as the tasks of one Slurm step instead (:mod:`diagnose.bench.launcher_srun`).
+    torchrun started as the tasks of one Slurm step instead (:mod:`diagnose.launchers.srun`).
     """
     return run_launch(SrunLaunch(spec) if uses_srun(spec.hosts) else TorchrunLaunch(spec))

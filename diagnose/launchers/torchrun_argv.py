@@ -1,17 +1,17 @@
 """What starting torchrun needs, whoever starts it: the host's Python, a free rendezvous port, its arguments.
 
 Shared by the launchers that start torchrun — over each host's connection
-(:mod:`diagnose.bench.launcher_torchrun`) or as the tasks of one Slurm step
-(:mod:`diagnose.bench.launcher_srun`) — so both start the same program the same way.
+(:mod:`diagnose.launchers.torchrun`) or as the tasks of one Slurm step
+(:mod:`diagnose.launchers.srun`) — so both start the same program the same way.
 """
 
 from __future__ import annotations
 
 import shlex
 
-from diagnose.bench.launcher import LaunchError, LaunchSpec
-from diagnose.hosts import Host
-from diagnose.model import CommandOutput
+from diagnose.core.hosts import Host
+from diagnose.core.model import CommandOutput
+from diagnose.launchers.base import LaunchError, LaunchSpec
 
 
 def bench_python(host: Host) -> str:

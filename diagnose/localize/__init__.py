@@ -8,7 +8,7 @@
   clock, with the time budget;
 * :mod:`~diagnose.localize.timing`: what a measurement costs in time (the simulator's clock, the budget).
 
-Nothing here touches a host: the benchmark stage (:mod:`diagnose.bench.straggler`) measures with real
+Nothing here touches a host: the benchmark stage (:mod:`diagnose.benchmarks.straggler`) measures with real
 launches, ``bench/localize.py`` with a simulated fabric.
 """
 

@@ -1,7 +1,7 @@
 """The driver: one search from start to finding, through a :class:`Measure` and a clock.
 
 Real runs pass a Measure that launches the collective on each host group
-(:class:`diagnose.bench.straggler.LaunchMeasure`) and the monotonic clock; the simulator
+(:class:`diagnose.benchmarks.straggler.LaunchMeasure`) and the monotonic clock; the simulator
 (``bench/localize.py``) passes a fabric model and a simulated clock. Both go through this loop, so the
 simulator's accuracy and time are those of the code that runs on clusters.
 

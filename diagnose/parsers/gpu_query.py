@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from diagnose.check import Command, ParseError
+from diagnose.core.check import Command, ParseError
 
 _BASE = (
     "index",

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from diagnose.check import ParseError
+from diagnose.core.check import ParseError
 
 COUNTERS = (
     "symbol_error",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from diagnose.check import ParseError
+from diagnose.core.check import ParseError
 from diagnose.parsers.rdma import fabric_kind
 
 _CA = re.compile(r"^CA '(?P<name>[^']+)'")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from diagnose.check import ParseError
+from diagnose.core.check import ParseError
 from diagnose.parsers.rdma import fabric_kind, natural_key
 
 _HCA = re.compile(r"^hca_id:\s*(?P<name>\S+)")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from diagnose.check import ParseError
+from diagnose.core.check import ParseError
 
 MEMLOCK_SCRIPT = "ulimit -S -l; ulimit -H -l"
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from diagnose.check import ParseError
+from diagnose.core.check import ParseError
 
 _PREFIX = re.compile(r"^(?:\[\d+,\d+\]<std(?:out|err)>:)")
 _VERSION = re.compile(r"nccl-tests version (\S+)")

@@ -17,7 +17,7 @@ import re
 from collections import Counter
 from typing import Any
 
-from diagnose.check import ParseError
+from diagnose.core.check import ParseError
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _DRIVER = re.compile(r"(?:Driver|KMD) Version:\s*(?P<v>[0-9][0-9.]*)")

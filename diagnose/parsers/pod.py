@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from diagnose.check import ParseError
+from diagnose.core.check import ParseError
 
 # Multus writes network-status; releases before the device-info spec (2020) wrote networks-status.
 NETWORK_STATUS_KEYS = ("k8s.v1.cni.cncf.io/network-status", "k8s.v1.cni.cncf.io/networks-status")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from diagnose.check import ParseError
+from diagnose.core.check import ParseError
 
 _PAIR = re.compile(r"(?:^|\s)([A-Za-z_][A-Za-z0-9_]*)=")
 # The stamp Slurm appends to a reason: [user@2026-11-22T18:51:41]; the user may be a name or a uid.

@@ -1,6 +1,6 @@
 """What Slurm's client commands print about nodes: ``sinfo`` node rows and ``scontrol show hostnames``.
 
-The Slurm host source (:mod:`diagnose.slurm_hosts`) lets Slurm itself filter (``sinfo -p/-n/-t``) and
+The Slurm host source (:mod:`diagnose.slurm.hosts`) lets Slurm itself filter (``sinfo -p/-n/-t``) and
 expand hostlist expressions (``scontrol show hostnames``); these parsers only read the answers, so the
 names, partitions and states are exactly Slurm's.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from diagnose.check import ParseError
+from diagnose.core.check import ParseError
 
 #: The format the host source asks sinfo for (``-N``: one row per node and partition).
 SINFO_NODE_FORMAT = "%N %P %t"

@@ -1,6 +1,6 @@
 """What ``srun --label`` prints: each task's lines behind its task id, and srun's own verdict on each task.
 
-The srun launcher (:mod:`diagnose.bench.launcher_srun`) follows a Slurm step from the controller: the
+The srun launcher (:mod:`diagnose.launchers.srun`) follows a Slurm step from the controller: the
 step's two output streams come home through srun itself, so these pure functions split them back into
 tasks and read which task ended how (``srun: error: n2: task 1: Exited with exit code 1``).
 """

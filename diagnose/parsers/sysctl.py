@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from diagnose.check import ParseError
+from diagnose.core.check import ParseError
 
 
 def parse_port_range(text: str) -> dict[str, int]:

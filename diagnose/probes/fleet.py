@@ -1,17 +1,17 @@
 """Fleet probes: the same figures measured on every host at once, each host judged against its peers.
 
-An extra of the benchmark stage (``benchmarks.fleet_probes: true``, :mod:`diagnose.bench.extras`). On
+An extra of the benchmark stage (``benchmarks.fleet_probes: true``, :mod:`diagnose.probes.registry`). On
 every host at the same time, each in its own single-node launch:
 
-1. :mod:`diagnose.bench.fleet_program` — host memory copy; per GPU host→device and device→host copies
+1. :mod:`diagnose.shipped.fleet_probe` — host memory copy; per GPU host→device and device→host copies
    from pinned memory (the PCIe path); per ordered GPU pair a peer copy (NVLink where present);
-2. :mod:`diagnose.bench.program` on that host alone with the plan's collectives at its largest size —
+2. :mod:`diagnose.shipped.collective_bench` on that host alone with the plan's collectives at its largest size —
    the single-node busbw (NVLink/NVSwitch and the GPUs themselves), skipped with one rank per host,
    where a collective moves nothing between ranks.
 
 Hosts run their own launches in parallel threads, so the stage takes as long as the slowest host, not
 the sum. Per host, a GPU metric is the host's weakest GPU (or GPU pair): one bad link is what a job
-feels. :mod:`diagnose.fleet` then judges every metric within each *peer group* (hosts reporting the
+feels. :mod:`diagnose.probes.fleet_judge` then judges every metric within each *peer group* (hosts reporting the
 same GPUs: an H100 is not an odd H200) and this module turns the verdicts into checks and records:
 
 * ``fleet.busbw`` (checklist 3), ``fleet.h2d``, ``fleet.nvlink`` and ``fleet.memcpy`` (node health, H):
@@ -24,9 +24,9 @@ same GPUs: an H100 is not an odd H200) and this module turns the verdicts into c
 With one host there is no fleet: its figures are recorded and every check is a SKIP saying so.
 
 Variables (first host): ``fleet_mad_k`` and ``fleet_min_rel_dev_pct`` (when a host is odd, see
-:mod:`diagnose.fleet`); floors ``min_host_copy_gbps`` (h2d and d2h per GPU), ``min_peer_copy_gbps`` (per
+:mod:`diagnose.probes.fleet_judge`); floors ``min_host_copy_gbps`` (h2d and d2h per GPU), ``min_peer_copy_gbps`` (per
 GPU pair) and, for busbw on NCCL, the bottom of the single-node normal range (``nvlink_busbw_gbps`` ×
-(1 − ``bench_tolerance``), :mod:`diagnose.bench.expect`).
+(1 − ``bench_tolerance``), :mod:`diagnose.benchmarks.expect`).
 """
 
 from __future__ import annotations
@@ -40,17 +40,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from diagnose import fleet
-from diagnose.bench import fleet_program, program
-from diagnose.bench.expect import expected_busbw
-from diagnose.bench.launcher import LaunchOutcome, LaunchSpec
-from diagnose.bench.launcher_torchrun import launch
-from diagnose.bench.setup import Setup, startup_timeout_s
-from diagnose.host_settings import parse_bench_env
-from diagnose.hosts import Host
-from diagnose.model import SEVERITY, CheckResult, worst
-from diagnose.units import human_bytes
-from diagnose.vars import Vars
+from diagnose.benchmarks.expect import expected_busbw
+from diagnose.benchmarks.setup import Setup, startup_timeout_s
+from diagnose.config.host_settings import parse_bench_env
+from diagnose.core.hosts import Host
+from diagnose.core.model import SEVERITY, CheckResult, worst
+from diagnose.core.units import human_bytes
+from diagnose.core.vars import Vars
+from diagnose.launchers.base import LaunchOutcome, LaunchSpec
+from diagnose.launchers.torchrun import launch
+from diagnose.probes import fleet_judge as fleet
+from diagnose.shipped import collective_bench, fleet_probe
 
 #: Bytes per timed copy and timed copies per figure (each figure is their median).
 COPY_BYTES = 256 << 20
@@ -165,7 +165,7 @@ def copy_figures(figures: HostFigures, outcome: LaunchOutcome) -> None:
         figures.not_measured.extend(outcome.start.get("not_measured") or [])
     for row in outcome.rows:
         metric = row.get("collective")
-        if metric not in fleet_program.METRICS or not isinstance(row.get("gbps"), int | float):
+        if metric not in fleet_probe.METRICS or not isinstance(row.get("gbps"), int | float):
             continue
         keep = {k: row[k] for k in ("gpu", "name", "src", "dst", "p2p", "threads", "gbps") if k in row}
         keep["where"] = _where(metric, row)
@@ -522,7 +522,7 @@ class FleetProbes:
         self.stage = stage
         self.ctx = stage.ctx
         self.setup = setup
-        self.collectives = [c for c in stage.plan.collectives if c in program.COLLECTIVES]
+        self.collectives = [c for c in stage.plan.collectives if c in collective_bench.COLLECTIVES]
 
     def copy_spec(self, index: int, host: Host) -> LaunchSpec:
         device = "cuda" if self.setup.backend == "nccl" else "cpu"
@@ -535,13 +535,13 @@ class FleetProbes:
             nproc=1,
             backend=self.setup.backend,
             program_args=["--device", device, "--bytes", str(COPY_BYTES), "--reps", str(COPY_REPS)],
-            expected_rows=fleet_program.expected_rows(gpus, COPY_BYTES, device),
+            expected_rows=fleet_probe.expected_rows(gpus, COPY_BYTES, device),
             row_budget_s=_copy_budget(COPY_REPS),
             out_dir=self.ctx.out_dir,
             startup_timeout_s=startup_timeout_s(self.stage.first),
             deadline=self.ctx.deadline,
             host_env={host.name: parse_bench_env(host.vars.get("bench_env"))},
-            program=Path(fleet_program.__file__),
+            program=Path(fleet_probe.__file__),
         )
 
     def measure(self, index: int, host: Host, busbw: bool) -> HostFigures:
@@ -586,7 +586,7 @@ class FleetProbes:
 
 
 def run(stage: Any, setup: Setup) -> None:
-    """The extra's entry point (:mod:`diagnose.bench.extras`): probe every host, judge the fleet."""
+    """The extra's entry point (:mod:`diagnose.probes.registry`): probe every host, judge the fleet."""
     if not setup.hosts:
         return
     FleetProbes(stage, setup).run()

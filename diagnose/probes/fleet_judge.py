@@ -21,7 +21,7 @@ and a host far below the median, measured in that spread, is odd whatever the fl
   Two hosts cannot say which of them is odd at all: their gap is reported instead, and warns only when it
   is well beyond the relative threshold (``TWO_HOST_GAP_FACTOR``).
 
-Everything here is pure: figures in, verdicts out. :mod:`diagnose.bench.fleet_probes` measures and emits.
+Everything here is pure: figures in, verdicts out. :mod:`diagnose.probes.fleet` measures and emits.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """KV-cache transfer between prefill and decode GPUs (checklist section 5), after the collective sweep.
 
-Switched on by ``kv_transfer: true`` in a playbook's ``benchmarks`` section (:mod:`diagnose.bench.extras`).
-The pairs come from the ``gpu.topology`` facts (:mod:`diagnose.kv.pairs`): one per kind of GPU–GPU path
+Switched on by ``kv_transfer: true`` in a playbook's ``benchmarks`` section (:mod:`diagnose.probes.registry`).
+The pairs come from the ``gpu.topology`` facts (:mod:`diagnose.inference.pairs`): one per kind of GPU–GPU path
 on the first host, neighbouring host pairs across nodes, the deployment's placement pairs, and pairs given
-their own environment. Each pair is **its own torchrun launch** of :mod:`diagnose.bench.kv_program` with
+their own environment. Each pair is **its own torchrun launch** of :mod:`diagnose.shipped.kv_probe` with
 two ranks (two on one host, or one on each of two hosts): NCCL reads its environment once per process, so
 only a launch of its own can give one pair ``NCCL_P2P_DISABLE=1`` (a planted fault, or a site's setting)
 while the others keep theirs; its NCCL log then speaks for that pair alone, and a pair that hangs is
@@ -11,7 +11,7 @@ stopped without losing the others. Launches run one after the other: they would 
 
 Emits one ``inference`` record per pair (rows of p50/p99/max latency and GB/s per request length and
 method, the link class, the transport NCCL chose) and the checks ``infer.kv_transfer``,
-``infer.placement`` and ``infer.staging`` (:mod:`diagnose.kv.judge`), checklist section 5.
+``infer.placement`` and ``infer.staging`` (:mod:`diagnose.inference.judge`), checklist section 5.
 
 Variables (first host; any inventory level, the playbook's ``vars`` or ``-e``):
 
@@ -35,14 +35,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from diagnose.bench import kv_program
-from diagnose.bench.launcher import LaunchOutcome, LaunchSpec
-from diagnose.bench.launcher_torchrun import launch
-from diagnose.bench.setup import Setup, launch_env, startup_timeout_s
-from diagnose.expected_values import no_gpu_reason
-from diagnose.host_settings import parse_pair_env
-from diagnose.hosts import Host
-from diagnose.kv.judge import (
+from diagnose.benchmarks.setup import Setup, launch_env, startup_timeout_s
+from diagnose.config.host_settings import parse_pair_env
+from diagnose.config.profiles import no_gpu_reason
+from diagnose.core.hosts import Host
+from diagnose.core.model import CheckResult
+from diagnose.core.redact import MASK, is_secret_name
+from diagnose.core.vars import Vars
+from diagnose.inference.judge import (
     Limits,
     Verdict,
     judge_placement,
@@ -50,12 +50,12 @@ from diagnose.kv.judge import (
     judge_transfer,
     transport_between,
 )
-from diagnose.kv.model import DEFAULT_TOKENS, GLOO_TOKENS, KVModel, parse_model, parse_tokens
-from diagnose.kv.pairs import Pair, plan_pairs
-from diagnose.model import CheckResult
+from diagnose.inference.model import DEFAULT_TOKENS, GLOO_TOKENS, KVModel, parse_model, parse_tokens
+from diagnose.inference.pairs import Pair, plan_pairs
+from diagnose.launchers.base import LaunchOutcome, LaunchSpec
+from diagnose.launchers.torchrun import launch
 from diagnose.parsers.nccl_log import parse_nccl_log
-from diagnose.redact import MASK, is_secret_name
-from diagnose.vars import Vars
+from diagnose.shipped import kv_probe
 
 CHECKLIST = "5"
 SECTION = "inference"
@@ -110,7 +110,7 @@ class Settings:
 
 
 def limits(values: Vars) -> Limits:
-    """The profile's thresholds for the verdicts (defaults in :class:`diagnose.kv.judge.Limits`)."""
+    """The profile's thresholds for the verdicts (defaults in :class:`diagnose.inference.judge.Limits`)."""
     default = Limits()
     return Limits(
         min_link_fraction=values.float("kv_min_link_fraction", default.min_link_fraction) or 0.0,
@@ -152,10 +152,10 @@ def program_args(backend: str, pair: Pair, settings: Settings) -> list[str]:
 
 def expected_rows(settings: Settings) -> list[tuple[str, int]]:
     """The (name, bytes) rows of one pair's launch, in the order the program measures them."""
-    methods = list(kv_program.METHODS)
+    methods = list(kv_probe.METHODS)
     return [
         (f"kv_{method}", settings.model.request_bytes(tokens))
-        for method, tokens in kv_program.rows(settings.tokens, methods, settings.staged_max_tokens)
+        for method, tokens in kv_probe.rows(settings.tokens, methods, settings.staged_max_tokens)
     ]
 
 
@@ -212,7 +212,7 @@ class KVBench:
             startup_timeout_s=startup_timeout_s(self.first),
             deadline=self.ctx.deadline,
             host_env=host_env,
-            program=Path(kv_program.__file__),
+            program=Path(kv_probe.__file__),
         )
         return launch(spec)
 

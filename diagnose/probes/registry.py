@@ -2,7 +2,7 @@
 ``benchmarks`` section.
 
 They share the stage's hosts, setup (backend, ranks per host) and launcher, and may read what the sweep
-measured (:attr:`diagnose.bench.stage.Stage.records`: the training probe judges exposed communication
+measured (:attr:`diagnose.benchmarks.stage.Stage.records`: the training probe judges exposed communication
 against the busbw the fabric just delivered). Each module named here has ``run(stage, setup) -> None`` and
 emits its own checks and results.json records; modules are imported only when their key is on, so a
 playbook without them never loads their code.
@@ -14,7 +14,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Any
 
-from diagnose.bench.setup import Setup
+from diagnose.benchmarks.setup import Setup
 
 
 @dataclass(frozen=True)
@@ -26,9 +26,9 @@ class Extra:
 
 
 EXTRAS: tuple[Extra, ...] = (
-    Extra("fleet_probes", "diagnose.bench.fleet_probes"),
-    Extra("training_probe", "diagnose.bench.train_probe"),
-    Extra("kv_transfer", "diagnose.bench.kv_transfer"),
+    Extra("fleet_probes", "diagnose.probes.fleet"),
+    Extra("training_probe", "diagnose.probes.training"),
+    Extra("kv_transfer", "diagnose.probes.kv_transfer"),
 )
 
 

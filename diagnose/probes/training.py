@@ -1,6 +1,6 @@
 """The training probe: a short DDP job across the benchmark's hosts, profiled, judged (checklist section 4).
 
-After the collective sweep, :mod:`diagnose.bench.train_program` is started exactly as the collectives were
+After the collective sweep, :mod:`diagnose.shipped.train_probe` is started exactly as the collectives were
 (torchrun over each host's connection, the same hosts, ranks per host and backend) and profiles a few
 steps of DDP on a synthetic transformer stack. Every rank's trace comes home as evidence; the analyzer
 (:mod:`diagnose.trace`) measures per step compute, communication, exposed communication, the last bucket's
@@ -36,12 +36,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from diagnose.bench import train_program
-from diagnose.bench.launcher import LaunchOutcome, LaunchSpec
-from diagnose.bench.launcher_torchrun import launch
-from diagnose.bench.setup import Setup, launch_env, startup_timeout_s
-from diagnose.expected_values import no_gpu_reason
-from diagnose.model import CheckResult
+from diagnose.benchmarks.setup import Setup, launch_env, startup_timeout_s
+from diagnose.config.profiles import no_gpu_reason
+from diagnose.core.model import CheckResult
+from diagnose.launchers.base import LaunchOutcome, LaunchSpec
+from diagnose.launchers.torchrun import launch
+from diagnose.shipped import train_probe
 from diagnose.trace.analyze import RankAnalysis, analyze_trace
 from diagnose.trace.judge import CHECKLIST, baseline_from_benchmarks, judge_training, training_record
 from diagnose.trace.reader import TraceFormatError
@@ -70,13 +70,13 @@ class ProbeSettings:
     params_m: float | None = None
     batch: int | None = None
     steps: int | None = None
-    bucket_caps: list[float] = field(default_factory=lambda: [train_program.DEFAULT_BUCKET_CAP_MB])
+    bucket_caps: list[float] = field(default_factory=lambda: [train_probe.DEFAULT_BUCKET_CAP_MB])
 
     @classmethod
     def from_vars(cls, host_vars: Any) -> ProbeSettings:
         """The settings of the first host (validated when the inventory was read)."""
-        extra = train_program.parse_caps(",".join(host_vars.list("train_probe_bucket_caps", []) or []))
-        default = train_program.DEFAULT_BUCKET_CAP_MB
+        extra = train_probe.parse_caps(",".join(host_vars.list("train_probe_bucket_caps", []) or []))
+        default = train_probe.DEFAULT_BUCKET_CAP_MB
         return cls(
             params_m=host_vars.float("train_probe_params_m", None),
             batch=host_vars.int("train_probe_batch", None),
@@ -93,7 +93,7 @@ class ProbeSettings:
 
     def resolved(self, backend: str) -> dict[str, Any]:
         """Model size and steps as the program will use them on this backend."""
-        defaults = train_program.GPU_DEFAULTS if backend == "nccl" else train_program.CPU_DEFAULTS
+        defaults = train_probe.GPU_DEFAULTS if backend == "nccl" else train_probe.CPU_DEFAULTS
         return {
             "params_m": self.params_m if self.params_m is not None else defaults["params_m"],
             "steps": self.steps if self.steps is not None else defaults["steps"],
@@ -135,7 +135,7 @@ def phase_budget(backend: str, grad_bytes: int, settings: dict[str, Any], timeou
     per_step = 2.0 * grad_bytes / (floor * 1e9) + STEP_COMPUTE_S
 
     def budget(phase: str, nbytes: int) -> float:
-        steps = settings["warmup"] if phase == train_program.PHASES[0] else settings["steps"] + 1
+        steps = settings["warmup"] if phase == train_probe.PHASES[0] else settings["steps"] + 1
         return PHASE_BASE_S + max(1, steps) * per_step
 
     return budget
@@ -187,7 +187,7 @@ class TrainingProbe:
     def launch(self) -> LaunchOutcome:
         setup, settings = self.setup, self.settings
         resolved = settings.resolved(setup.backend)
-        grad_bytes = train_program.gradient_bytes(train_program.model_shape(resolved["params_m"]))
+        grad_bytes = train_probe.gradient_bytes(train_probe.model_shape(resolved["params_m"]))
         spec = LaunchSpec(
             run_id=self.ctx.run_id,
             tag=TAG,
@@ -197,16 +197,16 @@ class TrainingProbe:
             backend=setup.backend,
             program_args=settings.program_args(setup.backend),
             expected_rows=[
-                (phase, train_program.cap_bytes(cap))
+                (phase, train_probe.cap_bytes(cap))
                 for cap in settings.bucket_caps
-                for phase in train_program.PHASES
+                for phase in train_probe.PHASES
             ],
             row_budget_s=phase_budget(setup.backend, grad_bytes, resolved, self.stage.plan.timeout_s),
             out_dir=self.ctx.out_dir,
             startup_timeout_s=startup_timeout_s(self.first),
             deadline=self.ctx.deadline,
             host_env={h.name: launch_env(h, setup.backend) for h in setup.hosts},
-            program=Path(train_program.__file__),
+            program=Path(train_probe.__file__),
             fetch_dir=FETCH_DIR,
         )
         return launch(spec)
@@ -317,5 +317,5 @@ class TrainingProbe:
 
 
 def run(stage: Any, setup: Setup) -> None:
-    """The extra's entry point (:mod:`diagnose.bench.extras`)."""
+    """The extra's entry point (:mod:`diagnose.probes.registry`)."""
     TrainingProbe(stage, setup).run()

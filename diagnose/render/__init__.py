@@ -1,5 +1,5 @@
 """Report rendering: results.json → HTML, PDF, JUnit XML, Prometheus textfile."""
 
-from diagnose.report.render import FORMATS, render, render_from_dict
+from diagnose.render.render import FORMATS, render, render_from_dict
 
 __all__ = ["FORMATS", "render", "render_from_dict"]

@@ -14,9 +14,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from diagnose.model import SEVERITY, worst
-from diagnose.report.hostlist import summarize
-from diagnose.units import human_bytes
+from diagnose.core.model import SEVERITY, worst
+from diagnose.core.units import human_bytes
+from diagnose.render.hostlist import summarize
 
 NOT_COVERED = "NOT COVERED"
 CLUSTER = "cluster-wide"

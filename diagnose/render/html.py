@@ -14,10 +14,10 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup, escape
 
 import diagnose
-from diagnose.bench.expect import LARGE_BYTES
-from diagnose.report.plots import busbw_svg, trend_svg
-from diagnose.report.view import ENV_FIELDS, Report
-from diagnose.units import human_bytes
+from diagnose.benchmarks.expect import LARGE_BYTES
+from diagnose.core.units import human_bytes
+from diagnose.render.plots import busbw_svg, trend_svg
+from diagnose.render.view import ENV_FIELDS, Report
 
 _STATUS_CLASSES = {
     "PASS": "st-pass",

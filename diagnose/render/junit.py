@@ -11,9 +11,9 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from diagnose.report.checklist import CLUSTER
-from diagnose.report.hostlist import natural_key
-from diagnose.report.view import show
+from diagnose.render.checklist import CLUSTER
+from diagnose.render.hostlist import natural_key
+from diagnose.render.view import show
 
 _ELEMENT = {"FAIL": "failure", "ERROR": "error", "SKIP": "skipped"}
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from diagnose.model import STATUSES
+from diagnose.core.model import STATUSES
 
 # C0 controls except tab/newline/CR, DEL, C1 controls, surrogates, and the two XML non-characters.
 _BAD_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")

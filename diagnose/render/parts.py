@@ -12,10 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from diagnose.report.view_fleet import build_fleet
-from diagnose.report.view_inference import build_inference
-from diagnose.report.view_localization import build_localization
-from diagnose.report.view_training import build_training
+from diagnose.render.view_fleet import build_fleet
+from diagnose.render.view_inference import build_inference
+from diagnose.render.view_localization import build_localization
+from diagnose.render.view_training import build_training
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, NullLocator
 
-from diagnose.units import human_bytes
+from diagnose.core.units import human_bytes
 
 _METADATA = re.compile(r"\s*<metadata>.*?</metadata>", re.DOTALL)
 _ID = re.compile(r'(\bid="|xlink:href="#|url\(#)([^"\)]+)')

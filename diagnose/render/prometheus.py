@@ -2,7 +2,7 @@
 
 Nightly runs drop this file into the collector's folder, so that the same alerting that watches the
 cluster's nodes also sees "ib.port_state went to FAIL on gpu042" or "all_reduce busbw fell". A status is a
-number on the scale of :data:`diagnose.model.SEVERITY` rather than a label, so that a series keeps its
+number on the scale of :data:`diagnose.core.model.SEVERITY` rather than a label, so that a series keeps its
 identity when the status changes and ``max by (check)`` finds the worst host.
 """
 
@@ -12,8 +12,8 @@ import math
 from datetime import datetime
 from typing import Any
 
-from diagnose.model import SEVERITY
-from diagnose.report.hostlist import natural_key
+from diagnose.core.model import SEVERITY
+from diagnose.render.hostlist import natural_key
 
 _SCALE = ", ".join(f"{v} {k}" for k, v in sorted(SEVERITY.items(), key=lambda kv: kv[1]))
 

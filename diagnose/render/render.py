@@ -11,10 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from diagnose.report.atomic import write_atomic
-from diagnose.report.junit import render_junit
-from diagnose.report.load import clean_tree, normalize, read_results
-from diagnose.report.prometheus import render_prometheus
+from diagnose.render.atomic import write_atomic
+from diagnose.render.junit import render_junit
+from diagnose.render.load import clean_tree, normalize, read_results
+from diagnose.render.prometheus import render_prometheus
 
 FORMATS = ("html", "pdf", "json", "junit", "prom")
 #: What a run writes unless told otherwise (`diagnose report` defaults to html,pdf).
@@ -51,7 +51,7 @@ def render_from_dict(
         if "html" in formats:
             written.append(write_atomic(out_dir / OUTPUT_NAMES["html"], html.encode("utf-8")))
         if "pdf" in formats:
-            from diagnose.report.pdf import render_pdf  # weasyprint is slow to import; only when asked
+            from diagnose.render.pdf import render_pdf  # weasyprint is slow to import; only when asked
 
             written.append(write_atomic(out_dir / OUTPUT_NAMES["pdf"], render_pdf(html, evidence_dir)))
     for name in ("junit", "prom"):
@@ -61,8 +61,8 @@ def render_from_dict(
 
 
 def _html(results: dict[str, Any], evidence_dir: Path) -> str:
-    from diagnose.report.html import render_html
-    from diagnose.report.view import build_report
+    from diagnose.render.html import render_html
+    from diagnose.render.view import build_report
 
     return render_html(build_report(results, evidence_dir))
 

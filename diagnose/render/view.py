@@ -16,13 +16,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from diagnose.bench.expect import DEFAULT_TOLERANCE, LARGE_BYTES
-from diagnose.model import SEVERITY, STATUSES, worst
-from diagnose.report.checklist import CLUSTER, SECTIONS, SectionResult, build_checklist, curve_shape
-from diagnose.report.hostlist import natural_key, summarize
-from diagnose.report.load import Excerpt, read_excerpt
-from diagnose.report.parts import Part, build_parts
-from diagnose.units import human_bytes
+from diagnose.benchmarks.expect import DEFAULT_TOLERANCE, LARGE_BYTES
+from diagnose.core.model import SEVERITY, STATUSES, worst
+from diagnose.core.units import human_bytes
+from diagnose.render.checklist import CLUSTER, SECTIONS, SectionResult, build_checklist, curve_shape
+from diagnose.render.hostlist import natural_key, summarize
+from diagnose.render.load import Excerpt, read_excerpt
+from diagnose.render.parts import Part, build_parts
 
 ENV_FIELDS = (
     ("gpu_model", "GPU model"),

@@ -1,6 +1,6 @@
 """The report's fleet chapter: every host against its peers, one column per measured figure.
 
-Built from results.json ``fleet`` (:mod:`diagnose.bench.fleet_probes`): per host and metric a record with
+Built from results.json ``fleet`` (:mod:`diagnose.probes.fleet`): per host and metric a record with
 the value, its group's median, MAD, robust z and verdict; per metric and group a summary (``host`` null).
 The table shows the deviation from the median, so "is 52 GB/s normal here?" reads as "−6 % against 55
 GB/s on 16 identical hosts"; odd hosts are coloured. On a large fleet only the hosts with a finding are
@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from diagnose.model import SEVERITY, worst
-from diagnose.report.hostlist import natural_key
+from diagnose.core.model import SEVERITY, worst
+from diagnose.render.hostlist import natural_key
 
 #: Up to this many hosts every host gets a row; beyond, only hosts with a finding do.
 ALL_ROWS_UP_TO = 64

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from diagnose.kv.model import tokens_label
+from diagnose.inference.model import tokens_label
 
 VERDICT_IDS = ("infer.kv_transfer", "infer.placement", "infer.staging", "infer.serving")
 METHOD_NAMES = {"block": "block by block", "packed": "packed", "staged": "staged via host"}

@@ -1,6 +1,6 @@
 """The report's localization chapter: which host or link made a collective slow, and how the search got there.
 
-Reads the ``localization`` list of results.json (:func:`diagnose.bench.straggler.localization_record`):
+Reads the ``localization`` list of results.json (:func:`diagnose.benchmarks.straggler.localization_record`):
 per search, the run that set it off, the finding with each accusation's numbers (deficit, confidence, the
 measurements that convict it and, for a link, those that clear its ends), then every round — how many
 groups, how often each was measured, the noise, and every group that was not plainly fast. A round of
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from statistics import median
 from typing import Any
 
-from diagnose.report.hostlist import summarize
+from diagnose.render.hostlist import summarize
 
 ALL_GROUPS = 16
 VERDICT_CLASS = {

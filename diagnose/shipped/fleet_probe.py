@@ -1,6 +1,6 @@
 """Copy bandwidths of one host, measured by a program diagnose ships there and starts with torchrun.
 
-The per-host figures that the fleet is judged by (:mod:`diagnose.fleet`) besides single-node busbw:
+The per-host figures that the fleet is judged by (:mod:`diagnose.probes.fleet_judge`) besides single-node busbw:
 
 * ``memcpy``: host memory to host memory, one large tensor copy (every host, GPU or not);
 * ``h2d`` and ``d2h``: per GPU, pinned host memory to the GPU and back — the PCIe path (a link trained
@@ -13,7 +13,7 @@ copies are timed between two CUDA events on the stream that does the copy (for a
 on the source device's current stream); host copies with the wall clock. GPUs and pairs are measured
 one at a time, so each figure is that link's own, not its share of a shared root complex.
 
-Like :mod:`diagnose.bench.program` it runs with nothing but the standard library and torch, imports torch
+Like :mod:`diagnose.shipped.collective_bench` it runs with nothing but the standard library and torch, imports torch
 only inside :func:`main`, and rank 0 appends JSON lines to ``--results`` (``start``, ``warm`` per metric,
 one ``row`` per figure with ``collective`` = the metric and ``bytes``, ``done``). The ``start`` line names
 what could not be measured on this host (no GPU, one GPU) so that a missing figure is never silent;

@@ -1,7 +1,7 @@
 """KV-cache transfer from a prefill rank to a decode rank: the program diagnose ships to the hosts and
 starts with torchrun, one launch per pair.
 
-Like :mod:`diagnose.bench.program`, it imports nothing but the standard library and torch (inside
+Like :mod:`diagnose.shipped.collective_bench`, it imports nothing but the standard library and torch (inside
 :func:`main`): the launcher copies this file's text to the hosts, and diagnose imports the pure helpers
 (percentiles, repetitions, row order) from here so that they are computed one way only.
 

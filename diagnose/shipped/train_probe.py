@@ -7,7 +7,7 @@ first (DDP rebuilds its buckets after the first step, NCCL sets up its channels)
 diagnose brings them home and reads from them how much of the gradient all-reduce hides behind backward
 compute, the last bucket's tail, host syncs per step and input waits.
 
-Like :mod:`diagnose.bench.program` it runs with nothing but the standard library and torch, imports torch
+Like :mod:`diagnose.shipped.collective_bench` it runs with nothing but the standard library and torch, imports torch
 only inside :func:`main`, and exposes its pure sizing helpers (:func:`model_shape`,
 :func:`parameter_count`) so that the controller computes the gradient size the same way.
 

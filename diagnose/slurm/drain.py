@@ -18,7 +18,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any
 
-from diagnose.check import ParseError
+from diagnose.core.check import ParseError
 from diagnose.parsers.scontrol_node import parse_scontrol_node
 
 REASON_PREFIX = "diagnose:"

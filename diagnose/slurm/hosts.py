@@ -27,12 +27,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from diagnose.check import ParseError
-from diagnose.errors import ConfigError
+from diagnose.core.check import ParseError
+from diagnose.core.errors import ConfigError
 from diagnose.parsers.sinfo import SINFO_NODE_FORMAT, parse_hostnames, parse_sinfo_nodes
 
 if TYPE_CHECKING:
-    from diagnose.inventory import Inventory
+    from diagnose.targets.inventory import Inventory
 
 SLURM_TIMEOUT_S = 30.0
 #: Host variable: the job whose allocation holds the node (srun steps run in it).

@@ -4,7 +4,7 @@ A nightly that starts collectives over SSH on nodes where user jobs hold the GPU
 much as the fabric, and disturbs them. Submitted through sbatch, the run waits for nodes Slurm gives it
 exclusively (``--exclusive``), and the batch script runs ``diagnose run --slurm`` on them: hosts from
 ``SLURM_JOB_NODELIST``, checks through srun steps, the benchmark as one srun step
-(:mod:`diagnose.slurm_hosts`, :mod:`diagnose.connectors.srun`, :mod:`diagnose.bench.launcher_srun`).
+(:mod:`diagnose.slurm.hosts`, :mod:`diagnose.connectors.srun`, :mod:`diagnose.launchers.srun`).
 
 The job's shape comes from variables, read like the benchmark settings from the first host (any inventory
 level, the playbook's ``vars`` or ``-e``): ``slurm_partition`` (default ``--slurm-partition``),
@@ -16,7 +16,7 @@ covered longest ago (:mod:`diagnose.history.coverage`), so nightly runs on a few
 whole partition in turn.
 
 Secrets stay out of the batch script, which Slurm keeps and shows to administrators: ``-e`` variables
-with secret names (:func:`diagnose.redact.is_secret_name`) go into a file only the user can read, beside
+with secret names (:func:`diagnose.core.redact.is_secret_name`) go into a file only the user can read, beside
 the history database, passed as ``-e @file`` and removed when the job ends. Every Slurm command is an
 argv list; the script itself quotes every word.
 """
@@ -35,12 +35,12 @@ from pathlib import Path
 from typing import Any
 
 from diagnose import history
-from diagnose.errors import ConfigError
-from diagnose.extra_vars import parse_extra_vars
+from diagnose.config.extra_vars import parse_extra_vars
+from diagnose.core.errors import ConfigError
+from diagnose.core.redact import is_secret_name
+from diagnose.engine.run import RunOptions, RunRequest
 from diagnose.history.coverage import last_covered, stalest
-from diagnose.redact import is_secret_name
-from diagnose.run import RunOptions, RunRequest
-from diagnose.slurm_hosts import SLURM_TIMEOUT_S, SlurmQuery, first_error_line, sinfo_nodes
+from diagnose.slurm.hosts import SLURM_TIMEOUT_S, SlurmQuery, first_error_line, sinfo_nodes
 
 #: Variable → sbatch option, in the order they appear on its command line.
 SBATCH_OPTIONS = (

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from diagnose.errors import ConfigError
-from diagnose.playbook import YamlMap, kind_of, parse_yaml, read_text
+from diagnose.config.playbook import YamlMap, kind_of, parse_yaml, read_text
+from diagnose.core.errors import ConfigError
 
 VARS_EXTENSIONS = (".yml", ".yaml", ".json")
 # Ansible's defaults: INVENTORY_IGNORE_EXTS (its REJECT_EXTS plus .orig, .cfg, .retry) and the names it

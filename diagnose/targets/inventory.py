@@ -7,7 +7,7 @@ nothing) is an error here: a typo must not quietly shrink the set of hosts an ac
 Every error is a :class:`ConfigError` carrying the file and line, found before any host is touched.
 
 Sources may be several files or folders (``-i`` repeated, an inventory folder), with ``group_vars/`` and
-``host_vars/`` beside them and beside the playbook (:mod:`diagnose.inventory_files`).
+``host_vars/`` beside them and beside the playbook (:mod:`diagnose.targets.files`).
 :func:`resolve_hosts` applies the precedence of the design notes, lowest first: profile < playbook ``vars``
 < the inventory's levels in Ansible's own order (:meth:`Inventory.layers`) < ``-e``.
 """
@@ -25,15 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from diagnose.errors import ConfigError
-from diagnose.expected_values import PROFILE_VARIABLES
-from diagnose.extra_vars import parse_extra_vars as parse_extra_vars
-from diagnose.host_settings import first_problem
-from diagnose.hosts import Host
-from diagnose.inventory_files import Origin, VarLayer, VarsFolders, inventory_files
-from diagnose.inventory_view import list_hosts as list_hosts
-from diagnose.inventory_view import relevant_vars as relevant_vars
-from diagnose.playbook import (
+from diagnose.config.extra_vars import parse_extra_vars as parse_extra_vars
+from diagnose.config.host_settings import first_problem
+from diagnose.config.playbook import (
     PROFILE_VARIABLE,
     Playbook,
     Profile,
@@ -44,12 +38,18 @@ from diagnose.playbook import (
     read_text,
     try_parse_yaml,
 )
-from diagnose.vars import Vars
+from diagnose.config.profiles import PROFILE_VARIABLES
+from diagnose.core.errors import ConfigError
+from diagnose.core.hosts import Host
+from diagnose.core.vars import Vars
+from diagnose.targets.files import Origin, VarLayer, VarsFolders, inventory_files
+from diagnose.targets.view import list_hosts as list_hosts
+from diagnose.targets.view import relevant_vars as relevant_vars
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
 
-    from diagnose.slurm_hosts import SlurmNodes
+    from diagnose.slurm.hosts import SlurmNodes
 
 ALL = "all"
 UNGROUPED = "ungrouped"
@@ -57,9 +57,9 @@ PRIORITY_VARIABLE = "ansible_group_priority"
 #: A group holding this variable lists pods by label selector; see :meth:`Inventory.expand_pod_groups`.
 SELECTOR_VARIABLE = "diagnose_k8s_selector"
 #: The group's variables (with ``-e``) -> its Running pods in order, or an exception whose text says
-#: why; diagnose.k8s.discover_pods runs kubectl, tests hand in a list.
+#: why; diagnose.k8s.pods.discover_pods runs kubectl, tests hand in a list.
 PodDiscovery = Callable[[Mapping[str, Any]], list[str]]
-#: The variables a discovered pod gets from its group's (diagnose.k8s.discovered_host_vars).
+#: The variables a discovered pod gets from its group's (diagnose.k8s.pods.discovered_host_vars).
 PodHostVars = Callable[[Mapping[str, Any], str], dict[str, Any]]
 
 
@@ -840,7 +840,7 @@ class _Sources:
 def playbook_folder(playbook: Playbook) -> Path | None:
     """Where a user's playbook file lies (its group_vars/ and host_vars/ count); None for packaged ones,
     whose folder holds diagnose's own files, not the operator's variables."""
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]
     folder = Path(playbook.path).expanduser().resolve().parent
     return None if folder == package or package in folder.parents else folder
 
@@ -863,8 +863,8 @@ def resolve_hosts(
     mix hardware generations; ``diagnose_profile`` in the result names the profile used (None: no profile).
     Expected-value variables are type-checked here, so a bad ``-e expected_gpu_count=eight`` stops the run
     before any host is touched. ``discover`` expands groups of pods chosen by label selector
-    (:meth:`Inventory.expand_pod_groups`; diagnose.run hands in diagnose.k8s's kubectl calls).
-    ``slurm`` makes Slurm's nodes the targets (:mod:`diagnose.slurm_hosts`): the inventory sources then
+    (:meth:`Inventory.expand_pod_groups`; diagnose.engine.run hands in diagnose.k8s.pods's kubectl calls).
+    ``slurm`` makes Slurm's nodes the targets (:mod:`diagnose.slurm.hosts`): the inventory sources then
     only lend their variables, and the nodes' defaults (srun inside an allocation) sit just above the profile.
     """
     paths = [inventory_path] if isinstance(inventory_path, (str, os.PathLike)) else list(inventory_path)

@@ -1,6 +1,6 @@
 """What a dry run shows about the targets: ``--list-hosts`` rows and the variables that matter per host.
 
-Pure functions over resolved :class:`~diagnose.hosts.Host` objects, re-exported by :mod:`diagnose.inventory`.
+Pure functions over resolved :class:`~diagnose.core.hosts.Host` objects, re-exported by :mod:`diagnose.targets.inventory`.
 """
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from diagnose.expected_values import PROFILE_VARIABLES
-from diagnose.host_settings import SETTINGS
-from diagnose.hosts import Host
+from diagnose.config.host_settings import SETTINGS
+from diagnose.config.profiles import PROFILE_VARIABLES
+from diagnose.core.hosts import Host
+from diagnose.core.redact import MASK, is_secret_name
 from diagnose.parsers.pod import POD_VARIABLE
-from diagnose.redact import MASK, is_secret_name
 
 ALL = "all"
 

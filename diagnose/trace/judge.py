@@ -23,12 +23,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from diagnose.model import SEVERITY, CheckResult, worst
+from diagnose.core.model import SEVERITY, CheckResult, worst
+from diagnose.core.vars import Vars
 from diagnose.trace.analyze import RankAnalysis
-from diagnose.vars import Vars
 
 CHECKLIST = "4"
-# Defaults of the profile variables (diagnose/expected_values.py names and explains each).
+# Defaults of the profile variables (diagnose/config/profiles.py names and explains each).
 DEFAULTS: dict[str, float] = {
     "train_min_overlap_ratio": 0.7,
     "train_max_exposed_comm_pct": 5.0,

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from pypdf import PdfReader
 
-from diagnose.bench.program import bus_factor
+from diagnose.shipped.collective_bench import bus_factor
 from tests.e2e.cli import diagnose
 from tests.hostkit import PROFILE, healthy_h100, memlock_vars, port_down
 from tests.testbed import TestBed

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.local_machine import no_gpu_reason, nvidia_gpus_on_pci
+from diagnose.targets.local_machine import no_gpu_reason, nvidia_gpus_on_pci
 from tests.e2e.cli import diagnose
 
 pytestmark = pytest.mark.e2e

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pypdf import PdfReader
 
-from diagnose.local_machine import no_gpu_reason
+from diagnose.targets.local_machine import no_gpu_reason
 from tests.e2e.cli import diagnose
 
 pytestmark = pytest.mark.e2e

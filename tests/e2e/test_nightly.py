@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from diagnose.unattended import acquire_lock, lock_path
+from diagnose.engine.unattended import acquire_lock, lock_path
 from tests.e2e.cli import diagnose
 from tests.hostkit import PROFILE, healthy_h100, memlock_vars, port_down
 from tests.testbed import HostSpec, TestBed

@@ -19,12 +19,12 @@ from typing import Any
 
 import pytest
 
-from diagnose.bench.program import bus_factor
-from diagnose.bench.stage import BenchContext, run_benchmark_stage
+from diagnose.benchmarks.stage import BenchContext, run_benchmark_stage
 from diagnose.connectors import connect
-from diagnose.hosts import Host
-from diagnose.model import CheckResult
-from diagnose.vars import Vars
+from diagnose.core.hosts import Host
+from diagnose.core.model import CheckResult
+from diagnose.core.vars import Vars
+from diagnose.shipped.collective_bench import bus_factor
 from tests.testbed import HostSpec, TestBed, TestHost
 
 pytestmark = pytest.mark.integration

@@ -1,8 +1,8 @@
 """Fleet probes over real sshd test hosts: every host probed at the same time, records, verdicts, report.
 
 Each host is a real sshd on loopback in its own namespaces (tests/testbed.py); the probes are the real
-extra of the benchmark stage (:func:`diagnose.bench.fleet_probes.run`: once through ``diagnose run`` with a
-playbook that switches them on, once called directly), launching ``fleet_program.py`` and the collective
+extra of the benchmark stage (:func:`diagnose.probes.fleet.run`: once through ``diagnose run`` with a
+playbook that switches them on, once called directly), launching ``fleet_probe.py`` and the collective
 program with torchrun over each host's own SSH connection. The hosts have no GPU, so they
 are gloo hosts: a memory copy per host, and (with two ranks per host) a single-node gloo all_reduce.
 
@@ -29,13 +29,13 @@ from typing import Any
 
 import pytest
 
-from diagnose.bench import fleet_probes
-from diagnose.bench.launcher import remote_dir
-from diagnose.bench.setup import BenchContext, choose_setup
-from diagnose.bench.stage import Stage
+from diagnose.benchmarks.setup import BenchContext, choose_setup
+from diagnose.benchmarks.stage import Stage
 from diagnose.cli import main
 from diagnose.connectors import connect
-from diagnose.model import CheckResult
+from diagnose.core.model import CheckResult
+from diagnose.launchers.base import remote_dir
+from diagnose.probes import fleet as fleet_probes
 from tests.integration.test_bench_testbed import hosts_of
 from tests.testbed import HostSpec, TestBed, TestHost, _pids_in
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from diagnose.connectors import LocalConnection, connect
-from diagnose.hosts import Host
+from diagnose.core.hosts import Host
 from tests.integration.test_bench_testbed import hosts_of
 from tests.testbed import HostSpec, TestBed
 

@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from diagnose.inventory import ALL, load_inventories, resolve_hosts
-from diagnose.playbook import parse_playbook
+from diagnose.config.playbook import parse_playbook
+from diagnose.targets.inventory import ALL, load_inventories, resolve_hosts
 from tests.e2e.cli import diagnose
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "inventories"

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from diagnose.report.checklist import NOT_COVERED, build_checklist
+from diagnose.render.checklist import NOT_COVERED, build_checklist
 from tests.e2e.cli import ROOT
 from tests.hostkit import healthy_h100, memlock_vars
 from tests.kubekit import FakeCluster, FakePod

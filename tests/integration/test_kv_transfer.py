@@ -2,7 +2,7 @@
 
 The same test bed as tests/integration/test_bench_testbed.py: each host a real sshd on loopback in its own
 namespaces, torchrun started over diagnose's SSH connections, the program shipped as a file. The extra
-runs because the plan switches it on (diagnose.bench.extras), measures the host pair with the 70B-class
+runs because the plan switches it on (diagnose.probes.registry), measures the host pair with the 70B-class
 block geometry at the short gloo lengths, and its records and checks reach results.json and the report.
 """
 
@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-from diagnose.bench.stage import BenchContext, run_benchmark_stage
+from diagnose.benchmarks.stage import BenchContext, run_benchmark_stage
 from diagnose.connectors import connect
-from diagnose.kv.model import KVModel
-from diagnose.model import CheckResult
-from diagnose.report.render import render
-from diagnose.results import ResultsStore
+from diagnose.core.model import CheckResult
+from diagnose.engine.results import ResultsStore
+from diagnose.inference.model import KVModel
+from diagnose.render.render import render
 from tests.integration.test_bench_testbed import hosts_of
 from tests.testbed import HostSpec, TestBed
 

@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from diagnose.bench.setup import BenchContext, choose_setup
-from diagnose.bench.stage import Stage
+from diagnose.benchmarks.setup import BenchContext, choose_setup
+from diagnose.benchmarks.stage import Stage
 from diagnose.connectors import connect
-from diagnose.hosts import Host
-from diagnose.model import CheckResult
+from diagnose.core.hosts import Host
+from diagnose.core.model import CheckResult
 from tests.integration.test_bench_testbed import hosts_of
 from tests.testbed import HostSpec, TestBed
 

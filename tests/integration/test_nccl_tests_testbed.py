@@ -25,13 +25,13 @@ from typing import Any
 
 import pytest
 
-from diagnose.bench.launcher import TOKEN_VAR
-from diagnose.bench.stage import BenchContext, run_benchmark_stage
+from diagnose.benchmarks.stage import BenchContext, run_benchmark_stage
 from diagnose.cli import main
 from diagnose.connectors import connect
-from diagnose.hosts import Host
-from diagnose.model import CheckResult
-from diagnose.vars import Vars
+from diagnose.core.hosts import Host
+from diagnose.core.model import CheckResult
+from diagnose.core.vars import Vars
+from diagnose.launchers.base import TOKEN_VAR
 from tests.testbed import TOOLS_DIR, HostSpec, TestBed, TestHost
 
 pytestmark = pytest.mark.integration

@@ -24,11 +24,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from diagnose.bench.stage import BenchContext, run_benchmark_stage
+from diagnose.benchmarks.stage import BenchContext, run_benchmark_stage
 from diagnose.connectors import connect
-from diagnose.hosts import Host
-from diagnose.model import CheckResult
-from diagnose.vars import Vars
+from diagnose.core.hosts import Host
+from diagnose.core.model import CheckResult
+from diagnose.core.vars import Vars
 from tests.e2e.cli import ROOT
 from tests.hostkit import PROFILE, healthy_h100, memlock_vars, port_down
 from tests.slurmbed import SlurmBed, slurm_bed

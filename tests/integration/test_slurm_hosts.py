@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.errors import ConfigError
-from diagnose.slurm_hosts import SlurmQuery, expand_hostlist, find_nodes
+from diagnose.core.errors import ConfigError
+from diagnose.slurm.hosts import SlurmQuery, expand_hostlist, find_nodes
 from tests.e2e.cli import ROOT
 from tests.slurmbed import SlurmBed, slurm_bed
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.playbook import load_playbook
+from diagnose.config.playbook import load_playbook
 from tests.hostkit import PROFILE, healthy_h100, memlock_vars, port_down, xid_79
 from tests.slurmbed import HealthCheck, SlurmBed, slurm_bed
 

@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from diagnose.bench.stage import BenchContext, run_benchmark_stage
-from diagnose.bench.train_probe import CHECKS, CPU_NOT_JUDGED
+from diagnose.benchmarks.stage import BenchContext, run_benchmark_stage
 from diagnose.connectors import connect
-from diagnose.model import CheckResult
+from diagnose.core.model import CheckResult
+from diagnose.probes.training import CHECKS, CPU_NOT_JUDGED
 from tests.integration.test_bench_testbed import hosts_of
 from tests.testbed import HostSpec, TestBed, TestHost
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import subprocess
 
-from diagnose.check import Command
 from diagnose.connectors import batch_script, parse_batch_output
+from diagnose.core.check import Command
 
 TOKEN = "@@diagnose-test"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from diagnose.bench.expect import expected_busbw, fabric_efficiency, judge_busbw, large_message_busbw
-from diagnose.vars import Vars
+from diagnose.benchmarks.expect import expected_busbw, fabric_efficiency, judge_busbw, large_message_busbw
+from diagnose.core.vars import Vars
 
 NDR400_8 = Vars({"line_rate_gbps": 400, "expected_hca_count": 8, "nvlink_busbw_gbps": 360})
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.check import ParseError
+from diagnose.core.check import ParseError
 from diagnose.parsers.nccl_tests import parse_nccl_tests, wrong_elements
 
 CASES = sorted((Path(__file__).parent.parent / "facts" / "nccl_tests").iterdir())

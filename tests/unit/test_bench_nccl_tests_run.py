@@ -12,8 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from diagnose.bench.launcher import TOKEN_VAR
-from diagnose.bench.nccl_tests_run import (
+from diagnose.benchmarks.nccl_tests import (
     HostCheck,
     NcclTestsBench,
     Settings,
@@ -25,13 +24,14 @@ from diagnose.bench.nccl_tests_run import (
     result_row,
     sweep_args,
 )
-from diagnose.bench.setup import BenchContext, Setup
-from diagnose.bench.stage import Stage, run_benchmark_stage
+from diagnose.benchmarks.setup import BenchContext, Setup
+from diagnose.benchmarks.stage import Stage, run_benchmark_stage
 from diagnose.connectors import LocalConnection
-from diagnose.hosts import Host
-from diagnose.model import CheckResult, CommandOutput
+from diagnose.core.hosts import Host
+from diagnose.core.model import CheckResult, CommandOutput
+from diagnose.core.vars import Vars
+from diagnose.launchers.base import TOKEN_VAR
 from diagnose.parsers.nccl_tests import parse_nccl_tests
-from diagnose.vars import Vars
 
 FACTS = Path(__file__).parent.parent / "facts" / "nccl_tests"
 ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET,GRAPH"}

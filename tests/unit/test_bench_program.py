@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.bench import program
-from diagnose.bench.program import bandwidths, bus_factor, counts, sweep
+from diagnose.shipped import collective_bench
+from diagnose.shipped.collective_bench import bandwidths, bus_factor, counts, sweep
 
-PROGRAM = Path(program.__file__)
+PROGRAM = Path(collective_bench.__file__)
 
 
 def test_sweep_walks_like_nccl_tests() -> None:
@@ -70,7 +70,7 @@ def test_program_under_torchrun_with_gloo(tmp_path: Path) -> None:
         f"--master-port={free_port()}",
         str(PROGRAM),
         "--backend=gloo",
-        "--collectives=" + ",".join(program.COLLECTIVES),
+        "--collectives=" + ",".join(collective_bench.COLLECTIVES),
         "--min-bytes=1000",
         "--max-bytes=100000",
         "--step-factor=10",
@@ -85,7 +85,7 @@ def test_program_under_torchrun_with_gloo(tmp_path: Path) -> None:
     assert records[0]["event"] == "start" and records[0]["ranks"] == 3
     assert records[-1]["event"] == "done"
     rows = [r for r in records if r["event"] == "row"]
-    assert len(rows) == 3 * len(program.COLLECTIVES)
+    assert len(rows) == 3 * len(collective_bench.COLLECTIVES)
     for row in rows:
         assert row["wrong"] == 0, row
         assert row["bytes"] == counts(row["collective"], row["bytes"], 4, 3)[2]
@@ -98,7 +98,7 @@ def test_program_under_torchrun_with_gloo(tmp_path: Path) -> None:
 
 CORRUPTION = """
 import sys
-from diagnose.bench.program import Bench, parse_args
+from diagnose.shipped.collective_bench import Bench, parse_args
 bench = Bench(parse_args(["--backend=gloo"]))
 buf = bench.torch.empty(1000)
 bench.fill_pattern(buf, 0)

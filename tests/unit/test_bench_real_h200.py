@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from diagnose.bench.expect import expected_busbw, judge_busbw, large_message_busbw
-from diagnose.playbook import load_profile
-from diagnose.vars import Vars
+from diagnose.benchmarks.expect import expected_busbw, judge_busbw, large_message_busbw
+from diagnose.config.playbook import load_profile
+from diagnose.core.vars import Vars
 
 REAL_RUN = Path(__file__).resolve().parents[1] / "fixtures" / "results" / "h200x4_real_moe.json"
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
-from diagnose.bench.launcher import LaunchOutcome
-from diagnose.bench.setup import BenchContext, Setup, choose_setup
-from diagnose.bench.stage import Stage
-from diagnose.hosts import Host
-from diagnose.vars import Vars
+from diagnose.benchmarks.setup import BenchContext, Setup, choose_setup
+from diagnose.benchmarks.stage import Stage
+from diagnose.core.hosts import Host
+from diagnose.core.vars import Vars
+from diagnose.launchers.base import LaunchOutcome
 
 LOGS = Path(__file__).parent.parent / "facts" / "nccl_log"
 NDR = {"expected_hca_count": 8, "line_rate_gbps": 400, "nvlink_busbw_gbps": 360}

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from diagnose.bench.expect import Expectation
-from diagnose.bench.setup import Setup
-from diagnose.bench.straggler import (
+from diagnose.benchmarks.expect import Expectation
+from diagnose.benchmarks.setup import Setup
+from diagnose.benchmarks.straggler import (
     busbw_of,
     localization_record,
     localize_settings,
     straggler_checks,
 )
-from diagnose.errors import ConfigError
-from diagnose.hosts import Host
+from diagnose.core.errors import ConfigError
+from diagnose.core.hosts import Host
+from diagnose.core.vars import Vars
 from diagnose.localize import Settings, localize
 from diagnose.localize.model import edge, ring_edges
-from diagnose.vars import Vars
 
 TWO = Expectation(340.0, 289.0, 391.0, "two nodes")
 NAMES = [f"n{i}" for i in range(12)]

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from diagnose.connectors import ConnectError, connect
-from diagnose.hosts import Host
-from diagnose.vars import Vars
+from diagnose.core.hosts import Host
+from diagnose.core.vars import Vars
 
 
 @pytest.fixture

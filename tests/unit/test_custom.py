@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from diagnose.custom import run_custom_checks, write_ssh_config
-from diagnose.hosts import Host
-from diagnose.vars import Vars
+from diagnose.core.hosts import Host
+from diagnose.core.vars import Vars
+from diagnose.engine.custom import run_custom_checks, write_ssh_config
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "checks" / "custom" / "example_sysctl.py"
 LOCAL = Host("workstation", vars=Vars({"ansible_connection": "local"}, host="workstation"))

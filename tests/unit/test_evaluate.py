@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from diagnose.check import Check, Command, ParseError
-from diagnose.evaluate import evaluate_check
-from diagnose.model import CommandOutput, Outcome
-from diagnose.vars import Vars
+from diagnose.core.check import Check, Command, ParseError
+from diagnose.core.model import CommandOutput, Outcome
+from diagnose.core.vars import Vars
+from diagnose.engine.evaluate import evaluate_check
 
 
 def _parse(outputs, host_vars):

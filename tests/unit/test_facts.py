@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from diagnose.check import ParseError
+from diagnose.core.check import ParseError
 from diagnose.parsers.gpudirect import parse_driver_version_file, parse_kernel_release, parse_modules
 from diagnose.parsers.ibstat import parse_ibstat
 from diagnose.parsers.ibv_devinfo import parse_dev_infiniband, parse_ibv_devinfo

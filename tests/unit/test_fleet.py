@@ -1,4 +1,4 @@
-"""Hosts against their peers (diagnose.fleet): median, MAD, robust z, odd hosts, fleet-wide shortfalls.
+"""Hosts against their peers (diagnose.probes.fleet_judge): median, MAD, robust z, odd hosts, fleet-wide shortfalls.
 
 Figures are built around what the lent H200 machine measured (tests/fixtures/captured/fleet_probe: pinned
 host→device copies 55.4 GB/s per GPU on PCIe Gen5 x16, the 10 samples of one figure within 0.4 % of each
@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from diagnose import fleet
+from diagnose.probes import fleet_judge as fleet
 
 H2D = 55.4  # GB/s, h200x2_256mib.jsonl
 

@@ -1,6 +1,6 @@
 """From the fleet probe's output to checks and results.json records, on what the probe really printed.
 
-The host figures come from the JSON lines ``fleet_program.py`` printed on the lent 2× H200 machine and on
+The host figures come from the JSON lines ``fleet_probe.py`` printed on the lent 2× H200 machine and on
 the 2-core CPU machine (tests/fixtures/captured/fleet_probe, see SOURCE there); a fleet is those lines as
 sixteen hosts would print them, one host's figures scaled where a test needs it slow.
 """
@@ -14,9 +14,12 @@ from typing import Any
 
 import pytest
 
-from diagnose import fleet
-from diagnose.bench import fleet_program
-from diagnose.bench.fleet_probes import (
+from diagnose.benchmarks.setup import Setup
+from diagnose.core.hosts import Host
+from diagnose.core.vars import Vars
+from diagnose.launchers.base import LaunchOutcome
+from diagnose.probes import fleet_judge as fleet
+from diagnose.probes.fleet import (
     CHECKS,
     HostFigures,
     Settings,
@@ -27,10 +30,7 @@ from diagnose.bench.fleet_probes import (
     single_host,
     skipped_checks,
 )
-from diagnose.bench.launcher import LaunchOutcome
-from diagnose.bench.setup import Setup
-from diagnose.hosts import Host
-from diagnose.vars import Vars
+from diagnose.shipped import fleet_probe
 
 CAPTURED = Path(__file__).parent.parent / "fixtures" / "captured" / "fleet_probe"
 NCCL_2GPU = Setup("nccl", 2, [], [])
@@ -82,7 +82,7 @@ def test_the_cpu_probe_says_what_it_could_not_measure() -> None:
 
 def test_expected_rows_match_what_the_probe_printed() -> None:
     printed = [(r["collective"], r["bytes"]) for r in outcome_of("h200x2_256mib.jsonl").rows]
-    assert printed == fleet_program.expected_rows(2, 256 << 20, "cuda")
+    assert printed == fleet_probe.expected_rows(2, 256 << 20, "cuda")
 
 
 def test_a_hung_probe_keeps_its_rows_and_is_an_error_for_its_checks() -> None:

@@ -14,8 +14,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from diagnose.bench.fabric_nics import compute_nics, is_compute, nics_phrase, wrong_nics
-from diagnose.check import Check, Command
+from diagnose.benchmarks.fabric_nics import compute_nics, is_compute, nics_phrase, wrong_nics
 from diagnose.checks import (
     gpu_pcie,
     host_reachable,
@@ -25,19 +24,20 @@ from diagnose.checks import (
     ib_mtu,
     ib_port_state,
 )
-from diagnose.engine import (
+from diagnose.config.playbook import load_profile
+from diagnose.core.check import Check, Command
+from diagnose.core.hosts import Host
+from diagnose.core.model import CommandOutput
+from diagnose.core.vars import Vars
+from diagnose.engine.evaluate import evaluate_check, fold_into_root_causes
+from diagnose.engine.results import ResultsStore
+from diagnose.engine.sampling import LoadSampler
+from diagnose.engine.stages import (
     HostState,
     assess_host,
     note_counters_on_slow_collectives,
     run_after_snapshot_stage,
 )
-from diagnose.evaluate import evaluate_check, fold_into_root_causes
-from diagnose.hosts import Host
-from diagnose.model import CommandOutput
-from diagnose.playbook import load_profile
-from diagnose.results import ResultsStore
-from diagnose.sampling import LoadSampler
-from diagnose.vars import Vars
 
 CAPTURED = Path(__file__).resolve().parent.parent / "fixtures" / "captured"
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from diagnose.check import ParseError
+from diagnose.core.check import ParseError
 from diagnose.parsers.gpu_query import parse_gpu_query
 from diagnose.parsers.ib_counters import parse_ib_counters
 from diagnose.parsers.kernel_log import parse_kernel_log

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from diagnose.check import Check
 from diagnose.checks import (
     gpu_clocks,
     gpu_fabricmanager,
@@ -24,10 +23,11 @@ from diagnose.checks import (
     host_memlock,
     ib_counters,
 )
-from diagnose.evaluate import evaluate_check
-from diagnose.model import CommandOutput
-from diagnose.playbook import load_profile
-from diagnose.vars import Vars
+from diagnose.config.playbook import load_profile
+from diagnose.core.check import Check
+from diagnose.core.model import CommandOutput
+from diagnose.core.vars import Vars
+from diagnose.engine.evaluate import evaluate_check
 
 CAPTURED = Path(__file__).resolve().parent.parent / "fixtures" / "captured"
 HEALTHY_QUERY = "gpu_query/h200x2_580_healthy.txt"

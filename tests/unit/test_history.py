@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from diagnose import history
-from diagnose.errors import ConfigError
+from diagnose.core.errors import ConfigError
 
 # bytes, time_us, algbw_gbps, busbw_gbps (nccl-tests out-of-place, 16 ranks)
 A3_ALL_REDUCE = [

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from diagnose import history
+from diagnose.core.vars import Vars
 from diagnose.history.stability import count_flips, statuses_of, unstable_checks
-from diagnose.vars import Vars
 from tests.unit.test_history import fail_check, make_results, night, record
 
 FLAP = "ib.port_state"

@@ -6,9 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.errors import ConfigError
-from diagnose.hosts import Host
-from diagnose.inventory import (
+from diagnose.config.playbook import load_playbook, parse_playbook
+from diagnose.core.errors import ConfigError
+from diagnose.core.hosts import Host
+from diagnose.core.vars import Vars
+from diagnose.targets.inventory import (
     expand_host_pattern,
     ini_value,
     list_hosts,
@@ -18,8 +20,6 @@ from diagnose.inventory import (
     relevant_vars,
     resolve_hosts,
 )
-from diagnose.playbook import load_playbook, parse_playbook
-from diagnose.vars import Vars
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "inventories"
 REPO = Path(__file__).parent.parent.parent

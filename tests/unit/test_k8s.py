@@ -1,4 +1,4 @@
-"""diagnose.k8s without a cluster: kubectl command lines, refused options, kubectl's error words, pod
+"""diagnose.k8s.pods without a cluster: kubectl command lines, refused options, kubectl's error words, pod
 lists, group discovery through resolve_hosts, pods attached to hosts (kubectl answers injected)."""
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.errors import ConfigError
-from diagnose.hosts import Host
-from diagnose.inventory import resolve_hosts
-from diagnose.k8s import (
+from diagnose.config.playbook import load_playbook
+from diagnose.core.errors import ConfigError
+from diagnose.core.hosts import Host
+from diagnose.core.vars import Vars
+from diagnose.k8s.pods import (
     POD_ERROR_VAR,
     KubectlArgsError,
     KubectlTarget,
@@ -23,8 +24,7 @@ from diagnose.k8s import (
     parse_extra_args,
     running_pod_names,
 )
-from diagnose.playbook import load_playbook
-from diagnose.vars import Vars
+from diagnose.targets.inventory import resolve_hosts
 
 POD = json.loads((Path(__file__).parents[1] / "fixtures" / "k8s" / "rdma-gpu-pod.json").read_text())
 
@@ -154,7 +154,7 @@ def test_the_rendezvous_address_can_be_a_multus_network() -> None:
 
 def test_a_dry_run_shows_the_pod_node_but_not_the_pod_object() -> None:
     """The pod object is read from the cluster; its env may hold literal secrets, so --check never prints it."""
-    from diagnose.inventory import relevant_vars
+    from diagnose.targets.inventory import relevant_vars
 
     host = Host(
         "p-0",

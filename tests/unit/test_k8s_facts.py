@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from diagnose.check import ParseError
+from diagnose.core.check import ParseError
 from diagnose.parsers.pod import parse_interfaces, parse_pod, parse_shm
 from tests.unit.test_facts import check_case
 

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from diagnose.check import Check
 from diagnose.checks import k8s_host_parity, k8s_networks, k8s_rdma_devices, k8s_resources, k8s_shm
-from diagnose.evaluate import evaluate_check
-from diagnose.model import CommandOutput
-from diagnose.vars import Vars
+from diagnose.core.check import Check
+from diagnose.core.model import CommandOutput
+from diagnose.core.vars import Vars
+from diagnose.engine.evaluate import evaluate_check
 
 CAPTURED = Path(__file__).resolve().parent.parent / "fixtures" / "captured"
 IBV = (CAPTURED / "ibv_devinfo/h100_cx7_ib_8hca.txt").read_text()

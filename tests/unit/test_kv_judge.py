@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from diagnose.kv.judge import (
+from diagnose.inference.judge import (
     Limits,
     expected_gbps,
     judge_placement,

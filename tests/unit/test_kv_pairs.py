@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from diagnose.checks import gpu_topology
-from diagnose.kv.pairs import Endpoint, parse_endpoint, parse_pair, path_rank, plan_pairs
-from diagnose.model import CommandOutput
-from diagnose.vars import Vars
+from diagnose.core.model import CommandOutput
+from diagnose.core.vars import Vars
+from diagnose.inference.pairs import Endpoint, parse_endpoint, parse_pair, path_rank, plan_pairs
 
 CAPTURED = Path(__file__).resolve().parent.parent / "fixtures" / "captured"
 

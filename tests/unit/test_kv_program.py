@@ -13,8 +13,8 @@ import statistics
 import pytest
 import torch
 
-from diagnose.bench import kv_program
-from diagnose.bench.kv_program import Transfer, percentile, repetitions, rows, summary_us
+from diagnose.shipped import kv_probe
+from diagnose.shipped.kv_probe import Transfer, percentile, repetitions, rows, summary_us
 
 
 def test_percentiles_interpolate_between_ranks_as_numpy_does() -> None:
@@ -63,7 +63,7 @@ def one_rank(sender: bool, block_bytes: int, blocks: int) -> Transfer:
 
 
 def test_the_check_finds_a_block_in_the_wrong_slot(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(kv_program, "CHECK_BYTES", 3 * 1000)  # three blocks per step: the check runs in steps
+    monkeypatch.setattr(kv_probe, "CHECK_BYTES", 3 * 1000)  # three blocks per step: the check runs in steps
     prefill, decode = one_rank(True, 1000, 10), one_rank(False, 1000, 10)
     prefill.fill(10)
     decode.fill(10)
@@ -81,8 +81,8 @@ def test_the_check_finds_a_block_in_the_wrong_slot(monkeypatch: pytest.MonkeyPat
 
 
 def test_arguments() -> None:
-    args = kv_program.parse_args(["--gpus", "1,0", "--tokens", "16,64", "--methods", "packed"])
+    args = kv_probe.parse_args(["--gpus", "1,0", "--tokens", "16,64", "--methods", "packed"])
     assert args.gpus == [1, 0] and args.tokens == [16, 64] and args.methods == ["packed"]
     for bad in (["--methods", "rdma"], ["--gpus", "0"], ["--methods", "staged", "--staged-max-tokens", "8"]):
         with pytest.raises(SystemExit):
-            kv_program.parse_args(["--tokens", "16", *bad])
+            kv_probe.parse_args(["--tokens", "16", *bad])

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from pypdf import PdfReader
 
-from diagnose.report import render
-from diagnose.report.view_inference import build_inference
+from diagnose.render import render
+from diagnose.render.view_inference import build_inference
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "results" / "h200x2_kv_transfer.json"
 

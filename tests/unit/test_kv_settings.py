@@ -7,17 +7,17 @@ from types import SimpleNamespace
 
 import pytest
 
-from diagnose.bench import kv_transfer
-from diagnose.bench.kv_transfer import Settings, expected_rows, limits, program_args
-from diagnose.bench.setup import BenchContext, Setup
-from diagnose.bench.stage import Stage
-from diagnose.host_settings import first_problem, parse_pair_env
-from diagnose.hosts import Host
-from diagnose.kv.model import KVModel
-from diagnose.kv.pairs import Endpoint, Pair
-from diagnose.model import CheckResult
-from diagnose.playbook import load_profile
-from diagnose.vars import Vars
+from diagnose.benchmarks.setup import BenchContext, Setup
+from diagnose.benchmarks.stage import Stage
+from diagnose.config.host_settings import first_problem, parse_pair_env
+from diagnose.config.playbook import load_profile
+from diagnose.core.hosts import Host
+from diagnose.core.model import CheckResult
+from diagnose.core.vars import Vars
+from diagnose.inference.model import KVModel
+from diagnose.inference.pairs import Endpoint, Pair
+from diagnose.probes import kv_transfer
+from diagnose.probes.kv_transfer import Settings, expected_rows, limits, program_args
 
 
 @pytest.mark.parametrize(

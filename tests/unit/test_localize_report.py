@@ -6,17 +6,17 @@ import json
 from pathlib import Path
 from typing import Any
 
-from diagnose.bench.expect import Expectation
-from diagnose.bench.setup import Setup
-from diagnose.bench.straggler import localization_record
-from diagnose.hosts import Host
+from diagnose.benchmarks.expect import Expectation
+from diagnose.benchmarks.setup import Setup
+from diagnose.benchmarks.straggler import localization_record
+from diagnose.core.hosts import Host
+from diagnose.core.vars import Vars
 from diagnose.localize import Settings, localize
 from diagnose.localize.model import ring_edges
-from diagnose.report.html import render_html
-from diagnose.report.load import clean_tree, normalize
-from diagnose.report.view import build_report
-from diagnose.report.view_localization import build_localization
-from diagnose.vars import Vars
+from diagnose.render.html import render_html
+from diagnose.render.load import clean_tree, normalize
+from diagnose.render.view import build_report
+from diagnose.render.view_localization import build_localization
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "results"
 TWO = Expectation(340.0, 289.0, 391.0, "two nodes")

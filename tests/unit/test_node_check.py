@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 
 from diagnose.cli import main
-from diagnose.model import CheckResult
-from diagnose.node_check import (
+from diagnose.commands.node_check import (
     EXIT_INTERNAL,
     EXIT_UNHEALTHY,
     EXIT_USAGE,
@@ -21,8 +20,9 @@ from diagnose.node_check import (
     summary_line,
     this_node,
 )
+from diagnose.core.model import CheckResult
 from diagnose.parsers.scontrol_node import parse_scontrol_node
-from diagnose.slurm_drain import REASON_LIMIT, Action, decide, drain_reason
+from diagnose.slurm.drain import REASON_LIMIT, Action, decide, drain_reason
 
 TESTS = Path(__file__).resolve().parent.parent
 CASES = sorted((TESTS / "facts" / "scontrol_node").glob("*.json"))
@@ -47,7 +47,7 @@ def test_scontrol_node_cases(path: Path) -> None:
 
 
 def test_scontrol_node_without_a_node_line_is_a_parse_error() -> None:
-    from diagnose.check import ParseError
+    from diagnose.core.check import ParseError
 
     with pytest.raises(ParseError, match="no NodeName= line"):
         parse_scontrol_node("Node no-such-node not found\n")

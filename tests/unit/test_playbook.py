@@ -7,9 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.errors import ConfigError
-from diagnose.inventory import load_inventory, resolve_hosts
-from diagnose.playbook import (
+from diagnose.config.playbook import (
     available_playbooks,
     available_profiles,
     check_unknown_patterns,
@@ -18,6 +16,8 @@ from diagnose.playbook import (
     load_profile,
     parse_size,
 )
+from diagnose.core.errors import ConfigError
+from diagnose.targets.inventory import load_inventory, resolve_hosts
 
 REPO = Path(__file__).parent.parent.parent
 MIB = 1 << 20

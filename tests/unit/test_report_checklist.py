@@ -1,4 +1,4 @@
-"""The operational checklist filled in from results (diagnose.report.checklist) and host-range folding."""
+"""The operational checklist filled in from results (diagnose.render.checklist) and host-range folding."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from diagnose.report.checklist import NOT_COVERED, build_checklist, curve_shape
-from diagnose.report.hostlist import fold, summarize
+from diagnose.render.checklist import NOT_COVERED, build_checklist, curve_shape
+from diagnose.render.hostlist import fold, summarize
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "results"
 
@@ -149,7 +149,7 @@ def test_a_gpu_acceptance_run_covers_sections_4_and_5_by_measurement() -> None:
 
 
 def test_the_gpu_acceptance_report_shows_the_probe_numbers(tmp_path: Path) -> None:
-    from diagnose.report.render import render
+    from diagnose.render.render import render
 
     results = tmp_path / "results.json"
     results.write_text((FIXTURES / "h200x2_acceptance_extras.json").read_text())
@@ -164,7 +164,7 @@ def test_a_real_gpu_run_names_the_slowed_host(tmp_path: Path) -> None:
     """A lent 4× H200 as four one-GPU hosts (local connection, CUDA_VISIBLE_DEVICES per host), gpu3 shared
     with a matmul loop in another process (2026-11-22): the 4-node all_reduce falls short and the
     localization names gpu3 from its pairs with two partners, with the measurements behind it."""
-    from diagnose.report.render import render
+    from diagnose.render.render import render
 
     results = json.loads((FIXTURES / "h200x4_localize_gpu3.json").read_text())
     (search,) = results["localization"]

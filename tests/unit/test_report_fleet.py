@@ -1,7 +1,7 @@
 """The report's fleet chapter, built from records the fleet probes produce on captured probe output.
 
 The run document is tests/fixtures/results/h200_local.json (a real run on the lent H200 machine); its
-``fleet`` list is what :func:`diagnose.bench.fleet_probes.judge_fleet` makes of the H200 probe captured
+``fleet`` list is what :func:`diagnose.probes.fleet.judge_fleet` makes of the H200 probe captured
 there, printed by as many hosts as a test needs (see tests/unit/test_fleet_verdicts.py).
 """
 
@@ -13,9 +13,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from diagnose.bench.fleet_probes import judge_fleet, single_host
-from diagnose.report.render import render_from_dict
-from diagnose.report.view_fleet import ALL_ROWS_UP_TO, build_fleet
+from diagnose.probes.fleet import judge_fleet, single_host
+from diagnose.render.render import render_from_dict
+from diagnose.render.view_fleet import ALL_ROWS_UP_TO, build_fleet
 from tests.unit.test_fleet_verdicts import host, settings
 
 RUN = Path(__file__).parent.parent / "fixtures" / "results" / "h200_local.json"

@@ -1,11 +1,11 @@
-"""Cleaning of hostile strings and reading of evidence excerpts (diagnose.report.load)."""
+"""Cleaning of hostile strings and reading of evidence excerpts (diagnose.render.load)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from diagnose.report.load import clean_text, clean_tree, normalize, read_excerpt, read_results
+from diagnose.render.load import clean_text, clean_tree, normalize, read_excerpt, read_results
 
 
 def test_bytes_that_were_not_utf8_show_as_hex_escapes() -> None:

@@ -10,10 +10,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from diagnose.report.atomic import write_atomic
-from diagnose.report.junit import render_junit
-from diagnose.report.load import clean_tree, normalize
-from diagnose.report.prometheus import escape_label, render_prometheus
+from diagnose.render.atomic import write_atomic
+from diagnose.render.junit import render_junit
+from diagnose.render.load import clean_tree, normalize
+from diagnose.render.prometheus import escape_label, render_prometheus
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "results"
 

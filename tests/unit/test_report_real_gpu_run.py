@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pypdf import PdfReader
 
-from diagnose.report import render
+from diagnose.render import render
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "results" / "h200x4_real_moe.json"
 

@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 from pypdf import PdfReader
 
-from diagnose.report import render
+from diagnose.render import render
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "results"
 CHROMIUM = "/usr/bin/chromium"

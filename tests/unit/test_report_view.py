@@ -1,4 +1,4 @@
-"""What the report shows, before any rendering (diagnose.report.view)."""
+"""What the report shows, before any rendering (diagnose.render.view)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from diagnose.report.load import clean_tree, normalize
-from diagnose.report.view import build_cover, build_environment, build_matrix, build_report
+from diagnose.render.load import clean_tree, normalize
+from diagnose.render.view import build_cover, build_environment, build_matrix, build_report
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "results"
 
@@ -111,7 +111,7 @@ def test_benchmark_view_has_transport_straggler_and_curve() -> None:
 
 def test_history_trend_from_the_history_module_becomes_runs_and_series(tmp_path: Path) -> None:
     from diagnose import history
-    from diagnose.report.html import render_html
+    from diagnose.render.html import render_html
 
     db = tmp_path / "history.sqlite"
     base = json.loads((FIXTURES / "cluster_failures.json").read_text())

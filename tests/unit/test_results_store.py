@@ -6,8 +6,8 @@ import json
 import time
 from pathlib import Path
 
-from diagnose.model import CheckResult
-from diagnose.results import ResultsStore, verdict_of
+from diagnose.core.model import CheckResult
+from diagnose.engine.results import ResultsStore, verdict_of
 
 
 def _check(status: str, host: str = "n1") -> CheckResult:

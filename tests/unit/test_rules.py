@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 
-from diagnose.catalog import load_catalog
-from diagnose.check import Check
+from diagnose.catalog.loading import load_catalog
 from diagnose.checks import (
     gpu_gpudirect,
     gpu_topology,
@@ -28,10 +27,11 @@ from diagnose.checks import (
     nccl_version,
     versions_consistency,
 )
-from diagnose.environment import environment_from_facts
-from diagnose.model import CommandOutput
-from diagnose.playbook import load_profile
-from diagnose.vars import Vars
+from diagnose.config.playbook import load_profile
+from diagnose.core.check import Check
+from diagnose.core.model import CommandOutput
+from diagnose.core.vars import Vars
+from diagnose.engine.environment import environment_from_facts
 
 CAPTURED = Path(__file__).resolve().parent.parent / "fixtures" / "captured"
 UVERBS_8 = "\n".join(["rdma_cm", *(f"uverbs{i}" for i in range(8))])

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.catalog import load_catalog
-from diagnose.check import Check, Command
+from diagnose.catalog.loading import load_catalog
+from diagnose.config.host_settings import first_problem, parse_bench_env
 from diagnose.connectors import env_prefix
-from diagnose.evaluate import evaluate_check
-from diagnose.host_settings import first_problem, parse_bench_env
-from diagnose.model import CommandOutput
-from diagnose.redact import MASK, is_secret_name, redact_argv, redact_assignments, redact_extra_vars
-from diagnose.streams import Capped, FramedStream
-from diagnose.vars import Vars
+from diagnose.core.check import Check, Command
+from diagnose.core.model import CommandOutput
+from diagnose.core.redact import MASK, is_secret_name, redact_argv, redact_assignments, redact_extra_vars
+from diagnose.core.streams import Capped, FramedStream
+from diagnose.core.vars import Vars
+from diagnose.engine.evaluate import evaluate_check
 
 TOKEN = "@@diagnose-0123456789abcdef"
 CAPTURED = Path(__file__).resolve().parent.parent / "fixtures" / "captured"

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from diagnose.errors import ConfigError
-from diagnose.serving import judge_serving, parse_serving, serving_record
+from diagnose.core.errors import ConfigError
+from diagnose.inference.serving import judge_serving, parse_serving, serving_record
 
 SERVING = Path(__file__).resolve().parent.parent / "fixtures" / "serving"
 
@@ -83,8 +83,8 @@ def test_other_json_is_refused_and_the_record_keeps_the_facts() -> None:
 
 def test_diagnose_trace_serving_writes_section_5(tmp_path: Path) -> None:
     """`diagnose trace --serving FILE`: the result judged with the SLOs of -e, in results.json and the report."""
-    from diagnose.report.render import render
-    from diagnose.trace_cmd import TraceOptions, run_trace
+    from diagnose.commands.trace import TraceOptions, run_trace
+    from diagnose.render.render import render
 
     fixture = str(SERVING / "vllm_qwen3vl8b_1qps.json")
     out = tmp_path / "out"

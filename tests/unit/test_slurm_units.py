@@ -14,18 +14,18 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.bench.launcher_srun import RANK, srun_argv, task_script
-from diagnose.bench.torchrun_cmd import torchrun_args
+from diagnose.config.host_settings import first_problem
+from diagnose.config.playbook import load_playbook
 from diagnose.connectors.srun import step_argv
-from diagnose.errors import ConfigError
+from diagnose.core.errors import ConfigError
+from diagnose.core.vars import Vars
 from diagnose.history import prune, record_run
 from diagnose.history.coverage import last_covered, record_coverage, stalest
-from diagnose.host_settings import first_problem
-from diagnose.inventory import resolve_hosts
-from diagnose.playbook import load_playbook
-from diagnose.slurm_hosts import SlurmNode, SlurmNodes, SlurmQuery
-from diagnose.slurm_submit import batch_script, job_id, split_secrets
-from diagnose.vars import Vars
+from diagnose.launchers.srun import RANK, srun_argv, task_script
+from diagnose.launchers.torchrun_argv import torchrun_args
+from diagnose.slurm.hosts import SlurmNode, SlurmNodes, SlurmQuery
+from diagnose.slurm.submit import batch_script, job_id, split_secrets
+from diagnose.targets.inventory import resolve_hosts
 
 
 def write(path: Path, text: str) -> Path:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from diagnose.host_settings import first_problem
-from diagnose.ssh_args import (
+from diagnose.config.host_settings import first_problem
+from diagnose.connectors.ssh_args import (
     Hop,
     SSHArgs,
     SSHArgsError,
@@ -14,7 +14,7 @@ from diagnose.ssh_args import (
     parse_jump_spec,
     parse_ssh_args,
 )
-from diagnose.vars import Vars
+from diagnose.core.vars import Vars
 
 
 @pytest.mark.parametrize(

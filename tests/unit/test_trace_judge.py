@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from diagnose.core.vars import Vars
 from diagnose.trace import judge
 from diagnose.trace.analyze import RankAnalysis, analyze_trace
 from diagnose.trace.judge import FabricBaseline, baseline_from_benchmarks, judge_training, training_record
-from diagnose.vars import Vars
 from tests.unit.test_trace_analyze import _step, _write, _x
 
 TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"

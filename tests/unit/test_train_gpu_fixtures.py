@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from diagnose.core.vars import Vars
 from diagnose.trace.analyze import RankAnalysis, analyze_trace
 from diagnose.trace.judge import FabricBaseline, judge_training
-from diagnose.vars import Vars
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "traces" / "gpu"
 GRADIENT_BYTES = 1_879_539_712

@@ -5,18 +5,18 @@ from __future__ import annotations
 
 import pytest
 
-from diagnose.bench.setup import Setup
-from diagnose.bench.train_probe import ProbeSettings, phase_budget, skip_reason
-from diagnose.bench.train_program import (
+from diagnose.benchmarks.setup import Setup
+from diagnose.config.host_settings import first_problem
+from diagnose.core.hosts import Host
+from diagnose.core.vars import Vars
+from diagnose.probes.training import ProbeSettings, phase_budget, skip_reason
+from diagnose.shipped.train_probe import (
     GPU_DEFAULTS,
     gradient_bytes,
     model_shape,
     parameter_count,
     parse_args,
 )
-from diagnose.host_settings import first_problem
-from diagnose.hosts import Host
-from diagnose.vars import Vars
 
 
 @pytest.mark.parametrize(

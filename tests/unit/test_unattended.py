@@ -15,13 +15,14 @@ from typing import Any
 
 import pytest
 
-from diagnose import history, unattended
-from diagnose.model import CheckResult
+from diagnose import history
+from diagnose.core.model import CheckResult
+from diagnose.engine import unattended
 
 HOLDER = textwrap.dedent(
     """
     import sys
-    from diagnose.unattended import acquire_lock
+    from diagnose.engine.unattended import acquire_lock
     lock = acquire_lock(sys.argv[1])
     print("locked", flush=True)
     sys.stdin.read()

@@ -1,0 +1,1 @@
+"""Kubernetes pods as hosts: reading and discovering pods through ``kubectl``."""
