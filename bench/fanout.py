@@ -7,7 +7,7 @@
 
 Targets (issue 2): diagnose <= 1.3 x the floor, and >= 20 x faster than ansible-playbook.
 
-Every host is a healthy 8x H100 node of tests/hostkit.py. Its Python interpreter for the torch probe is a
+Every host is a healthy 8x H100 node of tests/support/hostkit.py. Its Python interpreter for the torch probe is a
 fake that prints the probe's output captured on a lent H200 machine: a real `import torch` costs about
 1.5 CPU-seconds per host, the same for all three methods, and on this 2-core machine 64 of them would
 measure torch's import time rather than the orchestration the bench compares.
@@ -37,8 +37,8 @@ from diagnose.config.playbook import load_playbook  # noqa: E402
 from diagnose.engine import stages as engine  # noqa: E402
 from diagnose.engine.results import ResultsStore  # noqa: E402
 from diagnose.targets.inventory import resolve_hosts  # noqa: E402
-from tests.hostkit import captured, healthy_h100  # noqa: E402
-from tests.testbed import HostSpec, Reply, TestBed, memlock_ceiling_kib  # noqa: E402
+from tests.support.hostkit import captured, healthy_h100  # noqa: E402
+from tests.support.testbed import HostSpec, Reply, TestBed, memlock_ceiling_kib  # noqa: E402
 
 ANSIBLE_VENV = ROOT / "bench" / ".venv-ansible"
 PROBE_PYTHON = "bench-python"
@@ -153,7 +153,7 @@ def main() -> int:
             extra_vars={
                 "diagnose_profile": "h100-8x-ndr400",
                 "ansible_python_interpreter": PROBE_PYTHON,
-                # Where the machine cannot raise `ulimit -l`, healthy hosts have its limit (tests/hostkit.py).
+                # Where the machine cannot raise `ulimit -l`, healthy hosts have its limit (tests/support/hostkit.py).
                 **({"min_memlock_kib": memlock_ceiling_kib()} if memlock_ceiling_kib() else {}),
             },
         )

@@ -9,8 +9,8 @@ timed, wall clock from start to exit (Python's start and imports included, as sl
 
 Where they run:
 
-* default: on node n1 of the Slurm test bed (tests/slurmbed.py), a healthy 8x H100 NDR node of
-  tests/hostkit.py (its tools print real captured outputs), each command a job step `srun -w n1 ...`, so
+* default: on node n1 of the Slurm test bed (tests/support/slurmbed.py), a healthy 8x H100 NDR node of
+  tests/support/hostkit.py (its tools print real captured outputs), each command a job step `srun -w n1 ...`, so
   srun's own cost is in the numbers as it is in a Prolog; needs what the bed needs (root, Slurm, munge).
 * `--local`: on this machine, no Slurm (for a lent GPU machine: real nvidia-smi on real GPUs).
 
@@ -107,8 +107,8 @@ def main() -> None:
             rows = measure(_run, args.runs, _for_run(options), work)
             print_table(f"this machine, {args.runs} runs each", rows)
             return
-        from tests.hostkit import PROFILE, healthy_h100, memlock_vars
-        from tests.slurmbed import SlurmBed
+        from tests.support.hostkit import PROFILE, healthy_h100, memlock_vars
+        from tests.support.slurmbed import SlurmBed
 
         options = ["--profile", args.profile or PROFILE, *memlock_vars(), *extra]
         with SlurmBed(work / "bed", [healthy_h100("n1")]) as bed:

@@ -1,4 +1,4 @@
-"""Fixtures shared by all test layers: the sshd test bed of tests/testbed.py."""
+"""Fixtures shared by all test layers: the sshd test bed of tests/support/testbed.py."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.testbed import TestBed, prerequisite_problem
+from tests.support.testbed import TestBed, prerequisite_problem
 
 
 def _in_ci() -> bool:

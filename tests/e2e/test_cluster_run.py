@@ -1,6 +1,6 @@
 """An acceptance run of a small cluster reads as a document: `diagnose run` over three real sshd hosts.
 
-Two healthy 8x H100 NDR nodes and one with an InfiniBand port Down (tests/hostkit.py) are judged against
+Two healthy 8x H100 NDR nodes and one with an InfiniBand port Down (tests/support/hostkit.py) are judged against
 the h100-8x-ndr400 profile. The hosts have no GPUs, so ``bench_backend=gloo`` makes the benchmark stage
 start a real torchrun on every host over SSH: the collectives are real, their bandwidth is not judged.
 Every output format is then read back the way its consumer reads it: the PDF's text, JUnit XML through
@@ -20,9 +20,9 @@ import pytest
 from pypdf import PdfReader
 
 from diagnose.shipped.collective_bench import bus_factor
-from tests.e2e.cli import diagnose
-from tests.hostkit import PROFILE, healthy_h100, memlock_vars, port_down
-from tests.testbed import TestBed
+from tests.support.cli import diagnose
+from tests.support.hostkit import PROFILE, healthy_h100, memlock_vars, port_down
+from tests.support.testbed import TestBed
 
 pytestmark = pytest.mark.e2e
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.cli import diagnose
+from tests.support.cli import diagnose
 
 pytestmark = pytest.mark.e2e
 

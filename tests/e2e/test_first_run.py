@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from diagnose.targets.local_machine import no_gpu_reason, nvidia_gpus_on_pci
-from tests.e2e.cli import diagnose
+from tests.support.cli import diagnose
 
 pytestmark = pytest.mark.e2e
 

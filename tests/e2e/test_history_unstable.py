@@ -1,7 +1,7 @@
 """A host whose InfiniBand port flaps between nights is history.unstable, through `diagnose run --history`.
 
 Each night is a fresh test bed at the same inventory path, node2 healthy or with its port Down
-(tests/hostkit.py), and the same history database; ``-e history_unstable_flips=2`` makes three nights enough.
+(tests/support/hostkit.py), and the same history database; ``-e history_unstable_flips=2`` makes three nights enough.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.cli import diagnose
-from tests.hostkit import PROFILE, healthy_h100, memlock_vars, port_down
-from tests.testbed import HostSpec, TestBed
+from tests.support.cli import diagnose
+from tests.support.hostkit import PROFILE, healthy_h100, memlock_vars, port_down
+from tests.support.testbed import HostSpec, TestBed
 
 pytestmark = pytest.mark.e2e
 

@@ -9,7 +9,7 @@ import pytest
 from pypdf import PdfReader
 
 from diagnose.targets.local_machine import no_gpu_reason
-from tests.e2e.cli import diagnose
+from tests.support.cli import diagnose
 
 pytestmark = pytest.mark.e2e
 

@@ -2,7 +2,7 @@
 
 A night is ``diagnose run --playbook <nightly> --runs-dir ... --history ... --quiet`` as cron runs it: one
 line on stdout for the mail, a dated folder, the run recorded in the history database. Between nights the
-test bed is restarted with node2 carrying a fault from tests/hostkit.py (an InfiniBand port Down), as if
+test bed is restarted with node2 carrying a fault from tests/support/hostkit.py (an InfiniBand port Down), as if
 a cable failed during the day, and later with node2 repaired. The playbook is the shipped nightly's
 checks and nightly settings with a tiny gloo sweep (the hosts have no GPUs) and ``keep_runs: 1``, so that
 retention has something to remove by the third night.
@@ -22,9 +22,9 @@ import pytest
 import yaml
 
 from diagnose.engine.unattended import acquire_lock, lock_path
-from tests.e2e.cli import diagnose
-from tests.hostkit import PROFILE, healthy_h100, memlock_vars, port_down
-from tests.testbed import HostSpec, TestBed
+from tests.support.cli import diagnose
+from tests.support.hostkit import PROFILE, healthy_h100, memlock_vars, port_down
+from tests.support.testbed import HostSpec, TestBed
 
 pytestmark = pytest.mark.e2e
 

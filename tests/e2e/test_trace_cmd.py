@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.cli import diagnose
+from tests.support.cli import diagnose
 
 TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
 CPU = TRACES / "cpu"

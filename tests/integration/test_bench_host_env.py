@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from diagnose.cli import main
-from tests.testbed import HostSpec, TestBed
+from tests.support.testbed import HostSpec, TestBed
 
 pytestmark = pytest.mark.integration
 

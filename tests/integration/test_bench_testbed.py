@@ -1,6 +1,6 @@
 """The benchmark stage across two real sshd test hosts: gloo through torchrun over SSH, a hang, a death.
 
-Each host is a real sshd on loopback in its own mount and pid namespaces (tests/testbed.py), so torchrun
+Each host is a real sshd on loopback in its own mount and pid namespaces (tests/support/testbed.py), so torchrun
 really starts on two "nodes" through diagnose's SSH connections, rendezvous over TCP, and the kill logic
 only sees each host's own processes, as on a cluster.
 """
@@ -25,7 +25,7 @@ from diagnose.core.hosts import Host
 from diagnose.core.model import CheckResult
 from diagnose.core.vars import Vars
 from diagnose.shipped.collective_bench import bus_factor
-from tests.testbed import HostSpec, TestBed, TestHost
+from tests.support.testbed import HostSpec, TestBed, TestHost
 
 pytestmark = pytest.mark.integration
 

@@ -1,6 +1,6 @@
 """The check catalog end to end over real sshd hosts: every injected fault named, healthy hosts left alone.
 
-The hosts of tests/hostkit.py (two healthy 8x H100 NDR nodes and one node per fault) are judged by one
+The hosts of tests/support/hostkit.py (two healthy 8x H100 NDR nodes and one node per fault) are judged by one
 ``diagnose run`` against the h100-8x-ndr400 profile, with the example testinfra module as a custom check.
 The run happens once for the module; each test reads its results.json. A link flap is a fault that
 happens during a run, so it has a run of its own with a short gloo benchmark between the snapshots.
@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from diagnose.cli import main
-from tests.hostkit import FAULTS, FLAP, FLAP_PORT, PROFILE, healthy_h100, memlock_vars
-from tests.testbed import TestBed, memlock_ceiling_kib
+from tests.support.hostkit import FAULTS, FLAP, FLAP_PORT, PROFILE, healthy_h100, memlock_vars
+from tests.support.testbed import TestBed, memlock_ceiling_kib
 
 pytestmark = pytest.mark.integration
 

@@ -1,6 +1,6 @@
 """Fleet probes over real sshd test hosts: every host probed at the same time, records, verdicts, report.
 
-Each host is a real sshd on loopback in its own namespaces (tests/testbed.py); the probes are the real
+Each host is a real sshd on loopback in its own namespaces (tests/support/testbed.py); the probes are the real
 extra of the benchmark stage (:func:`diagnose.probes.fleet.run`: once through ``diagnose run`` with a
 playbook that switches them on, once called directly), launching ``fleet_probe.py`` and the collective
 program with torchrun over each host's own SSH connection. The hosts have no GPU, so they
@@ -37,7 +37,7 @@ from diagnose.core.model import CheckResult
 from diagnose.launchers.base import remote_dir
 from diagnose.probes import fleet as fleet_probes
 from tests.integration.test_bench_testbed import hosts_of
-from tests.testbed import HostSpec, TestBed, TestHost, _pids_in
+from tests.support.testbed import HostSpec, TestBed, TestHost, _pids_in
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ import pytest
 from diagnose.connectors import LocalConnection, connect
 from diagnose.core.hosts import Host
 from tests.integration.test_bench_testbed import hosts_of
-from tests.testbed import HostSpec, TestBed
+from tests.support.testbed import HostSpec, TestBed
 
 
 def _payload() -> bytes:

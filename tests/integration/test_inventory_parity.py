@@ -26,7 +26,7 @@ import pytest
 
 from diagnose.config.playbook import parse_playbook
 from diagnose.targets.inventory import ALL, load_inventories, resolve_hosts
-from tests.e2e.cli import diagnose
+from tests.support.cli import diagnose
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "inventories"
 VENV = Path(__file__).resolve().parent.parent / ".venv-ansible"

@@ -19,8 +19,8 @@ import pytest
 
 from diagnose.cli import main
 from diagnose.connectors import open_jump_hosts
-from tests.e2e.cli import ROOT
-from tests.testbed import HostSpec, TestBed, TestHost
+from tests.support.cli import ROOT
+from tests.support.testbed import HostSpec, TestBed, TestHost
 
 pytestmark = pytest.mark.integration
 

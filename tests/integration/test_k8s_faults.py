@@ -2,7 +2,7 @@
 node of one of them as an SSH host; every fault named on its pod by its check, the healthy pod clean, and
 the report's section 2 with no NOT COVERED row.
 
-Pods are real sshd test hosts entered through the fake kubectl of tests/kubekit.py; their pod objects are
+Pods are real sshd test hosts entered through the fake kubectl of tests/support/kubekit.py; their pod objects are
 the captured ones of tests/fixtures/captured/k8s_pod/ (see SOURCE), their in-pod tools print captured
 outputs (df of /dev/shm, ip -o addr, nvidia-smi -L of the lent H200).
 """
@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from diagnose.render.checklist import NOT_COVERED, build_checklist
-from tests.e2e.cli import ROOT
-from tests.hostkit import healthy_h100, memlock_vars
-from tests.kubekit import FakeCluster, FakePod
-from tests.testbed import Reply, TestBed
+from tests.support.cli import ROOT
+from tests.support.hostkit import healthy_h100, memlock_vars
+from tests.support.kubekit import FakeCluster, FakePod
+from tests.support.testbed import Reply, TestBed
 
 pytestmark = pytest.mark.integration
 

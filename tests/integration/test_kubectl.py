@@ -1,4 +1,4 @@
-"""Pods as targets through a fake kubectl (tests/kubekit.py) that enters real sshd test hosts: the same
+"""Pods as targets through a fake kubectl (tests/support/kubekit.py) that enters real sshd test hosts: the same
 checks, discovery by label selector, unreachable pods, refused options, Ctrl-C and a benchmark."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.cli import ROOT
 from tests.integration.test_safety import GLOO_BENCH, PORTS_ONLY, _processes, _wait_for, playbook
-from tests.kubekit import FakeCluster, FakePod, parses_with_real_kubectl, real_kubectl
-from tests.testbed import HostSpec, Reply, TestBed
+from tests.support.cli import ROOT
+from tests.support.kubekit import FakeCluster, FakePod, parses_with_real_kubectl, real_kubectl
+from tests.support.testbed import HostSpec, Reply, TestBed
 
 pytestmark = pytest.mark.integration
 

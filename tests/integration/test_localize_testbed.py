@@ -25,7 +25,7 @@ from diagnose.connectors import connect
 from diagnose.core.hosts import Host
 from diagnose.core.model import CheckResult
 from tests.integration.test_bench_testbed import hosts_of
-from tests.testbed import HostSpec, TestBed
+from tests.support.testbed import HostSpec, TestBed
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,4 @@
-"""``benchmarks.tool: nccl-tests`` over real sshd test hosts (tests/testbed.py).
+"""``benchmarks.tool: nccl-tests`` over real sshd test hosts (tests/support/testbed.py).
 
 The hosts carry stand-ins for nccl-tests and Open MPI's ``mpirun``: small shell scripts on the login PATH
 that record their arguments and print REAL captured nccl-tests output from tests/facts/nccl_tests/:
@@ -32,7 +32,7 @@ from diagnose.core.hosts import Host
 from diagnose.core.model import CheckResult
 from diagnose.core.vars import Vars
 from diagnose.launchers.base import TOKEN_VAR
-from tests.testbed import TOOLS_DIR, HostSpec, TestBed, TestHost
+from tests.support.testbed import TOOLS_DIR, HostSpec, TestBed, TestHost
 
 pytestmark = pytest.mark.integration
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.cli import ROOT, diagnose
 from tests.integration.test_bench_testbed import Run, bench_processes
-from tests.testbed import HostSpec, Reply, TestBed, TestHost
+from tests.support.cli import ROOT, diagnose
+from tests.support.testbed import HostSpec, Reply, TestBed, TestHost
 
 pytestmark = pytest.mark.integration
 
@@ -196,7 +196,7 @@ def test_a_secret_given_with_e_is_in_no_file_and_no_output(testbed: TestBed, tmp
 
 def _processes(host: TestHost, needle: str) -> list[str]:
     """Command lines inside one test host's pid namespace that contain ``needle``."""
-    from tests.testbed import _pids_in
+    from tests.support.testbed import _pids_in
 
     found = []
     for pid in _pids_in({host.pid_namespace or ""}):

@@ -1,4 +1,4 @@
-"""The Slurm test bed itself (tests/slurmbed.py): real slurmctld/slurmd/munged on loopback, node names as
+"""The Slurm test bed itself (tests/support/slurmbed.py): real slurmctld/slurmd/munged on loopback, node names as
 hostnames, each node's own tools, admin drains visible, and nothing left running after stop."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.hostkit import healthy_h100, port_down
-from tests.slurmbed import SlurmBed, slurm_bed
+from tests.support.hostkit import healthy_h100, port_down
+from tests.support.slurmbed import SlurmBed, slurm_bed
 
 pytestmark = pytest.mark.integration
 

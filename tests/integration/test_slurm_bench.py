@@ -1,9 +1,9 @@
-"""Runs inside a real Slurm allocation (tests/slurmbed.py): per-host checks through srun steps, a gloo
+"""Runs inside a real Slurm allocation (tests/support/slurmbed.py): per-host checks through srun steps, a gloo
 benchmark as one srun step across the nodes, a hung step cancelled with ``scancel <job>.<step>`` and
 named, and Ctrl-C stopping the step — each time with nothing left behind: no step in ``squeue -s``, no
 benchmark process on any node, no launch folder.
 
-The nodes are tests/hostkit.py's 8x H100 hosts (their tools print real captured outputs), one with an
+The nodes are tests/support/hostkit.py's 8x H100 hosts (their tools print real captured outputs), one with an
 InfiniBand port Down; they have no GPUs, so ``bench_backend=gloo`` runs real torchrun ranks on the CPUs.
 """
 
@@ -29,9 +29,9 @@ from diagnose.connectors import connect
 from diagnose.core.hosts import Host
 from diagnose.core.model import CheckResult
 from diagnose.core.vars import Vars
-from tests.e2e.cli import ROOT
-from tests.hostkit import PROFILE, healthy_h100, memlock_vars, port_down
-from tests.slurmbed import SlurmBed, slurm_bed
+from tests.support.cli import ROOT
+from tests.support.hostkit import PROFILE, healthy_h100, memlock_vars, port_down
+from tests.support.slurmbed import SlurmBed, slurm_bed
 
 pytestmark = pytest.mark.integration
 

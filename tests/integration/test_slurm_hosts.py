@@ -1,4 +1,4 @@
-"""Hosts from a real Slurm (tests/slurmbed.py): sinfo's nodes with partition, node and state filters,
+"""Hosts from a real Slurm (tests/support/slurmbed.py): sinfo's nodes with partition, node and state filters,
 an allocation's nodes from ``SLURM_JOB_NODELIST``, hostlist expressions expanded by Slurm itself, groups per
 partition and an Ansible inventory's variables applied to the nodes by name — through ``diagnose run
 --slurm --list-hosts / --check`` as an operator runs it.
@@ -14,8 +14,8 @@ import pytest
 
 from diagnose.core.errors import ConfigError
 from diagnose.slurm.hosts import SlurmQuery, expand_hostlist, find_nodes
-from tests.e2e.cli import ROOT
-from tests.slurmbed import SlurmBed, slurm_bed
+from tests.support.cli import ROOT
+from tests.support.slurmbed import SlurmBed, slurm_bed
 
 pytestmark = pytest.mark.integration
 

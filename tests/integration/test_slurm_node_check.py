@@ -1,8 +1,8 @@
-"""``diagnose node-check`` on nodes of a real Slurm (tests/slurmbed.py): one line and an exit code per run,
+"""``diagnose node-check`` on nodes of a real Slurm (tests/support/slurmbed.py): one line and an exit code per run,
 a node with a planted fault drained with the failed check as reason (through srun on that node, and as
 slurmd's HealthCheckProgram), resumed once the fault is gone, and an admin's drain never touched.
 
-Nodes are the 8x H100 NDR hosts of tests/hostkit.py: their tools print real captured outputs, and a fault
+Nodes are the 8x H100 NDR hosts of tests/support/hostkit.py: their tools print real captured outputs, and a fault
 is one of hostkit's fault builders planted on a running node (``SlurmBed.plant``).
 """
 
@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from diagnose.config.playbook import load_playbook
-from tests.hostkit import PROFILE, healthy_h100, memlock_vars, port_down, xid_79
-from tests.slurmbed import HealthCheck, SlurmBed, slurm_bed
+from tests.support.hostkit import PROFILE, healthy_h100, memlock_vars, port_down, xid_79
+from tests.support.slurmbed import HealthCheck, SlurmBed, slurm_bed
 
 pytestmark = pytest.mark.integration
 

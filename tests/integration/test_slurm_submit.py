@@ -1,4 +1,4 @@
-"""``diagnose run --slurm-submit`` against a real Slurm (tests/slurmbed.py): the run is a real batch job on
+"""``diagnose run --slurm-submit`` against a real Slurm (tests/support/slurmbed.py): the run is a real batch job on
 exclusive nodes, its results.json lands, secrets given with ``-e`` never appear in the batch script Slurm
 keeps (nor in the results or the job's output), and ``--slurm-rotate`` sends the next job to the nodes the
 series covered longest ago, so two runs of two nodes cover all three.
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from diagnose.history.coverage import last_covered
-from tests.e2e.cli import ROOT
-from tests.slurmbed import SlurmBed, slurm_bed
+from tests.support.cli import ROOT
+from tests.support.slurmbed import SlurmBed, slurm_bed
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from diagnose.cli import main
-from tests.testbed import HostSpec, Reply, TestBed
+from tests.support.testbed import HostSpec, Reply, TestBed
 
 pytestmark = pytest.mark.integration
 

@@ -20,7 +20,7 @@ import paramiko
 import pytest
 import yaml
 
-from tests.testbed import (
+from tests.support.testbed import (
     NO_REPLY_RC,
     SYSFS_INFINIBAND,
     TOOLS_DIR,
@@ -368,7 +368,7 @@ def test_hosts_die_with_the_process_that_started_them(testbed_available: None, t
     script = (
         "import os, signal, sys\n"
         f"sys.path.insert(0, {str(REPO)!r})\n"
-        "from tests.testbed import HostSpec, Reply, TestBed\n"
+        "from tests.support.testbed import HostSpec, Reply, TestBed\n"
         f"bed = TestBed({str(tmp_path / 'orphan')!r})\n"
         "hosts = bed.add_many([HostSpec('a', tools={'hang': Reply(hang=True)}), HostSpec('b')])\n"
         "bed.ssh(hosts[0], 'setsid nohup hang >/dev/null 2>&1 &')\n"

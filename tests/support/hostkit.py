@@ -23,9 +23,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from diagnose.parsers.gpu_query import FIELD_TIERS, canonical
-from tests.testbed import HostSpec, Reply, Tool, memlock_ceiling_kib
+from tests.support.testbed import HostSpec, Reply, Tool, memlock_ceiling_kib
 
-CAPTURED = Path(__file__).resolve().parent / "fixtures" / "captured"
+CAPTURED = Path(__file__).resolve().parents[1] / "fixtures" / "captured"
 PROFILE = "h100-8x-ndr400"
 # What /dev/infiniband holds on an 8-HCA ConnectX node: one uverbs/umad per HCA, plus rdma_cm.
 DEV_INFINIBAND = ["rdma_cm", *(f"uverbs{i}" for i in range(8)), *(f"umad{i}" for i in range(8))]

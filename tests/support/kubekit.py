@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.testbed import TestBed, TestHost
+from tests.support.testbed import TestBed, TestHost
 
-FIXTURE = Path(__file__).resolve().parent / "fixtures" / "k8s" / "rdma-gpu-pod.json"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "k8s" / "rdma-gpu-pod.json"
 
 SCRIPT = r"""
 import json, os, re, shlex, sys

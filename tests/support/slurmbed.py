@@ -5,7 +5,7 @@ Tests of the Slurm paths (inventory from Slurm, srun launches, ``--slurm-submit`
 real client commands (scontrol, sinfo, srun, sbatch, scancel). How the bed is made, and why:
 
 * **Namespaces.** Each daemon runs under ``unshare --uts --mount --pid --fork``; the namespace's first
-  process is a small shell (``tests/slurmbed_ns.sh`` with the sshd bed's ``tests/testbed_ns.sh``) that
+  process is a small shell (``tests/support/slurmbed_ns.sh`` with the sshd bed's ``tests/support/testbed_ns.sh``) that
   sets the hostname, makes the mounts and runs the daemon in the foreground. The hostname is the node
   name, so jobs, ``hostname -s`` and HealthCheckProgram see ``n1``/``n2``; every slurmstepd, job step
   and leftover task dies with the namespace, so nothing outlives the bed.
@@ -22,8 +22,8 @@ real client commands (scontrol, sinfo, srun, sbatch, scancel). How the bed is ma
 * **No cgroups.** ``ProctrackType=proctrack/linuxproc`` and ``TaskPlugin=task/none``: containers have
   no writable cgroup tree, and the pid namespace already keeps track of every process.
   ``PropagateResourceLimits=NONE``: jobs get the node's limits (memlock), not the submitter's.
-* **Nodes as the check catalog sees them.** A node is a ``tests.testbed.HostSpec`` (e.g. the healthy
-  8x H100 node of ``tests.hostkit`` or one of its faults): its fake tools (``ibstat``, ``nvidia-smi``,
+* **Nodes as the check catalog sees them.** A node is a ``tests.support.testbed.HostSpec`` (e.g. the healthy
+  8x H100 node of ``tests.support.hostkit`` or one of its faults): its fake tools (``ibstat``, ``nvidia-smi``,
   ... printing real captured outputs) are copied onto a tmpfs over ``/usr/local/sbin`` inside the node,
   and it gets its ``/dev/infiniband``, ``/sys/class/infiniband``, port range, files and memlock limit as
   on an sshd test host. ``SlurmBed.env`` puts ``/usr/local/sbin`` first on PATH and srun/sbatch export
@@ -64,7 +64,7 @@ from pathlib import Path
 import pytest
 
 from diagnose.parsers.scontrol_node import parse_scontrol_node
-from tests.testbed import (
+from tests.support.testbed import (
     LOOPBACK,
     NS_SCRIPT,
     ROOT_PATH,
@@ -276,7 +276,7 @@ class SlurmBed:
         self.conf.write_text(self._slurm_conf())
         if self.health_check is not None:
             self.health_check_program.write_text(
-                "#!/bin/sh\n# The Slurm test bed's HealthCheckProgram (tests/slurmbed.py: HealthCheck).\n"
+                "#!/bin/sh\n# The Slurm test bed's HealthCheckProgram (tests/support/slurmbed.py: HealthCheck).\n"
                 f"export PATH={shlex.quote(self.path)} SLURM_CONF={shlex.quote(str(self.conf))}\n"
                 f'exec >>{shlex.quote(str(self.workdir))}/health_check."$SLURMD_NODENAME".log 2>&1\n'
                 f"exec {shlex.join(self.health_check.argv)}\n"

@@ -1,4 +1,4 @@
-# Shell functions for the Slurm test bed of tests/slurmbed.py, used beside tests/testbed_ns.sh. Each
+# Shell functions for the Slurm test bed of tests/support/slurmbed.py, used beside tests/support/testbed_ns.sh. Each
 # daemon's generated init.sh sources both and runs as PID 1 of its own UTS, mount and pid namespaces
 # (unshare --uts --mount --pid --fork --propagation private): the hostname, the mounts and every
 # process started there (slurmstepd, job steps, health checks) vanish with the namespace.

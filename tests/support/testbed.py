@@ -3,7 +3,7 @@
 Integration and end-to-end tests need hosts that differ the way cluster nodes differ (a port
 Down, no ``/dev/infiniband``, a narrow port range, an ``NCCL_P2P_DISABLE=1`` login environment, a
 tool that hangs) while talking real SSH. A host here is one sshd on ``127.0.0.1:<port>`` started
-under ``unshare --mount --pid --fork``; inside its namespaces (see ``tests/testbed_ns.sh``):
+under ``unshare --mount --pid --fork``; inside its namespaces (see ``tests/support/testbed_ns.sh``):
 
 * a file is bound over ``/proc/sys/net/ipv4/ip_local_port_range``;
 * ``/dev`` is a small private tmpfs, with ``/dev/infiniband`` holding the host's devices or absent;

@@ -1,4 +1,4 @@
-# Shell functions for one test host of tests/testbed.py. Each host's generated init.sh sources this
+# Shell functions for one test host of tests/support/testbed.py. Each host's generated init.sh sources this
 # file and calls the functions below; it runs as PID 1 of the host's private mount and pid namespaces
 # (unshare --mount --pid --fork --propagation private). Every mount made here vanishes with the
 # namespace, so the machine itself is never changed. Plain POSIX sh and util-linux on purpose:

@@ -33,7 +33,7 @@ from diagnose.core.vars import Vars
 from diagnose.launchers.base import TOKEN_VAR
 from diagnose.parsers.nccl_tests import parse_nccl_tests
 
-FACTS = Path(__file__).parent.parent / "facts" / "nccl_tests"
+FACTS = Path(__file__).parents[2] / "facts" / "nccl_tests"
 ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET,GRAPH"}
 
 

@@ -9,7 +9,7 @@ from diagnose.benchmarks.expect import expected_busbw, judge_busbw, large_messag
 from diagnose.config.playbook import load_profile
 from diagnose.core.vars import Vars
 
-REAL_RUN = Path(__file__).resolve().parents[1] / "fixtures" / "results" / "h200x4_real_moe.json"
+REAL_RUN = Path(__file__).resolve().parents[2] / "fixtures" / "results" / "h200x4_real_moe.json"
 
 
 def test_every_collective_of_the_real_run_is_within_the_profile_range() -> None:

@@ -11,7 +11,7 @@ from diagnose.core.hosts import Host
 from diagnose.core.vars import Vars
 from diagnose.launchers.base import LaunchOutcome
 
-LOGS = Path(__file__).parent.parent / "facts" / "nccl_log"
+LOGS = Path(__file__).parents[2] / "facts" / "nccl_log"
 NDR = {"expected_hca_count": 8, "line_rate_gbps": 400, "nvlink_busbw_gbps": 360}
 
 

@@ -29,7 +29,7 @@ from diagnose.core.model import CommandOutput
 from diagnose.core.vars import Vars
 from diagnose.engine.evaluate import evaluate_check
 
-CAPTURED = Path(__file__).resolve().parent.parent / "fixtures" / "captured"
+CAPTURED = Path(__file__).resolve().parents[2] / "fixtures" / "captured"
 HEALTHY_QUERY = "gpu_query/h200x2_580_healthy.txt"
 MISSING = CommandOutput(stdout="", stderr="sh: 1: nvidia-smi: not found", exit_code=127)
 

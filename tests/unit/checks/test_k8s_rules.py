@@ -15,7 +15,7 @@ from diagnose.core.model import CommandOutput
 from diagnose.core.vars import Vars
 from diagnose.engine.evaluate import evaluate_check
 
-CAPTURED = Path(__file__).resolve().parent.parent / "fixtures" / "captured"
+CAPTURED = Path(__file__).resolve().parents[2] / "fixtures" / "captured"
 IBV = (CAPTURED / "ibv_devinfo/h100_cx7_ib_8hca.txt").read_text()
 
 

@@ -33,7 +33,7 @@ from diagnose.core.model import CommandOutput
 from diagnose.core.vars import Vars
 from diagnose.engine.environment import environment_from_facts
 
-CAPTURED = Path(__file__).resolve().parent.parent / "fixtures" / "captured"
+CAPTURED = Path(__file__).resolve().parents[2] / "fixtures" / "captured"
 UVERBS_8 = "\n".join(["rdma_cm", *(f"uverbs{i}" for i in range(8))])
 
 

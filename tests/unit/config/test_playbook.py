@@ -19,7 +19,7 @@ from diagnose.config.playbook import (
 from diagnose.core.errors import ConfigError
 from diagnose.targets.inventory import load_inventory, resolve_hosts
 
-REPO = Path(__file__).parent.parent.parent
+REPO = Path(__file__).parents[3]
 MIB = 1 << 20
 
 

@@ -20,7 +20,7 @@ from diagnose.core.vars import Vars
 from diagnose.engine.evaluate import evaluate_check
 
 TOKEN = "@@diagnose-0123456789abcdef"
-CAPTURED = Path(__file__).resolve().parent.parent / "fixtures" / "captured"
+CAPTURED = Path(__file__).resolve().parents[2] / "fixtures" / "captured"
 POD_FIXTURE = "healthy_sriov_rdma_pod.json"
 
 

@@ -13,7 +13,7 @@ from diagnose.core.hosts import Host
 from diagnose.core.vars import Vars
 from diagnose.engine.custom import run_custom_checks, write_ssh_config
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "checks" / "custom" / "example_sysctl.py"
+EXAMPLE = Path(__file__).resolve().parents[3] / "checks" / "custom" / "example_sysctl.py"
 LOCAL = Host("workstation", vars=Vars({"ansible_connection": "local"}, host="workstation"))
 
 

@@ -39,7 +39,7 @@ from diagnose.engine.stages import (
     run_after_snapshot_stage,
 )
 
-CAPTURED = Path(__file__).resolve().parent.parent / "fixtures" / "captured"
+CAPTURED = Path(__file__).resolve().parents[2] / "fixtures" / "captured"
 
 
 def local_host(profile: str = "h100-8x-ndr400", **extra: object) -> Host:

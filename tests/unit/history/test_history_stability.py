@@ -15,7 +15,7 @@ import pytest
 from diagnose import history
 from diagnose.core.vars import Vars
 from diagnose.history.stability import count_flips, statuses_of, unstable_checks
-from tests.unit.test_history import fail_check, make_results, night, record
+from tests.unit.history.test_history import fail_check, make_results, night, record
 
 FLAP = "ib.port_state"
 PORT_DOWN = "mlx5_1 port 1: State Down, Physical state Polling"

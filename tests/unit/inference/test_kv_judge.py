@@ -27,7 +27,7 @@ from diagnose.inference.judge import (
 )
 from diagnose.parsers.nccl_log import parse_nccl_log
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 RUN = json.loads((FIXTURES / "results" / "h200x2_kv_transfer.json").read_text())
 LIMITS = Limits(nvlink_gbps=340.0, line_rate_gbps=400.0)
 

@@ -17,7 +17,7 @@ from diagnose.core.model import CommandOutput
 from diagnose.core.vars import Vars
 from diagnose.inference.pairs import Endpoint, parse_endpoint, parse_pair, path_rank, plan_pairs
 
-CAPTURED = Path(__file__).resolve().parent.parent / "fixtures" / "captured"
+CAPTURED = Path(__file__).resolve().parents[2] / "fixtures" / "captured"
 
 
 def topology(topo: str, smi: str = "h100_sxm_8gpu_565.txt") -> dict[str, Any]:

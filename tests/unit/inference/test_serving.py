@@ -12,7 +12,7 @@ import pytest
 from diagnose.core.errors import ConfigError
 from diagnose.inference.serving import judge_serving, parse_serving, serving_record
 
-SERVING = Path(__file__).resolve().parent.parent / "fixtures" / "serving"
+SERVING = Path(__file__).resolve().parents[2] / "fixtures" / "serving"
 
 
 def load(name: str) -> dict[str, Any]:

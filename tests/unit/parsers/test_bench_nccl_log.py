@@ -9,7 +9,7 @@ import pytest
 
 from diagnose.parsers.nccl_log import parse_nccl_log, summarize_transport, transport_kind
 
-CASES = sorted((Path(__file__).parent.parent / "facts" / "nccl_log").iterdir())
+CASES = sorted((Path(__file__).parents[2] / "facts" / "nccl_log").iterdir())
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])

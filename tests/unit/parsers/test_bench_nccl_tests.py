@@ -10,7 +10,7 @@ import pytest
 from diagnose.core.check import ParseError
 from diagnose.parsers.nccl_tests import parse_nccl_tests, wrong_elements
 
-CASES = sorted((Path(__file__).parent.parent / "facts" / "nccl_tests").iterdir())
+CASES = sorted((Path(__file__).parents[2] / "facts" / "nccl_tests").iterdir())
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])

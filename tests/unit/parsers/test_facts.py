@@ -24,7 +24,7 @@ from diagnose.parsers.nccl_version import parse_nccl_libs, parse_torch_probe
 from diagnose.parsers.nvidia_smi import parse_smi_summary, parse_topo
 from diagnose.parsers.os_release import parse_os_release
 
-TESTS = Path(__file__).resolve().parent.parent
+TESTS = Path(__file__).resolve().parents[2]
 CASES = TESTS / "facts"
 FIXTURES = TESTS / "fixtures" / "captured"
 

@@ -20,9 +20,9 @@ from diagnose.parsers.ib_counters import parse_ib_counters
 from diagnose.parsers.kernel_log import parse_kernel_log
 from diagnose.parsers.limits import parse_memlock
 from diagnose.parsers.nvlink import parse_nvlink_errors, parse_nvlink_status
-from tests.unit.test_facts import check_case
+from tests.unit.parsers.test_facts import check_case
 
-TESTS = Path(__file__).resolve().parent.parent
+TESTS = Path(__file__).resolve().parents[2]
 CASES = TESTS / "facts"
 FIXTURES = TESTS / "fixtures" / "captured"
 FOLDERS = ("gpu_query", "kernel_log", "nvlink", "ib_counters", "limits")
@@ -54,7 +54,7 @@ def test_every_parser_has_cases() -> None:
 def test_every_fixture_is_used_and_sourced() -> None:
     """Every file in this module's fixture folders is read by a case or a rule test and named in SOURCE."""
     used = {json.loads(p.read_text()).get("fixture") for p in _case_paths()}
-    rules = (Path(__file__).parent / "test_health_rules.py").read_text()
+    rules = (Path(__file__).parents[1] / "checks" / "test_health_rules.py").read_text()
     for folder in FOLDERS:
         source = (FIXTURES / folder / "SOURCE").read_text()
         for fixture in sorted((FIXTURES / folder).glob("*.txt")):

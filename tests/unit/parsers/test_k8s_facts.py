@@ -12,9 +12,9 @@ import pytest
 
 from diagnose.core.check import ParseError
 from diagnose.parsers.pod import parse_interfaces, parse_pod, parse_shm
-from tests.unit.test_facts import check_case
+from tests.unit.parsers.test_facts import check_case
 
-TESTS = Path(__file__).resolve().parent.parent
+TESTS = Path(__file__).resolve().parents[2]
 CASES = TESTS / "facts"
 PODS = TESTS / "fixtures" / "captured" / "k8s_pod"
 

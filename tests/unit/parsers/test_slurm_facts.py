@@ -14,9 +14,9 @@ import pytest
 
 from diagnose.parsers.sinfo import parse_hostnames, parse_sinfo_nodes
 from diagnose.parsers.srun_output import split_labelled, task_endings
-from tests.unit.test_facts import check_case
+from tests.unit.parsers.test_facts import check_case
 
-CASES = Path(__file__).resolve().parent.parent / "facts"
+CASES = Path(__file__).resolve().parents[2] / "facts"
 
 
 def _labelled(text: str) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from diagnose.probes.fleet import (
 )
 from diagnose.shipped import fleet_probe
 
-CAPTURED = Path(__file__).parent.parent / "fixtures" / "captured" / "fleet_probe"
+CAPTURED = Path(__file__).parents[2] / "fixtures" / "captured" / "fleet_probe"
 NCCL_2GPU = Setup("nccl", 2, [], [])
 
 

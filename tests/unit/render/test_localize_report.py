@@ -18,7 +18,7 @@ from diagnose.render.load import clean_tree, normalize
 from diagnose.render.view import build_report
 from diagnose.render.view_localization import build_localization
 
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "results"
+FIXTURES = Path(__file__).parents[2] / "fixtures" / "results"
 TWO = Expectation(340.0, 289.0, 391.0, "two nodes")
 
 

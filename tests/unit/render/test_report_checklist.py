@@ -11,7 +11,7 @@ import pytest
 from diagnose.render.checklist import NOT_COVERED, build_checklist, curve_shape
 from diagnose.render.hostlist import fold, summarize
 
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "results"
+FIXTURES = Path(__file__).parents[2] / "fixtures" / "results"
 
 
 def _items(name: str) -> dict[str, Any]:

@@ -84,7 +84,7 @@ def test_short_evidence_is_quoted_whole_without_note(tmp_path: Path) -> None:
 
 
 def test_fixtures_are_schema_1() -> None:
-    for path in (Path(__file__).parents[1] / "fixtures" / "results").glob("*.json"):
+    for path in (Path(__file__).parents[2] / "fixtures" / "results").glob("*.json"):
         data = json.loads(path.read_text())
         assert data["schema"] == 1, path
         assert {"run", "hosts", "checks", "benchmarks", "verdict"} <= set(data), path

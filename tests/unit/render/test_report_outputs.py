@@ -15,7 +15,7 @@ from diagnose.render.junit import render_junit
 from diagnose.render.load import clean_tree, normalize
 from diagnose.render.prometheus import escape_label, render_prometheus
 
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "results"
+FIXTURES = Path(__file__).parents[2] / "fixtures" / "results"
 
 
 def _load(name: str) -> dict[str, Any]:

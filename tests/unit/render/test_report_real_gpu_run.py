@@ -10,7 +10,7 @@ from pypdf import PdfReader
 
 from diagnose.render import render
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "results" / "h200x4_real_moe.json"
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "results" / "h200x4_real_moe.json"
 
 
 def test_real_single_node_run_reports_nvlink_collectives_and_no_hca(tmp_path: Path) -> None:

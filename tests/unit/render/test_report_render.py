@@ -14,7 +14,7 @@ from pypdf import PdfReader
 
 from diagnose.render import render
 
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "results"
+FIXTURES = Path(__file__).parents[2] / "fixtures" / "results"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = [
     "--headless",

@@ -9,7 +9,7 @@ from typing import Any
 from diagnose.render.load import clean_tree, normalize
 from diagnose.render.view import build_cover, build_environment, build_matrix, build_report
 
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "results"
+FIXTURES = Path(__file__).parents[2] / "fixtures" / "results"
 
 
 def _load(name: str) -> dict[str, Any]:

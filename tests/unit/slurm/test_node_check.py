@@ -24,7 +24,7 @@ from diagnose.core.model import CheckResult
 from diagnose.parsers.scontrol_node import parse_scontrol_node
 from diagnose.slurm.drain import REASON_LIMIT, Action, decide, drain_reason
 
-TESTS = Path(__file__).resolve().parent.parent
+TESTS = Path(__file__).resolve().parents[2]
 CASES = sorted((TESTS / "facts" / "scontrol_node").glob("*.json"))
 CAPTURED = TESTS / "fixtures" / "captured"
 

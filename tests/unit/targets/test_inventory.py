@@ -21,8 +21,8 @@ from diagnose.targets.inventory import (
     resolve_hosts,
 )
 
-FIXTURES = Path(__file__).parent.parent / "fixtures" / "inventories"
-REPO = Path(__file__).parent.parent.parent
+FIXTURES = Path(__file__).parents[2] / "fixtures" / "inventories"
+REPO = Path(__file__).parents[3]
 NESTED_HOSTS = ["bastion", "login1", "node01", "node02", "node03", "node04", "node05", "node06"]
 
 

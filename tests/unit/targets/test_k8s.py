@@ -26,7 +26,7 @@ from diagnose.k8s.pods import (
 )
 from diagnose.targets.inventory import resolve_hosts
 
-POD = json.loads((Path(__file__).parents[1] / "fixtures" / "k8s" / "rdma-gpu-pod.json").read_text())
+POD = json.loads((Path(__file__).parents[2] / "fixtures" / "k8s" / "rdma-gpu-pod.json").read_text())
 
 
 def test_exec_argv_is_kubectl_exec_with_ansible_variables_in_order() -> None:

@@ -14,7 +14,7 @@ import pytest
 from diagnose.trace.analyze import STEP_TIME_CPU, STEP_TIME_GPU, analyze_trace
 from diagnose.trace.reader import TraceFormatError
 
-TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
+TRACES = Path(__file__).resolve().parents[2] / "fixtures" / "traces"
 CPU = TRACES / "cpu"
 PUBLIC = TRACES / "public"
 

@@ -11,9 +11,9 @@ from diagnose.core.vars import Vars
 from diagnose.trace import judge
 from diagnose.trace.analyze import RankAnalysis, analyze_trace
 from diagnose.trace.judge import FabricBaseline, baseline_from_benchmarks, judge_training, training_record
-from tests.unit.test_trace_analyze import _step, _write, _x
+from tests.unit.trace.test_trace_analyze import _step, _write, _x
 
-TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
+TRACES = Path(__file__).resolve().parents[2] / "fixtures" / "traces"
 
 
 def _verdicts(analyses: list[RankAnalysis], baseline: FabricBaseline | None = None, **values) -> dict:

@@ -11,7 +11,7 @@ import pytest
 from diagnose.trace import reader
 from diagnose.trace.reader import TraceFormatError, TraceReader
 
-TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
+TRACES = Path(__file__).resolve().parents[2] / "fixtures" / "traces"
 CPU_TRACE = TRACES / "cpu" / "healthy_rank0.json.gz"
 GPU_TRACE = TRACES / "public" / "hta_ddp_allreduce_rank0.json.gz"
 

@@ -18,7 +18,7 @@ from diagnose.core.vars import Vars
 from diagnose.trace.analyze import RankAnalysis, analyze_trace
 from diagnose.trace.judge import FabricBaseline, judge_training
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "traces" / "gpu"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "traces" / "gpu"
 GRADIENT_BYTES = 1_879_539_712
 BASELINE = FabricBaseline(busbw_gbps=328.794, grad_bytes=GRADIENT_BYTES, ranks=2, nodes=1)
 CHECKS = ("train.overlap", "train.tail", "train.sync", "train.input")
