@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
@@ -31,6 +30,7 @@ import paramiko
 from diagnose.connectors.ssh_args import Hop, SSHArgs, SSHArgsError, host_ssh_args, parse_jump_spec
 from diagnose.core.hosts import Host
 from diagnose.core.model import CheckResult
+from diagnose.core.process import TIMEOUT, ProgramError, run_program
 
 CHECKLIST = "custom"
 DEFAULT_TIMEOUT_S = 600.0
@@ -307,13 +307,15 @@ def run_custom_checks(
     ]
     evidence = f"custom/{junit.name}"
     try:
-        done = subprocess.run(
-            command, capture_output=True, text=True, timeout=timeout_s, cwd=base, stdin=subprocess.DEVNULL
-        )
+        done = run_program(command, timeout_s, cwd=base)
         (work / "pytest.txt").write_text(done.stdout + done.stderr)
-    except subprocess.TimeoutExpired as exc:
-        (work / "pytest.txt").write_text(str(exc.stdout or "") + str(exc.stderr or ""))
-        return _errors(modules, hosts, f"the custom checks did not finish within {timeout_s:.0f} s", evidence)
+    except ProgramError as exc:
+        (work / "pytest.txt").write_text(exc.output)
+        if exc.reason == TIMEOUT:
+            return _errors(
+                modules, hosts, f"the custom checks did not finish within {timeout_s:.0f} s", evidence
+            )
+        return _errors(modules, hosts, f"pytest could not run: {exc}", None)
     if not junit.is_file():
         tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
         return _errors(

@@ -27,6 +27,7 @@ from typing import Any
 
 from diagnose.core.errors import ConfigError
 from diagnose.core.hosts import Host
+from diagnose.core.process import MISSING, TIMEOUT, ProgramError, run_program
 from diagnose.core.vars import Vars
 from diagnose.parsers.pod import parse_pod
 
@@ -251,13 +252,12 @@ Runner = Callable[[Sequence[str], float], "subprocess.CompletedProcess[str]"]
 def run_kubectl(argv: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
     """kubectl with its outputs captured; a kubectl that cannot start raises K8sError."""
     try:
-        return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False)
-    except FileNotFoundError:
-        raise K8sError(f"{argv[0]}: command not found (install kubectl or set diagnose_kubectl)") from None
-    except PermissionError:
-        raise K8sError(f"{argv[0]}: not executable") from None
-    except subprocess.TimeoutExpired:
-        return subprocess.CompletedProcess(list(argv), 124, "", f"kubectl gave no answer in {timeout:.0f} s")
+        return run_program(argv, timeout)
+    except ProgramError as exc:
+        if exc.reason == TIMEOUT:
+            return subprocess.CompletedProcess(list(argv), 124, "", str(exc))
+        hint = " (install kubectl or set diagnose_kubectl)" if exc.reason == MISSING else ""
+        raise K8sError(f"{exc}{hint}") from None
 
 
 def _json_of(done: subprocess.CompletedProcess[str], what: str) -> dict[str, Any]:

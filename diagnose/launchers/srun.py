@@ -41,6 +41,7 @@ from typing import IO
 
 from diagnose.core.hosts import Host
 from diagnose.core.model import CommandOutput
+from diagnose.core.process import ProgramError, run_program
 from diagnose.launchers.base import (
     TERM_GRACE_S,
     TOKEN_VAR,
@@ -143,9 +144,9 @@ def task_script(
 def slurm_command(argv: list[str], timeout: float = SLURM_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
     """A Slurm client command (scancel, squeue); its failure to start is an answer, not an exception."""
     try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return subprocess.CompletedProcess(argv, 127, "", f"{argv[0]}: {exc}")
+        return run_program(argv, timeout)
+    except ProgramError as exc:
+        return subprocess.CompletedProcess(argv, 127, "", str(exc))
 
 
 class SrunLaunch(Launch):

@@ -14,11 +14,11 @@ a reason holding quotes or ``;`` reaches Slurm as one argument.
 from __future__ import annotations
 
 import re
-import subprocess
 from dataclasses import dataclass
 from typing import Any
 
 from diagnose.core.check import ParseError
+from diagnose.core.process import MISSING, ProgramError, run_program
 from diagnose.parsers.scontrol_node import parse_scontrol_node
 
 REASON_PREFIX = "diagnose:"
@@ -80,13 +80,11 @@ def decide(healthy: bool, node: dict[str, Any], reason: str) -> Action:
 
 
 def _scontrol(args: list[str]) -> str:
-    argv = ["scontrol", *args]
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=SCONTROL_TIMEOUT_S, check=False)
-    except FileNotFoundError:
-        raise SlurmError("scontrol is not on PATH (set PATH in the health check wrapper)") from None
-    except subprocess.TimeoutExpired:
-        raise SlurmError(f"scontrol {args[0]} did not answer within {SCONTROL_TIMEOUT_S:.0f} s") from None
+        done = run_program(["scontrol", *args], SCONTROL_TIMEOUT_S)
+    except ProgramError as exc:
+        hint = " (set PATH in the health check wrapper)" if exc.reason == MISSING else ""
+        raise SlurmError(f"{exc}{hint}") from None
     if done.returncode != 0:
         said = (done.stderr or done.stdout).strip().splitlines()
         raise SlurmError(f"scontrol {args[0]} exited {done.returncode}: {said[-1] if said else 'no message'}")

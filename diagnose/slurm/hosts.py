@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from diagnose.core.check import ParseError
 from diagnose.core.errors import ConfigError
+from diagnose.core.process import MISSING, TIMEOUT, ProgramError, run_program
 from diagnose.parsers.sinfo import SINFO_NODE_FORMAT, parse_hostnames, parse_sinfo_nodes
 
 if TYPE_CHECKING:
@@ -49,15 +50,15 @@ Runner = Callable[[Sequence[str], float], "subprocess.CompletedProcess[str]"]
 
 
 def run_slurm(argv: Sequence[str], timeout: float = SLURM_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
-    """One Slurm client command, outputs captured; a missing command is a ConfigError naming it."""
+    """One Slurm client command, outputs captured; one that cannot run is a ConfigError naming it."""
     try:
-        return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False)
-    except FileNotFoundError:
-        raise ConfigError(
-            f"{argv[0]}: command not found (run on a Slurm login or compute node, or install slurm-client)"
-        ) from None
-    except subprocess.TimeoutExpired:
-        raise ConfigError(f"{argv[0]} gave no answer in {timeout:.0f} s (is slurmctld reachable?)") from None
+        return run_program(argv, timeout)
+    except ProgramError as exc:
+        hint = {
+            MISSING: "run on a Slurm login or compute node, or install slurm-client",
+            TIMEOUT: "is slurmctld reachable?",
+        }.get(exc.reason)
+        raise ConfigError(f"{exc} ({hint})" if hint else str(exc)) from None
 
 
 def first_error_line(stderr: str) -> str:

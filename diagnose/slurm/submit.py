@@ -27,7 +27,6 @@ import json
 import os
 import secrets
 import shlex
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -37,6 +36,7 @@ from typing import Any
 from diagnose import history
 from diagnose.config.extra_vars import parse_extra_vars
 from diagnose.core.errors import ConfigError
+from diagnose.core.process import ProgramError, run_program
 from diagnose.core.redact import is_secret_name
 from diagnose.engine.run import RunOptions, RunRequest
 from diagnose.history.coverage import last_covered, stalest
@@ -241,22 +241,13 @@ def submit(submission: Submission) -> str:
         with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
             json.dump(submission.secrets, handle)
     try:
-        done = subprocess.run(
-            submission.sbatch,
-            input=submission.script,
-            capture_output=True,
-            text=True,
-            timeout=SLURM_TIMEOUT_S,
-            check=False,
-        )
+        done = run_program(submission.sbatch, SLURM_TIMEOUT_S, stdin=submission.script)
         if done.returncode != 0:
             raise ConfigError(f"sbatch refused the job: {first_error_line(done.stderr)}")
         return job_id(done.stdout)
-    except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
+    except (ConfigError, ProgramError, ValueError) as exc:
         if path is not None:
             path.unlink(missing_ok=True)
-        raise ConfigError(f"sbatch: {exc}") from None
-    except ConfigError:
-        if path is not None:
-            path.unlink(missing_ok=True)
-        raise
+        if isinstance(exc, ConfigError):
+            raise
+        raise ConfigError(f"sbatch: {exc}" if isinstance(exc, ValueError) else str(exc)) from None
