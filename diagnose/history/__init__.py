@@ -16,8 +16,9 @@ One module per job; ``storage`` is at the bottom and no module imports one above
 * ``retention`` — pruning old runs, and the run folders that folder retention must keep;
 * ``stability`` — checks that keep flipping between PASS and FAIL on a host (``history.unstable``).
 
-The names below are what the rest of diagnose uses (``from diagnose import history``). Names with a leading
-underscore are shared between the modules of this package only.
+The names below are what the rest of diagnose uses (``from diagnose import history``). The other public
+names of ``storage`` and ``bands`` (``open_db``, ``series_key``, ``run_references``, ``busbw_by_size`` ...)
+serve the modules of this package; a leading underscore stays private to its own module.
 """
 
 from diagnose.history.comparison import REGRESSION_ID, Regression, regressions

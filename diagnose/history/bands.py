@@ -28,7 +28,7 @@ BANDS = (
 )
 
 
-def _busbw_by_size(bench: Mapping[str, Any]) -> dict[int, float]:
+def busbw_by_size(bench: Mapping[str, Any]) -> dict[int, float]:
     """The rows that measured something: a row with wrong results or without busbw carries no bandwidth."""
     sizes = {}
     for row in bench.get("rows", []):

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from diagnose.core.model import SEVERITY, CheckResult
-from diagnose.history.bands import BANDS, Band, _busbw_by_size
-from diagnose.history.storage import Reference, _load_results, _open, _references
+from diagnose.history.bands import BANDS, Band, busbw_by_size
+from diagnose.history.storage import Reference, load_results, open_db, run_references
 
 REGRESSION_ID = "history.regression"
 DEFAULT_BUSBW_DROP_PCT = 10.0
@@ -66,7 +66,7 @@ def snapshot(results: Mapping[str, Any]) -> Snapshot:
     for bench in results.get("benchmarks", []):
         if bench.get("status") != "ERROR":
             key = (bench["collective"], bench.get("tool"), bench.get("nodes"), bench.get("ranks"))
-            snap.busbw.setdefault(key, {}).update(_busbw_by_size(bench))
+            snap.busbw.setdefault(key, {}).update(busbw_by_size(bench))
     return snap
 
 
@@ -271,6 +271,8 @@ def regressions(
     Call with the complete results document, before ``record_run`` or after (the run itself is never its
     own reference). Empty when the series has no reference yet.
     """
-    with _open(db_path) as conn:
-        refs = [(ref, snapshot(_load_results(conn, ref.run_id))) for ref in _references(conn, results["run"])]
+    with open_db(db_path) as conn:
+        refs = [
+            (ref, snapshot(load_results(conn, ref.run_id))) for ref in run_references(conn, results["run"])
+        ]
     return compare(refs, snapshot(results), busbw_drop_pct)

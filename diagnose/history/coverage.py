@@ -12,19 +12,19 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from diagnose.history.storage import _open, _series, _timestamp
+from diagnose.history.storage import epoch_seconds, open_db, series_key
 
 
 def record_coverage(db_path: str | Path, results: Mapping[str, Any]) -> None:
     """Mark the run's reachable hosts as covered by its series at the run's start time."""
     run = results["run"]
-    inventory, playbook = _series(run)
+    inventory, playbook = series_key(run)
     started = str(run.get("started") or "")
-    started_ts = _timestamp(started)
+    started_ts = epoch_seconds(started)
     if started_ts is None:
         return
     hosts = [h["name"] for h in results.get("hosts", []) if h.get("reachable")]
-    with _open(db_path) as conn, conn:
+    with open_db(db_path) as conn, conn:
         conn.executemany(
             "INSERT INTO coverage VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (inventory, playbook, host)"
             " DO UPDATE SET run_id = excluded.run_id, covered = excluded.covered,"
@@ -38,8 +38,8 @@ def last_covered(db_path: str | Path, run: Mapping[str, Any]) -> dict[str, tuple
     ``inventory``, ``playbook`` and ``limit`` of ``run`` are read)."""
     if not Path(db_path).exists():
         return {}
-    inventory, playbook = _series(run)
-    with _open(db_path) as conn:
+    inventory, playbook = series_key(run)
+    with open_db(db_path) as conn:
         rows = conn.execute(
             "SELECT host, covered, covered_ts FROM coverage WHERE inventory = ? AND playbook = ?",
             (inventory, playbook),

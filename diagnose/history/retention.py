@@ -12,7 +12,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from diagnose.history.storage import _baseline_ids, _last_good_ids, _open, _series
+from diagnose.history.storage import baseline_ids, last_good_ids, open_db, series_key
 
 
 @dataclass(frozen=True)
@@ -35,12 +35,12 @@ def prune(
     alone — their retention is their own playbook's business.
     """
     run = results["run"]
-    inventory, playbook = _series(run)
+    inventory, playbook = series_key(run)
     cutoff = (
         ((now or datetime.now(timezone.utc)) - timedelta(days=keep_days)).timestamp() if keep_days else None
     )
-    with _open(db_path) as conn:
-        keep = _baseline_ids(conn) | _last_good_ids(conn) | {str(run["id"])}
+    with open_db(db_path) as conn:
+        keep = baseline_ids(conn) | last_good_ids(conn) | {str(run["id"])}
         rows = conn.execute(
             "SELECT id, run_dir, started_ts FROM runs WHERE inventory = ? AND playbook = ?"
             " ORDER BY started_ts DESC",
@@ -61,8 +61,8 @@ def prune(
 
 def protected_run_dirs(db_path: str | Path) -> set[Path]:
     """Folders of pinned baselines and last good runs: folder retention must never delete them."""
-    with _open(db_path) as conn:
-        ids = sorted(_baseline_ids(conn) | _last_good_ids(conn))
+    with open_db(db_path) as conn:
+        ids = sorted(baseline_ids(conn) | last_good_ids(conn))
         rows = conn.execute(
             f"SELECT run_dir FROM runs WHERE run_dir IS NOT NULL AND id IN ({','.join('?' * len(ids))})", ids
         ).fetchall()

@@ -25,7 +25,7 @@ from typing import Any
 from diagnose.core.model import SEVERITY, CheckResult
 from diagnose.core.vars import Vars
 from diagnose.history.comparison import Regression
-from diagnose.history.storage import _open, _series, _timestamp
+from diagnose.history.storage import epoch_seconds, open_db, series_key
 
 UNSTABLE_ID = "history.unstable"
 DEFAULT_FLIPS = 3
@@ -113,9 +113,9 @@ def _past_statuses(db_path: str | Path, run: Mapping[str, Any], count: int) -> l
     """The statuses of the ``count`` newest earlier runs of the series since its baseline, oldest first."""
     if count <= 0 or not Path(db_path).exists():
         return []
-    inventory, playbook = _series(run)
-    ceiling = _timestamp(run.get("started"))
-    with _open(db_path) as conn:
+    inventory, playbook = series_key(run)
+    ceiling = epoch_seconds(run.get("started"))
+    with open_db(db_path) as conn:
         baseline = conn.execute(
             "SELECT r.started_ts FROM baselines b JOIN runs r ON r.id = b.run_id"
             " WHERE b.inventory = ? AND b.playbook = ?",

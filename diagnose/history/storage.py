@@ -122,7 +122,7 @@ def default_db_path() -> Path:
 
 
 @contextmanager
-def _open(db_path: str | Path) -> Iterator[sqlite3.Connection]:
+def open_db(db_path: str | Path) -> Iterator[sqlite3.Connection]:
     path = Path(db_path)
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(path, timeout=30.0)
@@ -154,11 +154,11 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
 
 
 def schema_version(db_path: str | Path) -> int:
-    with _open(db_path) as conn:
+    with open_db(db_path) as conn:
         return int(conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0])
 
 
-def _timestamp(text: Any) -> float | None:
+def epoch_seconds(text: Any) -> float | None:
     """Seconds since the epoch of an ISO time; ``Z`` accepted (``fromisoformat`` takes it only from 3.11)."""
     if not isinstance(text, str) or not text:
         return None
@@ -175,7 +175,7 @@ def _json(value: Any) -> str | None:
     return None if value is None else json.dumps(value, ensure_ascii=False, default=str)
 
 
-def _counts(results: Mapping[str, Any]) -> dict[str, int]:
+def status_counts(results: Mapping[str, Any]) -> dict[str, int]:
     counts = dict.fromkeys(STATUSES, 0)
     for item in [*results.get("checks", []), *results.get("benchmarks", [])]:
         status = item.get("status")
@@ -184,7 +184,7 @@ def _counts(results: Mapping[str, Any]) -> dict[str, int]:
     return counts
 
 
-def _series(run: Mapping[str, Any]) -> tuple[str, str]:
+def series_key(run: Mapping[str, Any]) -> tuple[str, str]:
     """(inventory, playbook) naming the runs that compare with each other.
 
     A ``--limit`` is part of the playbook side: a run of one rack is not the whole cluster with the other
@@ -201,8 +201,8 @@ def previous_run_started(db_path: str | Path, run: Mapping[str, Any]) -> str | N
     window in which a nightly run looks for new Xid events, so each is reported once."""
     if not Path(db_path).exists():
         return None
-    inventory, playbook = _series(run)
-    with _open(db_path) as conn:
+    inventory, playbook = series_key(run)
+    with open_db(db_path) as conn:
         row = conn.execute(
             "SELECT started FROM runs WHERE inventory = ? AND playbook = ? AND id != ?"
             " ORDER BY started_ts DESC LIMIT 1",
@@ -215,9 +215,9 @@ def record_run(db_path: str | Path, results: Mapping[str, Any], run_dir: str | P
     """Store one complete results document (schema 1). Recording the same run id again replaces it."""
     run = results["run"]
     run_id = str(run["id"])
-    inventory, playbook = _series(run)
-    started_ts = _timestamp(run.get("started")) or time.time()
-    with _open(db_path) as conn, conn:
+    inventory, playbook = series_key(run)
+    started_ts = epoch_seconds(run.get("started")) or time.time()
+    with open_db(db_path) as conn, conn:
         for table in ("bench_rows", "benchmarks", "checks", "hosts"):
             conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
         conn.execute(
@@ -238,7 +238,7 @@ def record_run(db_path: str | Path, results: Mapping[str, Any], run_dir: str | P
                 run.get("profile"),
                 run.get("tool_version"),
                 str(Path(run_dir).resolve()) if run_dir is not None else None,
-                json.dumps(_counts(results)),
+                json.dumps(status_counts(results)),
             ),
         )
         conn.executemany(
@@ -306,7 +306,7 @@ def record_run(db_path: str | Path, results: Mapping[str, Any], run_dir: str | P
             )
 
 
-def _load_results(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
+def load_results(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
     """The stored part of a run, in the shape of results.json, so one code path reads both."""
     hosts = [
         {"name": name, "reachable": bool(reachable), "environment": json.loads(env)}
@@ -372,7 +372,7 @@ def set_baseline(db_path: str | Path, run_id: str) -> str:
 
     Later runs of the series are compared with it, and runs older than it stop being references.
     """
-    with _open(db_path) as conn:
+    with open_db(db_path) as conn:
         full_id = _resolve_run(conn, run_id, db_path)
         inventory, playbook = conn.execute(
             "SELECT inventory, playbook FROM runs WHERE id = ?", (full_id,)
@@ -386,11 +386,11 @@ def set_baseline(db_path: str | Path, run_id: str) -> str:
     return full_id
 
 
-def _references(conn: sqlite3.Connection, run: Mapping[str, Any]) -> list[Reference]:
+def run_references(conn: sqlite3.Connection, run: Mapping[str, Any]) -> list[Reference]:
     """The last good run (newest first) and the baseline of the run's series, without the run itself."""
-    inventory, playbook = _series(run)
+    inventory, playbook = series_key(run)
     run_id = str(run.get("id"))
-    now_ts = _timestamp(run.get("started"))
+    now_ts = epoch_seconds(run.get("started"))
     baseline = conn.execute(
         "SELECT r.id, r.started, r.run_dir, r.started_ts FROM baselines b JOIN runs r ON r.id = b.run_id"
         " WHERE b.inventory = ? AND b.playbook = ? AND r.id != ?",
@@ -413,7 +413,7 @@ def _references(conn: sqlite3.Connection, run: Mapping[str, Any]) -> list[Refere
     return refs
 
 
-def _last_good_ids(conn: sqlite3.Connection) -> set[str]:
+def last_good_ids(conn: sqlite3.Connection) -> set[str]:
     """The newest PASS run of every series: what retention must keep to have a reference."""
     rows = conn.execute(
         "SELECT id FROM runs r WHERE verdict = 'PASS' AND started_ts = (SELECT MAX(started_ts) FROM runs s"
@@ -422,5 +422,5 @@ def _last_good_ids(conn: sqlite3.Connection) -> set[str]:
     return {r[0] for r in rows}
 
 
-def _baseline_ids(conn: sqlite3.Connection) -> set[str]:
+def baseline_ids(conn: sqlite3.Connection) -> set[str]:
     return {r[0] for r in conn.execute("SELECT run_id FROM baselines")}

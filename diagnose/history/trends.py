@@ -11,8 +11,15 @@ from typing import Any
 
 from diagnose.core.errors import ConfigError
 from diagnose.core.model import STATUSES
-from diagnose.history.bands import BANDS, Band, _busbw_by_size
-from diagnose.history.storage import _baseline_ids, _counts, _last_good_ids, _open, _references, _series
+from diagnose.history.bands import BANDS, Band, busbw_by_size
+from diagnose.history.storage import (
+    baseline_ids,
+    last_good_ids,
+    open_db,
+    run_references,
+    series_key,
+    status_counts,
+)
 
 
 def _table(headers: list[str], rows: Iterable[list[str]]) -> str:
@@ -31,8 +38,8 @@ def _clip(text: str, width: int) -> str:
 
 def history_list(db_path: str | Path, limit: int = 20) -> str:
     """The newest runs, newest first, with verdict, counts and which run is a reference."""
-    with _open(db_path) as conn:
-        baselines, last_good = _baseline_ids(conn), _last_good_ids(conn)
+    with open_db(db_path) as conn:
+        baselines, last_good = baseline_ids(conn), last_good_ids(conn)
         rows = conn.execute(
             "SELECT id, started, verdict, counts, playbook, inventory,"
             " (SELECT COUNT(*) FROM hosts h WHERE h.run_id = r.id) FROM runs r"
@@ -159,7 +166,7 @@ def history_trend(
         raise ConfigError("diagnose history: name a check (--check ID) or a collective (--collective NAME)")
     if host is not None and check_id is None:
         raise ConfigError("diagnose history: --host applies to a check's trend (--check ID)")
-    with _open(db_path) as conn:
+    with open_db(db_path) as conn:
         parts = []
         if check_id is not None:
             parts.append(_check_trend(conn, check_id, host, limit))
@@ -176,9 +183,9 @@ def trend_for_report(db_path: str | Path, results: Mapping[str, Any], limit: int
     """
     run = results["run"]
     run_id = str(run["id"])
-    inventory, playbook = _series(run)
-    with _open(db_path) as conn:
-        refs = _references(conn, run)
+    inventory, playbook = series_key(run)
+    with open_db(db_path) as conn:
+        refs = run_references(conn, run)
         past = conn.execute(
             "SELECT id, started, verdict, counts FROM runs WHERE inventory = ? AND playbook = ? AND id != ?"
             " ORDER BY started_ts DESC LIMIT ?",
@@ -203,14 +210,14 @@ def trend_for_report(db_path: str | Path, results: Mapping[str, Any], limit: int
         benches = [b for b in results.get("benchmarks", []) if b["collective"] == collective]
         if benches:
             widest = max(benches, key=lambda b: b.get("ranks") or 0)
-            current_busbw[collective] = _busbw_by_size(widest)
+            current_busbw[collective] = busbw_by_size(widest)
     runs = [{"id": p[0], "started": p[1], "verdict": p[2], "counts": json.loads(p[3])} for p in past]
     runs.append(
         {
             "id": run_id,
             "started": run.get("started"),
             "verdict": results.get("verdict"),
-            "counts": _counts(results),
+            "counts": status_counts(results),
         }
     )
     busbw: dict[str, dict[str, list[float | None]]] = {}
