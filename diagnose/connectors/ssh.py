@@ -27,20 +27,14 @@ from diagnose.connectors.base import (
     Sink,
 )
 from diagnose.connectors.jump import JUMPS, JumpLogin, ProxyCommandSock
-from diagnose.connectors.ssh_args import (
-    Hop,
-    SSHArgs,
-    SSHArgsError,
-    expand_proxy_command,
-    host_ssh_args,
-    parse_jump_spec,
-)
+from diagnose.connectors.ssh_args import Hop, SSHArgs, SSHArgsError, expand_proxy_command, parse_jump_spec
 from diagnose.connectors.ssh_common import (
     AcceptUnknown,
     describe_connect_error,
     load_host_keys,
     tcp_keepalive,
 )
+from diagnose.connectors.ssh_login import Proxy, choose_proxy, ssh_login
 from diagnose.core.hosts import Host
 
 
@@ -68,30 +62,20 @@ class SSHConnection(Connection):
         super().__init__(host)
         v = host.vars
         try:
-            self.ssh_args: SSHArgs = host_ssh_args(v)
+            self.login = ssh_login(v, known_hosts)
         except SSHArgsError as exc:  # inventory validation refuses these first; a Host built elsewhere
             raise ConnectError(str(exc)) from None
+        self.ssh_args: SSHArgs = self.login.args
         args = self.ssh_args
-        self.connect_timeout = (
-            v.float("ansible_ssh_timeout", None)
-            or v.float("diagnose_connect_timeout", None)
-            or args.connect_timeout
-            or DEFAULT_CONNECT_TIMEOUT_S
-        )
-        checking = v.bool("ansible_host_key_checking", None)
-        if checking is None and args.strict_host_key_checking is not None:
-            checking = args.strict_host_key_checking
-        self.accept_unknown = accept_unknown_host_keys or checking is False
-        self.known_hosts = known_hosts or v.str("diagnose_known_hosts_file")
+        self.connect_timeout = self.login.connect_timeout or DEFAULT_CONNECT_TIMEOUT_S
+        self.accept_unknown = accept_unknown_host_keys or self.login.host_key_checking is False
         self.allow_agent = bool(v.bool("diagnose_ssh_agent", True))
         connect_kwargs: dict[str, object] = {
             "banner_timeout": self.connect_timeout,
             "auth_timeout": self.connect_timeout,
             "allow_agent": self.allow_agent,
         }
-        key_file = v.str("ansible_ssh_private_key_file") or v.str("ansible_private_key_file")
-        key_files = [key_file] if key_file else []
-        self.key_files = [os.path.expanduser(k) for k in [*key_files, *args.identity_files]]
+        self.key_files = list(self.login.key_files)
         if self.key_files:
             connect_kwargs["key_filename"] = list(self.key_files)
             connect_kwargs["look_for_keys"] = False
@@ -102,8 +86,8 @@ class SSHConnection(Connection):
             connect_kwargs["password"] = password
         self._fabric = FabricConnection(
             host.address,
-            user=v.str("ansible_user") or v.str("ansible_ssh_user") or args.user,
-            port=v.int("ansible_port", None) or v.int("ansible_ssh_port", None) or args.port,
+            user=self.login.user,
+            port=self.login.port,
             connect_timeout=self.connect_timeout,
             connect_kwargs=connect_kwargs,
             config=Config(overrides={"load_ssh_configs": True}),
@@ -118,7 +102,7 @@ class SSHConnection(Connection):
         files = [os.path.expanduser("~/.ssh/known_hosts")]
         if isinstance(config_files, list):
             config_files = " ".join(config_files)
-        for path in [config_files, self.known_hosts, *self.ssh_args.known_hosts_files]:
+        for path in [config_files, *self.login.known_hosts_files]:
             files += [os.path.expanduser(one) for one in (path or "").split()]
         return files
 
@@ -130,26 +114,13 @@ class SSHConnection(Connection):
         policy = AcceptUnknown() if self.accept_unknown else paramiko.RejectPolicy()
         client.set_missing_host_key_policy(policy)
 
-    def proxy(self) -> tuple[tuple[Hop, ...], str | None, str]:
-        """(jump chain, proxy command, where it was set): the variables first, then ~/.ssh/config."""
-        args = self.ssh_args
-        if args.has_proxy or args.no_proxy:
-            return args.proxy_jump, args.proxy_command, "ansible_ssh_common_args/ansible_ssh_extra_args"
-        config = self._fabric.ssh_config
-        jump = config.get("proxyjump")
-        if jump and jump.strip().lower() != "none":
-            try:
-                hops = parse_jump_spec(jump)
-            except SSHArgsError as exc:
-                raise ConnectError(f"~/.ssh/config for {self.host.address}: {exc}") from None
-            # A wildcard block (Host *) also matches the jump host itself: it is not its own jump host.
-            if hops[0].host not in (self.host.address, self._fabric.host):
-                return hops, None, "~/.ssh/config"
-            return (), None, ""
-        command = config.get("proxycommand")
-        if command and command.strip().lower() != "none":
-            return (), command, "~/.ssh/config"
-        return (), None, ""
+    def proxy(self) -> Proxy:
+        """The jump chain or proxy command: the variables first, then ~/.ssh/config (paramiko's lookup)."""
+        names = (self.host.address, self._fabric.host)
+        try:
+            return choose_proxy(self.ssh_args, self._fabric.ssh_config, names)
+        except SSHArgsError as exc:
+            raise ConnectError(f"~/.ssh/config for {self.host.address}: {exc}") from None
 
     def _jump_chain(self, hops: Sequence[Hop]) -> list[JumpLogin]:
         """Each hop resolved through ~/.ssh/config; the first hop's own ProxyJump there comes first, as
@@ -195,7 +166,8 @@ class SSHConnection(Connection):
 
     def _open_socket(self) -> None:
         """Give Fabric the socket a jump host or ProxyCommand provides, if the host has one."""
-        hops, command, _where = self.proxy()
+        proxy = self.proxy()
+        hops, command = proxy.jump, proxy.command
         if hops:
             chain = self._jump_chain(hops)
             channel, self._jump_keys = JUMPS.channel(
@@ -241,7 +213,7 @@ class SSHConnection(Connection):
             )
             reason = self._proxy_failure() or reason
             if self._jump_keys:
-                hops = ", ".join(str(hop) for hop in self.proxy()[0])
+                hops = ", ".join(str(hop) for hop in self.proxy().jump)
                 reason = f"{reason} (through jump host {hops})"
             self.close()
             raise ConnectError(reason) from exc

@@ -27,7 +27,8 @@ from typing import Any
 
 import paramiko
 
-from diagnose.connectors.ssh_args import Hop, SSHArgs, SSHArgsError, host_ssh_args, parse_jump_spec
+from diagnose.connectors.ssh_args import SSHArgsError
+from diagnose.connectors.ssh_login import Proxy, SSHLogin, choose_proxy, ssh_login
 from diagnose.core.hosts import Host
 from diagnose.core.model import CheckResult
 from diagnose.core.process import TIMEOUT, ProgramError, run_program
@@ -59,88 +60,62 @@ def _user_config_for(address: str) -> dict[str, Any]:
         return {}
 
 
-def _proxy_of(
-    args: SSHArgs, looked: dict[str, Any], address: str
-) -> tuple[tuple[Hop, ...], str | None, bool]:
-    """(jump chain, proxy command, proxy turned off): the variables first, then ~/.ssh/config, as the
-    built-in checks decide (diagnose.connectors)."""
-    if args.has_proxy or args.no_proxy:
-        return args.proxy_jump, args.proxy_command, args.no_proxy
-    jump = str(looked.get("proxyjump") or "")
-    if jump and jump.lower() != "none":
-        try:
-            hops = parse_jump_spec(jump)
-        except SSHArgsError:
-            return (), None, False  # the built-in checks refuse the host, naming the bad spec
-        if hops[0].host not in (address, looked.get("hostname")):  # Host * matches the jump host too
-            return hops, None, False
-        return (), None, False
-    command = str(looked.get("proxycommand") or "")
-    if command and command.lower() != "none":
-        return (), command, False
-    return (), None, False
+def _proxy_of(login: SSHLogin, looked: dict[str, Any], address: str) -> Proxy:
+    """The proxy the built-in checks would use (diagnose.connectors.ssh_login), from the same values."""
+    try:
+        return choose_proxy(login.args, looked, (address, str(looked.get("hostname") or address)))
+    except SSHArgsError:
+        return Proxy()  # the built-in checks refuse the host, naming the bad spec
 
 
 def _ssh_block(alias: str, host: Host, accept_unknown: bool, known_hosts: str | None) -> list[str]:
-    v = host.vars
-    args = host_ssh_args(v)
+    login = ssh_login(host.vars, known_hosts)
+    args = login.args
     looked = _user_config_for(host.address)
     lines = [f"Host {alias}", f"  HostName {looked.get('hostname') or host.address}", "  BatchMode yes"]
-    port = v.int("ansible_port", None) or v.int("ansible_ssh_port", None) or args.port or looked.get("port")
+    port = login.port or looked.get("port")
     if port:
         lines.append(f"  Port {port}")
-    user = v.str("ansible_user") or v.str("ansible_ssh_user") or args.user or looked.get("user")
+    user = login.user or looked.get("user")
     if user:
         lines.append(f"  User {user}")
-    lines += _auth_lines(host, args, accept_unknown, known_hosts, looked)
-    timeout = v.float("ansible_ssh_timeout", None) or args.connect_timeout
-    if timeout:
-        lines.append(f"  ConnectTimeout {max(1, round(timeout))}")
+    lines += _auth_lines(login, accept_unknown, looked)
+    if login.connect_timeout:
+        lines.append(f"  ConnectTimeout {max(1, round(login.connect_timeout))}")
     if args.server_alive_interval:
         lines.append(f"  ServerAliveInterval {max(1, round(args.server_alive_interval))}")
     if args.compression:
         lines.append("  Compression yes")
-    hops, command, off = _proxy_of(args, looked, host.address)
-    if hops:
-        lines.append(f"  ProxyJump {','.join(str(hop) for hop in hops)}")
-    elif command is not None:
-        lines.append(f"  ProxyCommand {command}")  # OpenSSH expands %h %p %r %n itself
-    elif off:
+    proxy = _proxy_of(login, looked, host.address)
+    if proxy.jump:
+        lines.append(f"  ProxyJump {','.join(str(hop) for hop in proxy.jump)}")
+    elif proxy.command is not None:
+        lines.append(f"  ProxyCommand {proxy.command}")  # OpenSSH expands %h %p %r %n itself
+    elif proxy.off:
         lines.append("  ProxyJump none")  # first value wins: the included ~/.ssh/config adds none
     return lines
 
 
-def _auth_lines(
-    host: Host,
-    args: SSHArgs,
-    accept_unknown: bool,
-    known_hosts: str | None,
-    looked: dict[str, Any] | None = None,
-) -> list[str]:
+def _auth_lines(login: SSHLogin, accept_unknown: bool, looked: dict[str, Any] | None = None) -> list[str]:
     """Keys, known_hosts and host key strictness: the same for a target and for its jump hosts
     (``looked``: the target's own ~/.ssh/config entry, which its alias would not pick up)."""
-    v = host.vars
     looked = looked or {}
     lines = []
-    key = v.str("ansible_ssh_private_key_file") or v.str("ansible_private_key_file")
-    named = ([key] if key else []) + list(args.identity_files) + list(looked.get("identityfile", []))
+    named = [*login.key_files, *looked.get("identityfile", [])]
     keys = list(dict.fromkeys(os.path.expanduser(k) for k in named))
     for one in keys:
         lines.append(f'  IdentityFile "{one}"')
     if keys:
         lines.append("  IdentitiesOnly yes")
     configured = str(looked.get("userknownhostsfile") or "").split()
-    known = [known_hosts or v.str("diagnose_known_hosts_file"), *args.known_hosts_files, *configured]
-    known = [k for k in known if k]
+    known = [*login.known_hosts_files, *configured]
     if known:
         files = " ".join(f'"{os.path.expanduser(k)}"' for k in known)
         lines.append(f"  UserKnownHostsFile {files} ~/.ssh/known_hosts")
     # Same policy as the built-in checks: a new host only when told, a changed key never.
-    checking = v.bool("ansible_host_key_checking", None)
-    if checking is None:
-        checking = args.strict_host_key_checking
     lines.append(
-        "  StrictHostKeyChecking " + ("accept-new" if accept_unknown or checking is False else "yes")
+        "  StrictHostKeyChecking "
+        + ("accept-new" if accept_unknown or login.host_key_checking is False else "yes")
     )
     return lines
 
@@ -157,13 +132,13 @@ def _jump_blocks(hosts: Sequence[Host], accept_unknown: bool, known_hosts: str |
     for host in hosts:
         if host.connection == "local":
             continue
-        args = host_ssh_args(host.vars)
-        for hop in _proxy_of(args, _user_config_for(host.address), host.address)[0]:
+        login = ssh_login(host.vars, known_hosts)
+        for hop in _proxy_of(login, _user_config_for(host.address), host.address).jump:
             if hop.host in seen:
                 continue
             seen.add(hop.host)
             lines += [f"Host {hop.host}", "  BatchMode yes"]
-            lines += [*_auth_lines(host, args, accept_unknown, known_hosts), ""]
+            lines += [*_auth_lines(login, accept_unknown), ""]
     return lines
 
 
