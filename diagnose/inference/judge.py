@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from diagnose.core.model import worst
-from diagnose.inference.model import tokens_label
+from diagnose.core.units import tokens_label
 from diagnose.inference.pairs import NETWORK, path_rank
 from diagnose.parsers.nvidia_smi import PCIE_RANK, nvlink_links
 

@@ -114,8 +114,3 @@ def parse_tokens(value: Any) -> list[int]:
     if not lengths:
         raise ValueError("kv_request_tokens names no request length")
     return sorted(set(lengths))
-
-
-def tokens_label(tokens: int) -> str:
-    """4096 → ``4k``; a length that is not a whole number of k stays as it is."""
-    return f"{tokens // 1024}k" if tokens >= 1024 and tokens % 1024 == 0 else str(tokens)

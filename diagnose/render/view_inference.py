@@ -10,18 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from diagnose.inference.model import tokens_label
+from diagnose.core.units import MISSING, decimal_bytes, gbps, number, tokens_label
 
 VERDICT_IDS = ("infer.kv_transfer", "infer.placement", "infer.staging", "infer.serving")
 METHOD_NAMES = {"block": "block by block", "packed": "packed", "staged": "staged via host"}
 
 
-def _ms(us: float | None) -> str:
-    return "—" if us is None else f"{us / 1000:.3f}"
-
-
-def _size(nbytes: int) -> str:
-    return f"{nbytes / 1e9:.2f} GB" if nbytes >= 1e9 else f"{nbytes / 1e6:.1f} MB"
+def _ms(us: Any) -> str:
+    """A latency the probe records in µs, shown in ms (the unit of the chapter's columns)."""
+    return number(us / 1000 if isinstance(us, int | float) else None, 3)
 
 
 @dataclass
@@ -83,21 +80,21 @@ def _row(row: dict[str, Any], first: bool) -> RowView:
     if row.get("host_copy_gbps"):
         notes.append(
             f"D2H {_ms(row.get('d2h_us'))} · host hop {_ms(row.get('hop_us'))} · H2D {_ms(row.get('h2d_us'))} ms; "
-            f"host copy {row['host_copy_gbps']:.1f} GB/s"
+            f"host copy {gbps(row['host_copy_gbps'])}"
         )
     if row.get("method") == "block" and row.get("blocks"):
-        notes.append(f"{row['blocks']} blocks, {row['p50_us'] / row['blocks']:.1f} µs each")
+        notes.append(f"{row['blocks']} blocks, {number(row['p50_us'] / row['blocks'], 1)} µs each")
     p50 = row.get("p50_us") or 0.0
     return RowView(
         request=tokens_label(int(row["tokens"])),
-        size=_size(int(row["bytes"])),
+        size=decimal_bytes(int(row["bytes"])),
         method=METHOD_NAMES.get(str(row.get("method")), str(row.get("method"))),
         samples=int(row.get("samples") or 0),
         p50=_ms(row.get("p50_us")),
         p99=_ms(row.get("p99_us")),
         max=_ms(row.get("max_us")),
-        gbps=f"{row.get('gbps', 0.0):.1f}",
-        tail=f"{row['p99_us'] / p50:.2f}" if p50 and row.get("p99_us") else "—",
+        gbps=number(row.get("gbps", 0.0), 1),
+        tail=number(row["p99_us"] / p50, 2) if p50 and row.get("p99_us") else MISSING,
         note="; ".join(notes),
         wrong=bool(row.get("wrong")),
         first=first,
@@ -110,7 +107,7 @@ def _pair(record: dict[str, Any]) -> PairView:
         rows.append(_row(row, row.get("tokens") not in seen))
         seen.add(row.get("tokens"))
     env = ", ".join(f"{k}={v}" for k, v in (record.get("env") or {}).items())
-    transport = "/".join(record.get("transport") or []) or "—"
+    transport = "/".join(record.get("transport") or []) or MISSING
     if record.get("gdrdma") is not None:
         transport += " (GPUDirect RDMA)" if record["gdrdma"] else " (no GPUDirect RDMA)"
     return PairView(
@@ -138,13 +135,13 @@ def _serving(record: dict[str, Any]) -> ServingView:
     ):
         value = record.get(key)
         if value is not None:
-            totals.append((label, f"{value:.2f}" if isinstance(value, float) else str(value)))
+            totals.append((label, number(value, 2) if isinstance(value, float) else str(value)))
     metrics = []
     for name, stats in (record.get("metrics") or {}).items():
-        metrics.append((name.upper(), [(stat, f"{value:.1f}") for stat, value in stats.items()]))
+        metrics.append((name.upper(), [(stat, number(value, 1)) for stat, value in stats.items()]))
     return ServingView(
         file=str(record.get("file")),
-        model=str(record.get("model_id") or "—"),
+        model=str(record.get("model_id") or MISSING),
         status=str(record.get("status")),
         message=str(record.get("message") or ""),
         totals=totals,
@@ -171,7 +168,7 @@ def build_inference(results: dict[str, Any]) -> InferenceView | None:
         model = (
             f"{shape.get('layers')} layers × {shape.get('kv_heads')} KV heads × head dim {shape.get('head_dim')}, "
             f"{shape.get('dtype')}, {shape.get('block_tokens')} tokens per block"
-            + (f" ({per_token / 1024:.0f} KiB per token)" if per_token else "")
+            + (f" ({number(per_token / 1024, 0, unit=' KiB')} per token)" if per_token else "")
         )
     return InferenceView(
         model=model,

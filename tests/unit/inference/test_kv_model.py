@@ -6,7 +6,8 @@ import re
 
 import pytest
 
-from diagnose.inference.model import KVModel, parse_model, parse_tokens, tokens_label
+from diagnose.core.units import tokens_label
+from diagnose.inference.model import KVModel, parse_model, parse_tokens
 
 
 def test_the_default_is_a_70b_class_gqa_cache() -> None:
