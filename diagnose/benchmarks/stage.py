@@ -64,7 +64,7 @@ from diagnose.config.profiles import no_gpu_reason
 from diagnose.core.errors import ConfigError
 from diagnose.core.hosts import Host
 from diagnose.core.model import CheckResult
-from diagnose.core.units import human_bytes
+from diagnose.core.units import bus_factor, human_bytes
 from diagnose.launchers.base import LaunchOutcome, LaunchSpec
 from diagnose.launchers.torchrun import launch
 from diagnose.localize import localize
@@ -144,7 +144,7 @@ class Stage:
                 expectation = expected_busbw(collective, nodes, nproc, host_vars)
                 floor = 0.1 * expectation.expected_gbps if expectation.judged else NCCL_FLOOR_GBPS
                 floor = max(floor or NCCL_FLOOR_GBPS, 0.1)
-            traffic = nbytes * max(1.0, collective_bench.bus_factor(collective, nodes * nproc))
+            traffic = nbytes * max(1.0, bus_factor(collective, nodes * nproc))
             return ROW_BASE_S + launches * traffic / (floor * 1e9)
 
         return budget

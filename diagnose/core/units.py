@@ -76,3 +76,20 @@ def duration(seconds: Any) -> str:
         return MISSING
     minutes, secs = divmod(round(seconds), 60)
     return f"{minutes} min {secs:02d} s" if minutes else f"{secs} s"
+
+
+def bus_factor(collective: str, ranks: int) -> float:
+    """nccl-tests' correction from algorithm to bus bandwidth over ``ranks`` ranks (its doc/PERFORMANCE.md):
+    2(n−1)/n for all_reduce, (n−1)/n for reduce_scatter, all_gather and all_to_all, 1 for broadcast and
+    sendrecv. busbw = algbw × this factor is what the profiles' expected values are quoted in.
+
+    The controller's copy; the shipped benchmark program keeps its own, since it imports nothing of the
+    package, and a test holds both to nccl-tests' figures.
+    """
+    if collective == "all_reduce":
+        return 2.0 * (ranks - 1) / ranks
+    if collective in ("reduce_scatter", "all_gather", "all_to_all"):
+        return (ranks - 1) / ranks
+    if collective in ("broadcast", "sendrecv"):
+        return 1.0
+    raise ValueError(f"unknown collective {collective!r}")

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from diagnose.shipped.collective_bench import bus_factor
+from diagnose.core.units import bus_factor
 
 
 @dataclass(frozen=True)

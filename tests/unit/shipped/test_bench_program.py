@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from diagnose.core import units
 from diagnose.shipped import collective_bench
 from diagnose.shipped.collective_bench import bandwidths, bus_factor, counts, sweep
 
@@ -36,7 +37,10 @@ def test_sweep_walks_like_nccl_tests() -> None:
     ],
 )
 def test_bus_factors_are_nccl_tests(collective: str, ranks: int, factor: float) -> None:
+    """nccl-tests' doc/PERFORMANCE.md: 2(n-1)/n for all_reduce, (n-1)/n for the split collectives, 1 for
+    broadcast and sendrecv; the shipped program and the controller (core.units) keep one copy each."""
     assert bus_factor(collective, ranks) == pytest.approx(factor)
+    assert units.bus_factor(collective, ranks) == pytest.approx(factor)
 
 
 def test_bandwidth_in_decimal_gigabytes() -> None:
