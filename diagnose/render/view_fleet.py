@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from diagnose.core.model import SEVERITY, worst
+from diagnose.core.units import number, signed
 from diagnose.render.hostlist import natural_key
 
 #: Up to this many hosts every host gets a row; beyond, only hosts with a finding do.
@@ -77,14 +78,6 @@ class FleetView:
     thresholds: dict[str, Any] = field(default_factory=dict)
 
 
-def _number(value: Any, digits: int = 1) -> str:
-    return "—" if not isinstance(value, int | float) else f"{value:.{digits}f}"
-
-
-def _signed(value: Any, suffix: str = "") -> str:
-    return "—" if not isinstance(value, int | float) else f"{value:+.1f}{suffix}".replace("-", "−")
-
-
 def _weakest(detail: Any) -> str:
     """Which GPU or pair the host's figure is, when it has several."""
     rows = (
@@ -126,10 +119,10 @@ def build_fleet(results: dict[str, Any]) -> FleetView | None:
                 Summary(
                     metric_label(record["metric"]),
                     str(record.get("group") or ""),
-                    _number(record.get("hosts"), 0),
-                    _number(record.get("median")),
-                    _number(record.get("mad"), 2),
-                    _number(record.get("floor")),
+                    number(record.get("hosts"), 0),
+                    number(record.get("median"), 1),
+                    number(record.get("mad"), 2),
+                    number(record.get("floor"), 1),
                     str(record.get("verdict") or "SKIP"),
                     str(record.get("message") or ""),
                 )
@@ -148,9 +141,9 @@ def build_fleet(results: dict[str, Any]) -> FleetView | None:
                 continue
             cells.append(
                 Cell(
-                    _number(record.get("value")),
-                    _signed(record.get("deviation_pct"), " %"),
-                    _signed(record.get("robust_z")),
+                    number(record.get("value"), 1),
+                    signed(record.get("deviation_pct"), unit=" %"),
+                    signed(record.get("robust_z")),
                     str(record.get("verdict") or "SKIP"),
                     str(record.get("why") or ""),
                     _weakest(record.get("detail") or []),

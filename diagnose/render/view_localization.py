@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from statistics import median
 from typing import Any
 
+from diagnose.core.units import MISSING, duration, is_number, number, percent, significant
 from diagnose.render.hostlist import summarize
 
 ALL_GROUPS = 16
@@ -83,20 +84,15 @@ class SearchView:
     steps: list[StepView]
 
 
-def _num(value: Any, fmt: str = "{:.3g}") -> str:
-    return fmt.format(value) if isinstance(value, int | float) and not isinstance(value, bool) else "—"
-
-
 def _confidence(value: Any) -> str:
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        return "—"
-    return "> 99.99 %" if value > 0.9999 else f"{100 * value:.2f} %"
+    """Two decimals, and never "100.00 %": a statistical search is never certain."""
+    return "> 99.99 %" if is_number(value) and value > 0.9999 else percent(value, 2)
 
 
 def _values(values: Any) -> str:
     if not isinstance(values, list) or not values:
-        return "—"
-    return ", ".join("failed" if v is None else _num(v) for v in values)
+        return MISSING
+    return ", ".join("failed" if v is None else significant(v) for v in values)
 
 
 def _measurement(entry: dict[str, Any]) -> MeasurementView:
@@ -107,9 +103,9 @@ def _measurement(entry: dict[str, Any]) -> MeasurementView:
         summarize(str(h) for h in entry.get("hosts") or []),
         role=str(entry.get("role") or "—"),
         values=_values(entry.get("values")),
-        reference=_num(entry.get("reference_gbps")),
-        ratio=_num(entry.get("ratio"), "×{:.3f}"),
-        z="∞" if z == "inf" else _num(z, "{:.1f}"),
+        reference=significant(entry.get("reference_gbps")),
+        ratio=f"×{number(entry['ratio'], 3)}" if is_number(entry.get("ratio")) else MISSING,
+        z="∞" if z == "inf" else number(z, 1),
         verdict=verdict,
         css=VERDICT_CLASS.get(verdict, "st-skip"),
     )  # fmt: skip
@@ -139,14 +135,14 @@ def _step(step: dict[str, Any]) -> StepView:
     return StepView(
         round=int(step.get("round") or 0),
         groups=len(entries),
-        repeats="–".join(str(r) for r in (repeats[0], repeats[-1])) if len(repeats) > 1 else _num(step.get("repeats"), "{}"),
+        repeats="–".join(str(r) for r in (repeats[0], repeats[-1])) if len(repeats) > 1 else number(step.get("repeats"), 0),
         waves=int(step.get("waves") or 0),
-        seconds=_num(step.get("seconds"), "{:.0f} s"),
-        noise=_num(step.get("noise_pct"), "{:.1f} %"),
-        critical=_num(step.get("critical_z"), "{:.2f}"),
+        seconds=duration(step.get("seconds")),
+        noise=number(step.get("noise_pct"), 1, unit=" %"),
+        critical=number(step.get("critical_z"), 2),
         shown=[_measurement(e) for e in shown],
         fast_hidden=len(fast),
-        fast_median=_num(median(means)) if means else "—",
+        fast_median=significant(median(means)) if means else MISSING,
         notes=[str(n) for n in step.get("notes") or []],
     )  # fmt: skip
 
@@ -154,12 +150,12 @@ def _step(step: dict[str, Any]) -> StepView:
 def _trigger(trigger: dict[str, Any], collective: str) -> str:
     if not isinstance(trigger, dict) or trigger.get("busbw_gbps") is None:
         return f"{collective} below its normal range on {trigger.get('nodes', '?') if isinstance(trigger, dict) else '?'} nodes"
-    text = f"{collective} busbw {_num(trigger['busbw_gbps'])} GB/s on {trigger.get('nodes')} nodes"
+    text = f"{collective} busbw {significant(trigger['busbw_gbps'], unit=' GB/s')} on {trigger.get('nodes')} nodes"
     normal = trigger.get("normal_range_gbps")
     if isinstance(normal, list) and len(normal) == 2:
-        text += f", normal range {_num(normal[0], '{:.0f}')}–{_num(normal[1], '{:.0f}')} GB/s"
+        text += f", normal range {number(normal[0], 0)}–{number(normal[1], 0)} GB/s"
     if trigger.get("shortfall") is not None:
-        text += f" (×{_num(trigger['shortfall'], '{:.2f}')} of the expected)"
+        text += f" (×{number(trigger['shortfall'], 2)} of the expected)"
     return text
 
 
@@ -176,7 +172,7 @@ def _search(entry: dict[str, Any]) -> SearchView:
             AccusedView(
                 kind=str(a.get("kind") or "?"),
                 name=str(a.get("name") or "?"),
-                deficit=_num(a.get("deficit_pct"), "{:.0f} %"),
+                deficit=number(a.get("deficit_pct"), 0, unit=" %"),
                 confidence=_confidence(a.get("confidence")),
                 evidence=[_measurement(m) for m in a.get("measurements") or [] if isinstance(m, dict)],
                 cleared_by=[_measurement(m) for m in a.get("cleared_by") or [] if isinstance(m, dict)],
@@ -194,8 +190,8 @@ def _search(entry: dict[str, Any]) -> SearchView:
         confidence=_confidence(entry.get("confidence")),
         measurements=int(entry.get("measurements") or 0),
         rounds=int(entry.get("rounds") or 0),
-        seconds=_num(entry.get("real_seconds"), "{:.0f} s"),
-        budget=_num(settings.get("budget_s"), "{:.0f} s"),
+        seconds=duration(entry.get("real_seconds")),
+        budget=duration(settings.get("budget_s")),
         accused=accused,
         unresolved=", ".join(str(u) for u in finding.get("unresolved") or []),
         steps=[_step(s) for s in entry.get("steps") or [] if isinstance(s, dict)],

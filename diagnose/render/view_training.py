@@ -10,19 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from diagnose.core.units import number, significant
+
 VERDICT_IDS = ("train.overlap", "train.tail", "train.sync", "train.input")
 # Steps shown per rank: a long trace's steps look alike, and the medians above already sum them up.
 MAX_STEPS_SHOWN = 12
-
-
-def _num(value: Any, digits: int = 2) -> str:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return "—"
-    return f"{value:.{digits}f}"
-
-
-def _count(value: Any) -> str:
-    return f"{value:g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "—"
 
 
 @dataclass
@@ -80,14 +72,14 @@ class TrainingView:
 def _step_view(step: dict[str, Any]) -> StepView:
     return StepView(
         step=str(step.get("step", "—")),
-        step_ms=_num(step.get("step_ms")),
-        compute_ms=_num(step.get("compute_ms")),
-        comm_ms=_num(step.get("comm_ms")),
-        exposed_ms=_num(step.get("exposed_comm_ms")),
-        overlap=_num(step.get("overlap_ratio")),
-        tail_ms=_num(step.get("tail_ms")),
-        syncs=_count(step.get("syncs_per_step")),
-        input_ms=_num(step.get("input_wait_ms")),
+        step_ms=number(step.get("step_ms")),
+        compute_ms=number(step.get("compute_ms")),
+        comm_ms=number(step.get("comm_ms")),
+        exposed_ms=number(step.get("exposed_comm_ms")),
+        overlap=number(step.get("overlap_ratio")),
+        tail_ms=number(step.get("tail_ms")),
+        syncs=significant(step.get("syncs_per_step"), 6),
+        input_ms=number(step.get("input_wait_ms")),
     )
 
 
@@ -101,15 +93,15 @@ def _rank_view(entry: dict[str, Any]) -> RankView:
         device=str(entry.get("device") or "—"),
         source=str(entry.get("source") or "—"),
         steps=int(summary.get("steady_steps") or 0),
-        step_ms=_num(summary.get("step_ms")),
-        compute_ms=_num(summary.get("compute_ms")),
-        comm_ms=_num(summary.get("comm_ms")),
-        exposed_ms=_num(summary.get("exposed_comm_ms")),
-        overlap=_num(summary.get("overlap_ratio")),
-        tail_ms=_num(summary.get("tail_ms")),
-        syncs=_count(summary.get("syncs_per_step")),
-        input_ms=_num(summary.get("input_wait_ms")),
-        stall_ms=_num(summary.get("input_stall_ms")),
+        step_ms=number(summary.get("step_ms")),
+        compute_ms=number(summary.get("compute_ms")),
+        comm_ms=number(summary.get("comm_ms")),
+        exposed_ms=number(summary.get("exposed_comm_ms")),
+        overlap=number(summary.get("overlap_ratio")),
+        tail_ms=number(summary.get("tail_ms")),
+        syncs=significant(summary.get("syncs_per_step"), 6),
+        input_ms=number(summary.get("input_wait_ms")),
+        stall_ms=number(summary.get("input_stall_ms")),
         sync_causes=", ".join(f"{cause} ×{n}" for cause, n in sorted(causes.items())),
         step_source=str(entry.get("step_source") or "—"),
         trace=str(entry.get("trace") or "—"),
