@@ -12,16 +12,14 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from diagnose.benchmarks.nccl_tests import (
+from diagnose.benchmarks.nccl_tests import NcclTestsBench, TableFollower, result_row
+from diagnose.benchmarks.nccl_tests_argv import (
     HostCheck,
-    NcclTestsBench,
     Settings,
-    TableFollower,
     blocked_collectives,
     command_argv,
     preflight_script,
     read_preflight,
-    result_row,
     sweep_args,
 )
 from diagnose.benchmarks.setup import BenchContext, Setup
