@@ -23,11 +23,11 @@ from typing import Any
 
 from diagnose.catalog.xid import REMEDIATION, lookup, severity
 from diagnose.config.profiles import no_gpu_reason
-from diagnose.core.check import Check, Command, Facts
+from diagnose.core.check import Check, Facts
 from diagnose.core.model import CommandOutput, Outcome
 from diagnose.core.vars import Vars
 from diagnose.parsers.gpu_query import GPU_QUERY, parse_gpu_query
-from diagnose.parsers.kernel_log import KERNEL_LOG_SCRIPT, parse_kernel_log, pci_key
+from diagnose.parsers.kernel_log import KERNEL_LOG, parse_kernel_log, pci_key
 
 _SPAN = re.compile(r"^(?P<n>\d+)\s*(?P<unit>[smhd])$")
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -194,7 +194,7 @@ CHECK = Check(
     checklist="H",
     summary="no hardware Xid in the kernel log (journalctl -k, else dmesg) since boot or since the last run",
     commands=(
-        Command("kernel_log", KERNEL_LOG_SCRIPT, timeout=20),
+        KERNEL_LOG,
         replace(GPU_QUERY, required=False, auxiliary=True),
     ),
     parse=parse,

@@ -7,10 +7,12 @@ util-linux know no ``--time-format``). A source that cannot be read is never sil
 user's own journal with no kernel line at all, and ``dmesg`` under ``kernel.dmesg_restrict=1`` says
 "read kernel buffer failed: Operation not permitted". Every line a source prints that is not a log line
 (log lines start with a date, ``[`` or ``<``) is that source's complaint, and a source with no log line
-at all is reported as refused, so an unreadable log can never pass for a clean one. Only NVRM lines leave
-the host, which keeps the evidence small on a busy machine.
+at all is reported as refused, so an unreadable log can never pass for a clean one. Only the lines some
+check reads leave the host (``KEPT``: the GPU driver's NVRM lines for gpu.xid, the NVSwitch driver's SXid
+lines for gpu.sxid, mlx5_core's link down/up and port module events for ib.flaps), which keeps the evidence
+small on a busy machine; the three checks share the one command, so the log is read once per host.
 
-Header lines, all starting with ``# `` and printed before the NVRM lines:
+Header lines, all starting with ``# `` and printed before the log lines:
 ``# clock <epoch> <uptime s>`` (to place ``[secs]`` stamps in time), ``# missing <tool>``,
 ``# refused <source>: <what it said>``, and ``# source <journalctl|dmesg-iso|dmesg>``.
 
@@ -24,9 +26,14 @@ import re
 from datetime import datetime, timezone
 from typing import Any
 
-# awk keeps the log lines' count and the NVRM lines; anything else a tool printed is its complaint.
+from diagnose.core.check import Command
+
+#: The log lines the checks read (an awk ERE): everything else stays on the host.
+KEPT = "NVRM|SXid|mlx5_core.*(Link (down|up)|Port module event)"
+
+# awk keeps the log lines' count and the kept lines; anything else a tool printed is its complaint.
 _AWK = (
-    '/^([0-9]|\\[|<)/{n++;if(/NVRM/)l[++m]=$0;next}{e=e (e?"; ":"") $0}'
+    "/^([0-9]|\\[|<)/{n++;if(/" + KEPT + '/)l[++m]=$0;next}{e=e (e?"; ":"") $0}'
     'END{if(n){print "# source " s;for(i=1;i<=m;i++)print l[i];exit 0}'
     'print "# refused " s ": " (e?e:"no kernel messages visible");exit 3}'
 )
@@ -42,6 +49,9 @@ KERNEL_LOG_SCRIPT = (
     'dmesg 2>&1 | awk -v s=dmesg "$a" && exit 0; '
     'else echo "# missing dmesg"; fi; exit 0'
 )
+
+#: The one kernel-log command of the host batch: gpu.xid, gpu.sxid and ib.flaps name it by this key.
+KERNEL_LOG = Command("kernel_log", KERNEL_LOG_SCRIPT, timeout=20)
 
 _XID = re.compile(
     r"NVRM: Xid \(PCI:(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.[0-9A-Fa-f])?[^)]*\):"
@@ -68,7 +78,7 @@ def pci_key(address: str) -> str:
     return f"{domain[-4:].zfill(4)}:{bus}:{device}"
 
 
-def _stamp(prefix: str, clock: dict[str, float] | None) -> tuple[str | None, float | None]:
+def event_time(prefix: str, clock: dict[str, float] | None) -> tuple[str | None, float | None]:
     """The event's time as printed, and as a Unix time where the prefix (or the clock line) allows it."""
     iso = _ISO.search(prefix)
     if iso:
@@ -92,6 +102,16 @@ def _stamp(prefix: str, clock: dict[str, float] | None) -> tuple[str | None, flo
             return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), epoch
         return (syslog.group("stamp") if syslog else f"{since_boot:.0f} s after boot"), None
     return (syslog.group("stamp") if syslog else None), None
+
+
+def read_header(text: str) -> dict[str, Any]:
+    """The command's ``# `` header lines: ``source`` (None when no source could be read, or for a pasted
+    log without header), ``refused`` [{source, reason}], ``missing`` [tool], ``clock`` {now, uptime} | None."""
+    facts: dict[str, Any] = {"source": None, "refused": [], "missing": [], "clock": None}
+    for line in text.splitlines():
+        if line.startswith("# "):
+            _header(line, facts)
+    return facts
 
 
 def _header(line: str, facts: dict[str, Any]) -> None:
@@ -122,26 +142,15 @@ def parse_kernel_log(text: str) -> dict[str, Any]:
     ``refused`` [{source, reason}], ``missing`` [tool], ``clock`` {now, uptime} | None, ``nvrm_lines``,
     ``events`` [{xid, pci, time, epoch, pid, process, detail}], ``fallen_off_bus`` [{pci, time, epoch}]
     (the "fallen off the bus" messages some drivers print without an Xid line)."""
-    facts: dict[str, Any] = {
-        "source": None,
-        "refused": [],
-        "missing": [],
-        "clock": None,
-        "nvrm_lines": 0,
-        "events": [],
-        "fallen_off_bus": [],
-    }
+    facts: dict[str, Any] = {**read_header(text), "nvrm_lines": 0, "events": [], "fallen_off_bus": []}
     lines = text.splitlines()
-    for line in lines:
-        if line.startswith("# "):
-            _header(line, facts)
     clock = facts["clock"]
     for line in lines:
         at = line.find("NVRM:")
         if at < 0 or line.startswith("# "):
             continue
         facts["nvrm_lines"] += 1
-        when, epoch = _stamp(line[:at], clock)
+        when, epoch = event_time(line[:at], clock)
         xid = _XID.search(line)
         if xid:
             rest = xid.group("rest").strip()
