@@ -42,7 +42,13 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from diagnose.benchmarks.expect import Expectation, expected_busbw, judge_busbw, large_message_busbw
+from diagnose.benchmarks.expect import (
+    LARGE_BYTES,
+    Expectation,
+    expected_busbw,
+    judge_busbw,
+    large_message_busbw,
+)
 from diagnose.benchmarks.fabric_nics import nics_phrase, observed_nics, wrong_nics
 from diagnose.benchmarks.nccl_tests import NcclTestsBench
 from diagnose.benchmarks.setup import (
@@ -322,6 +328,8 @@ class Stage:
             "normal_range_gbps": [expectation.low_gbps, expectation.high_gbps]
             if expectation.judged and setup.backend == "nccl"
             else None,
+            # The smallest size whose busbw the verdict read: the report shades the rows it judged by it.
+            "judged_from_bytes": LARGE_BYTES if expectation.judged and setup.backend == "nccl" else None,
             "dtype": self.dtype,
             "status": status,
             "message": message,

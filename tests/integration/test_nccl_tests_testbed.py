@@ -188,6 +188,7 @@ def test_cli_run_measures_across_two_hosts_with_mpirun(testbed: TestBed, tmp_pat
     # Judged like a torch result: 85 % of 4 x 100 Gb/s at two nodes, and this run fell short.
     assert entry["status"] == "FAIL"
     assert "busbw 32.7 GB/s at 1 GiB on 2 nodes: below the normal range 36–49 GB/s" in entry["message"]
+    assert entry["normal_range_gbps"] == [36.1, 48.9] and entry["judged_from_bytes"] == 64 << 20
     checks = {(c["id"], c["host"]): c for c in results["checks"]}
     transport = checks[("nccl.transport", None)]
     assert transport["status"] == "PASS" and "NET/OFI" in transport["message"]
