@@ -14,10 +14,10 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup, escape
 
 import diagnose
-from diagnose.benchmarks.expect import LARGE_BYTES
-from diagnose.core.units import human_bytes
+from diagnose.core.units import MISSING
 from diagnose.render.plots import busbw_svg, trend_svg
-from diagnose.render.view import ENV_FIELDS, Report
+from diagnose.render.view import Report
+from diagnose.render.view_environment import ENV_FIELDS
 
 _STATUS_CLASSES = {
     "PASS": "st-pass",
@@ -53,7 +53,6 @@ def _environment() -> Environment:
     )
     env.filters["status_class"] = status_class
     env.filters["breakable"] = breakable
-    env.filters["human_bytes"] = human_bytes
     return env
 
 
@@ -69,7 +68,7 @@ def render_html(report: Report) -> str:
             busbw_svg(bench.raw_rows, bench.expected, bench.normal, salt=f"bench{bench.index}")
         )
     if report.history is not None:
-        labels = [run.started[:10] if run.started != "—" else run.run_id for run in report.history.runs]
+        labels = [run.started[:10] if run.started != MISSING else run.run_id for run in report.history.runs]
         report.history.plots = {
             collective: Markup(trend_svg(labels, bands, salt=f"trend{index}"))
             for index, (collective, bands) in enumerate(report.history.busbw.items(), start=1)
@@ -87,7 +86,6 @@ def render_html(report: Report) -> str:
         history=report.history,
         parts=report.parts,
         env_fields=ENV_FIELDS,
-        large_bytes=LARGE_BYTES,
         css=Markup(_css()),
         generator_version=diagnose.__version__,
     )

@@ -13,7 +13,7 @@ from typing import Any
 
 from diagnose.render.checklist import CLUSTER
 from diagnose.render.hostlist import natural_key
-from diagnose.render.view import show
+from diagnose.render.text import show
 
 _ELEMENT = {"FAIL": "failure", "ERROR": "error", "SKIP": "skipped"}
 

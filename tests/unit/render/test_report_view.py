@@ -7,7 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from diagnose.render.load import clean_tree, normalize
-from diagnose.render.view import build_cover, build_environment, build_matrix, build_report
+from diagnose.render.view import build_cover, build_report
+from diagnose.render.view_benchmarks import build_benchmarks
+from diagnose.render.view_environment import build_environment
+from diagnose.render.view_findings import build_matrix
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "results"
 
@@ -107,6 +110,22 @@ def test_benchmark_view_has_transport_straggler_and_curve() -> None:
     assert bench.normal == (242.2, 327.8)
     assert len(bench.rows) == 24 and bench.rows[0].size == "1 KiB"
     assert any(r.below for r in bench.rows) and not any(r.below for r in report.benchmarks[1].rows)
+
+
+def test_the_benchmark_view_shows_the_verdict_and_figures_the_run_recorded() -> None:
+    results = _load("cluster_failures.json")
+    entry = results["benchmarks"][0]
+    entry["status"], entry["message"] = "PASS", "as judged when it ran"
+    (bench, _) = build_benchmarks(results)
+    assert (bench.status, bench.message) == ("PASS", "as judged when it ran")
+    assert bench.reference == "expected 285.0 GB/s · normal range 242–328 GB/s from 64 MiB"
+    del entry["judged_from_bytes"]  # an older results.json: the size the verdict read from is not recorded
+    (bench, _) = build_benchmarks(results)
+    assert bench.normal == (242.2, 327.8) and bench.judged_from == "" and not any(r.below for r in bench.rows)
+    assert bench.reference == "expected 285.0 GB/s · normal range 242–328 GB/s"
+    del entry["normal_range_gbps"]  # older still: no range is made up from today's tolerance
+    (bench, _) = build_benchmarks(results)
+    assert bench.normal is None and bench.reference == "expected 285.0 GB/s"
 
 
 def test_history_trend_from_the_history_module_becomes_runs_and_series(tmp_path: Path) -> None:

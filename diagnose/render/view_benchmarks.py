@@ -1,0 +1,159 @@
+"""The benchmarks chapter: each collective's verdict, sweep and transport, as the run recorded them.
+
+The verdict, its message, the expected busbw, the normal range and the size from which busbw was judged
+are read from the benchmark entry, never worked out again here: a report rendered next year from an old
+results.json shows what the run decided then, not what today's rules would say. Where an older file lacks
+a figure, the report shows none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from diagnose.core.units import MISSING, human_bytes, is_number, number
+from diagnose.render.checklist import curve_shape
+from diagnose.render.hostlist import summarize
+from diagnose.render.text import MESSAGE_CHARS, host_label, show
+
+
+@dataclass
+class BenchRow:
+    size: str
+    bytes: int
+    time_us: str
+    algbw: str
+    busbw: str
+    wrong: str
+    wrong_bad: bool
+    below: bool  # a size the verdict judged, under the recorded normal range
+
+
+@dataclass
+class Benchmark:
+    index: int
+    collective: str
+    status: str
+    message: str
+    tool: str
+    backend: str
+    nodes: str
+    ranks: str
+    hosts: str
+    expected: float | None
+    normal: tuple[float, float] | None  # the normal range the run recorded
+    judged_from: str  # the smallest size the verdict read busbw at, as recorded; "" when not recorded
+    reference: str  # what busbw was measured against, in the run's recorded figures
+    peak: str
+    inter_node: str
+    intra_node: str
+    gdrdma: str
+    straggler: list[str]
+    curve: tuple[str, str]
+    rows: list[BenchRow]
+    raw_rows: list[dict[str, Any]]
+    svg: str = ""  # filled in by the HTML renderer, which owns the plotting
+
+
+def _straggler(bench: dict[str, Any], checks: list[dict[str, Any]]) -> list[str]:
+    """The pair search's verdicts (``bench.straggler`` checks) that concern this benchmark's collective."""
+    collective = str(bench.get("collective", ""))
+    return [
+        f"{host_label(row.get('host'))} ({row.get('status')}): {show(row.get('message') or '', MESSAGE_CHARS)}"
+        for row in checks
+        if row.get("id") == "bench.straggler" and collective and collective in str(row.get("message") or "")
+    ]
+
+
+def _normal_range(bench: dict[str, Any]) -> tuple[float, float] | None:
+    """The normal busbw range the run recorded; None when it recorded none (gloo, no profile, old file)."""
+    recorded = bench.get("normal_range_gbps")
+    if isinstance(recorded, list) and len(recorded) == 2 and all(is_number(v) for v in recorded):
+        return float(recorded[0]), float(recorded[1])
+    return None
+
+
+def _judged_from(bench: dict[str, Any]) -> int | None:
+    """The smallest size whose busbw the verdict read, as recorded (``judged_from_bytes``); older files: None."""
+    recorded = bench.get("judged_from_bytes")
+    return recorded if isinstance(recorded, int) and not isinstance(recorded, bool) and recorded > 0 else None
+
+
+def _reference(expected: float | None, normal: tuple[float, float] | None, judged_from: int | None) -> str:
+    """The expected busbw and normal range of the run, in its own figures; says so when it recorded none."""
+    parts = []
+    if expected is not None:
+        parts.append(f"expected {number(expected, 1)} GB/s")
+    if normal is not None:
+        since = f" from {human_bytes(judged_from)}" if judged_from is not None else ""
+        parts.append(f"normal range {number(normal[0], 0)}–{number(normal[1], 0)} GB/s{since}")
+    return " · ".join(parts) or "no expected value"
+
+
+def _below(row: dict[str, Any], normal: tuple[float, float] | None, judged_from: int | None) -> bool:
+    busbw = row.get("busbw_gbps")
+    return (
+        normal is not None
+        and judged_from is not None
+        and is_number(busbw)
+        and isinstance(row.get("bytes"), int)
+        and row["bytes"] >= judged_from
+        and busbw < normal[0]
+    )
+
+
+def _row(row: dict[str, Any], normal: tuple[float, float] | None, judged_from: int | None) -> BenchRow:
+    size = row.get("bytes")
+    return BenchRow(
+        size=human_bytes(size) if isinstance(size, int) else show(size),
+        bytes=size if isinstance(size, int) else 0,
+        time_us=number(row.get("time_us"), 1, grouped=True),
+        algbw=number(row.get("algbw_gbps"), grouped=True),
+        busbw=number(row.get("busbw_gbps"), grouped=True),
+        wrong=show(row.get("wrong")),
+        wrong_bad=isinstance(row.get("wrong"), int) and row["wrong"] > 0,
+        below=_below(row, normal, judged_from),
+    )
+
+
+def build_benchmarks(results: dict[str, Any]) -> list[Benchmark]:
+    """One view per benchmark entry, in the order the run measured them."""
+    checks = results.get("checks") or []
+    out = []
+    for index, bench in enumerate(results.get("benchmarks") or [], start=1):
+        raw_rows = [r for r in bench.get("rows") or [] if isinstance(r, dict)]
+        raw_rows.sort(key=lambda r: r.get("bytes") if isinstance(r.get("bytes"), int) else -1)
+        busbws = [r["busbw_gbps"] for r in raw_rows if is_number(r.get("busbw_gbps"))]
+        transport = bench.get("transport") if isinstance(bench.get("transport"), dict) else {}
+        intra = transport.get("intra_node")
+        gdr = transport.get("gdrdma")
+        recorded = bench.get("expected_busbw_gbps")
+        expected = float(recorded) if is_number(recorded) else None
+        normal = _normal_range(bench)
+        judged_from = _judged_from(bench) if normal is not None else None
+        out.append(
+            Benchmark(
+                index=index,
+                collective=str(bench.get("collective") or "?"),
+                status=str(bench.get("status") or "ERROR"),
+                message=show(bench.get("message") or "", MESSAGE_CHARS),
+                tool=str(bench.get("tool") or MISSING),
+                backend=str(bench.get("backend") or MISSING),
+                nodes=show(bench.get("nodes")),
+                ranks=show(bench.get("ranks")),
+                hosts=summarize(str(h) for h in bench.get("hosts") or []) or MISSING,
+                expected=expected,
+                normal=normal,
+                judged_from=human_bytes(judged_from) if judged_from is not None else "",
+                reference=_reference(expected, normal, judged_from),
+                peak=number(max(busbws), 1, grouped=True) if busbws else MISSING,
+                inter_node=str(transport.get("inter_node") or "none (single node or not seen in the log)"),
+                intra_node=", ".join(str(x) for x in intra) if isinstance(intra, list) and intra else MISSING,
+                gdrdma="yes" if gdr is True else "no" if gdr is False else "unknown",
+                straggler=_straggler(bench, checks),
+                curve=curve_shape(raw_rows),
+                rows=[_row(r, normal, judged_from) for r in raw_rows],
+                raw_rows=raw_rows,
+            )
+        )
+    return out
