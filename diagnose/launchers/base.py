@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from diagnose.core.hosts import Host
 from diagnose.core.model import CommandOutput
+from diagnose.shipped import common
 
 if TYPE_CHECKING:
     from diagnose.connectors import Connection
@@ -80,8 +81,10 @@ class LaunchSpec:
     # Per host, on top of ``env``: a host's own bench_env (its GPUs, its NIC names) stays its own.
     host_env: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     # The program torchrun starts (default: the collective benchmark, diagnose.shipped.collective_bench). It is
-    # shipped as one file, so it may import nothing but the standard library and torch.
+    # copied as ``program.py`` with the files of ``beside`` next to it under their own names, so it may import
+    # nothing but the standard library, torch and those (the shipped programs' common.py).
     program: Path | None = None
+    beside: tuple[Path, ...] = (Path(common.__file__),)
     # A folder inside the launch's remote folder (given to the program as ``--files-dir``) whose files come
     # home byte for byte as ``<out>/raw/<host>/<tag>/<name>`` (profiler traces), each up to ``fetch_max_bytes``.
     fetch_dir: str | None = None

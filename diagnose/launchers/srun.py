@@ -5,10 +5,10 @@ accounting, its cgroups and its cleanup. Here the controller (the batch host, or
 ``salloc``) starts one step of the job, one task per node, and follows it from its own two output streams:
 
 1. ``srun --jobid J --nodes N --ntasks-per-node 1 --nodelist ... --label /bin/sh -c TASK`` starts in a
-   session of its own on the controller, the program (``program.py`` or ``spec.program``) on its stdin,
-   which srun hands to every task;
+   session of its own on the controller, the program and the files beside it (:func:`shipped_files`) on
+   its stdin as one tar stream, which srun hands to every task;
 2. each task finds its node rank from ``$SLURMD_NODENAME`` among the launch's hosts (rank 0 is the first
-   host, as with every launcher, whatever order Slurm gives the step's nodes), writes the program into
+   host, as with every launcher, whatever order Slurm gives the step's nodes), unpacks the files into
    ``/tmp/diagnose-<run>/<tag>/n<rank>/``, prints a marker line with its rank and the step id, then
    becomes ``torchrun --node-rank <rank>`` with a static rendezvous at the first host, its error output
    kept in that folder (srun loses a task's last stderr lines when ``--kill-on-bad-exit`` ends the step);
@@ -28,14 +28,16 @@ Chosen by ``bench_launcher: srun`` (the default for the nodes of an allocation, 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import shlex
 import shutil
 import signal
 import subprocess
+import tarfile
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -51,14 +53,15 @@ from diagnose.launchers.base import (
     remote_dir,
 )
 from diagnose.launchers.torchrun_argv import (
+    PROGRAM_NAME,
     bench_python,
     free_port,
     free_port_script,
     program_args,
+    shipped_files,
     torchrun_args,
 )
 from diagnose.parsers.srun_output import split_labelled, task_endings
-from diagnose.shipped import collective_bench
 
 #: The line each task prints first: ``@@diagnose-node <rank> <job>.<step>``.
 NODE_MARK = "@@diagnose-node"
@@ -112,7 +115,8 @@ def task_script(
     torchrun: Sequence[str],
     args: Sequence[str],
 ) -> str:
-    """The shell each task runs: find its rank by node name, take the program from stdin, become torchrun.
+    """The shell each task runs: find its rank by node name, unpack the files from stdin (a tar stream of
+    :func:`files_archive`), become torchrun.
 
     ``torchrun`` holds the options with ``$i`` for the node rank; ``args`` are the program's, with paths
     relative to the task's folder. Everything from the inventory is quoted here.
@@ -132,13 +136,27 @@ def task_script(
             "esac",
             f"export {TOKEN_VAR}={shlex.quote(token)}",
             f'd={shlex.quote(folder_base)}"$i"',
-            'mkdir -p "$d/logs" && cd "$d" && cat > program.py || exit 97',
+            # -m: the controller's clock may be ahead of the node's, and tar would warn about every file.
+            'mkdir -p "$d/logs" && cd "$d" && tar -x -m --no-same-owner -f - || exit 97',
             f'echo "{NODE_MARK} $i $SLURM_JOB_ID.$SLURM_STEP_ID"',
             # The node keeps its own error output: srun drops a task's last words when the step is killed.
             "exec 2>err.txt",
-            f'exec "$py" -m torch.distributed.run {options} program.py {" ".join(map(shlex.quote, args))}',
+            f'exec "$py" -m torch.distributed.run {options} {PROGRAM_NAME} {" ".join(map(shlex.quote, args))}',
         ]
     )
+
+
+def files_archive(files: Mapping[str, str]) -> bytes:
+    """``files`` (name -> text) as one uncompressed tar stream: a task has no connection to be sent files
+    over, only the stdin srun forwards to every task, and tar is on every node."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.USTAR_FORMAT) as archive:
+        for name, text in files.items():
+            data = text.encode("utf-8")
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), 0o644, int(time.time())
+            archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
 
 
 def slurm_command(argv: list[str], timeout: float = SLURM_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
@@ -194,10 +212,10 @@ class SrunLaunch(Launch):
             torchrun_args(len(self.hosts), RANK, spec.nproc, addr, port),
             program_args(spec, "."),
         )
-        program = self.local / "program.py"
-        shutil.copyfile(spec.program or collective_bench.__file__, program)
+        files = self.local / "files.tar"
+        files.write_bytes(files_archive(shipped_files(spec)))
         argv = [*srun_argv(self.job, self.nodes, spec.tag), "/bin/sh", "-c", script]
-        with open(program, "rb") as stdin, self._open("out.txt") as out, self._open("err.txt") as err:
+        with open(files, "rb") as stdin, self._open("out.txt") as out, self._open("err.txt") as err:
             try:
                 self.proc = subprocess.Popen(
                     argv, stdin=stdin, stdout=out, stderr=err, start_new_session=True

@@ -2,7 +2,8 @@
 
 The launch of :mod:`diagnose.benchmarks.stage` with ``benchmarks.tool: torch``. Per host:
 
-1. copy ``program.py`` with ``put_text`` into the launch's folder on that host;
+1. copy ``program.py`` and the files it imports from its folder (``common.py``) with ``put_text`` into the
+   launch's folder on that host;
 2. start ``{python} -m torch.distributed.run --nnodes N --node-rank i ...`` detached (see
    :mod:`diagnose.launchers.base` for the token that finds torchrun's workers again, and for the rest of
    the life: follow, stop, collect);
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping
-from pathlib import Path
 
 from diagnose.core.hosts import Host
 from diagnose.core.model import CommandOutput
@@ -33,8 +33,13 @@ from diagnose.launchers.base import (
     run_launch,
 )
 from diagnose.launchers.srun import SrunLaunch, uses_srun
-from diagnose.launchers.torchrun_argv import bench_python, free_port, free_port_script
-from diagnose.shipped import collective_bench
+from diagnose.launchers.torchrun_argv import (
+    PROGRAM_NAME,
+    bench_python,
+    free_port,
+    free_port_script,
+    shipped_files,
+)
 
 
 def start_script(
@@ -52,7 +57,7 @@ def start_script(
             "-m",
             "torch.distributed.run",
             *map(shlex.quote, torchrun_args),
-            '"$0/program.py"',
+            f'"$0/{PROGRAM_NAME}"',
             *map(shlex.quote, program_args),
         ]
     )
@@ -79,12 +84,13 @@ class TorchrunLaunch(Launch):
         """Copy the program to every host and start torchrun there, all hosts at once."""
         spec = self.spec
         addr, port = self._master()
-        text = Path(spec.program or collective_bench.__file__).read_text(encoding="utf-8")
+        files = shipped_files(spec)
 
         def begin(host: Host) -> CommandOutput:
             node = self.hosts.index(host)
             folder = self.folders[host.name]
-            spec.connections[host.name].put_text(f"{folder}/program.py", text)
+            for name, text in files.items():
+                spec.connections[host.name].put_text(f"{folder}/{name}", text)
             torchrun = torchrun_argv.torchrun_args(len(self.hosts), str(node), spec.nproc, addr, port)
             args = torchrun_argv.program_args(spec, folder)
             env = {**spec.env, **spec.host_env.get(host.name, {})}

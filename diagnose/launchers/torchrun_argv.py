@@ -8,10 +8,15 @@ Shared by the launchers that start torchrun — over each host's connection
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 
 from diagnose.core.hosts import Host
 from diagnose.core.model import CommandOutput
 from diagnose.launchers.base import LaunchError, LaunchSpec
+from diagnose.shipped import collective_bench
+
+#: The name the program gets in the launch's folder on each host; torchrun starts it by that name.
+PROGRAM_NAME = "program.py"
 
 
 def bench_python(host: Host) -> str:
@@ -48,6 +53,17 @@ def torchrun_args(nodes: int, node_rank: str, nproc: int, addr: str, port: int) 
         "--max-restarts=0",
         "--monitor-interval=1",
     ]
+
+
+def shipped_files(spec: LaunchSpec) -> dict[str, str]:
+    """What a launch copies into its folder on every host, name -> text: the program as ``program.py``
+    (the collective benchmark unless ``spec.program`` names another) and ``spec.beside`` under their own
+    names, which the program imports from its own folder."""
+    program = spec.program or Path(collective_bench.__file__)
+    files = {PROGRAM_NAME: program.read_text(encoding="utf-8")}
+    for path in spec.beside:
+        files[path.name] = path.read_text(encoding="utf-8")
+    return files
 
 
 def program_args(spec: LaunchSpec, folder: str) -> list[str]:

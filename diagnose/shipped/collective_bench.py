@@ -1,9 +1,9 @@
 """The collective benchmark that diagnose ships to every host and starts there with torchrun.
 
 It must run with nothing but the standard library and torch on the host, so it imports nothing from
-diagnose and imports torch only inside :func:`main`: the launcher reads this file's text and copies it,
-and the stage imports the pure helpers (sizes, byte counts, bandwidth formulas) from here so that the
-numbers are computed one way only.
+diagnose but :mod:`common` (copied beside it) and imports torch only inside :func:`main`: the launcher
+reads this file's text and copies it, and the stage imports the pure helpers (sizes, byte counts,
+bandwidth formulas) from here so that the numbers are computed one way only.
 
 Measurement follows nccl-tests (doc/PERFORMANCE.md and its common.cu semantics): out-of-place buffers
 allocated once at the largest size and sliced; per size, warm-up launches, one untimed launch, a barrier,
@@ -19,13 +19,16 @@ the launcher can follow progress and keep every row measured before a hang or a 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 import time
 import warnings
 from collections.abc import Callable
 from typing import Any
+
+if __package__:  # imported on the controller, as diagnose.shipped.<program>
+    from . import common
+else:  # run on a host as program.py, the launcher's copy of common.py beside it
+    import common
 
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "sendrecv")
 DTYPES = ("float32", "float16", "bfloat16", "float64", "int32")
@@ -109,22 +112,14 @@ class Bench:
         self.torch = torch
         self.dist = dist
         self.args = args
-        self.rank = int(os.environ["RANK"])
-        self.ranks = int(os.environ["WORLD_SIZE"])
-        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        place = common.place()
+        self.rank, self.ranks, self.local_rank = place.rank, place.ranks, place.local_rank
         self.gpu = args.backend == "nccl"
         self.dtype = getattr(torch, args.dtype)
         self.elem = DTYPE_BYTES[args.dtype]
         self.exact = args.dtype in ("float32", "float64", "int32")
         self.timing = args.timing if self.gpu else "wall-clock"
-        timeout = __import__("datetime").timedelta(seconds=args.op_timeout)
-        if self.gpu:
-            torch.cuda.set_device(self.local_rank)
-            self.device = torch.device("cuda", self.local_rank)
-            dist.init_process_group("nccl", timeout=timeout, device_id=self.device)
-        else:
-            self.device = torch.device("cpu")
-            dist.init_process_group("gloo", timeout=timeout)
+        self.device = common.join_group(torch, dist, args.backend, args.op_timeout, self.local_rank)
 
     # -- data -----------------------------------------------------------------------------------------
     def _index_mod(self, start: int, stop: int, offset: int) -> Any:
@@ -360,14 +355,6 @@ class Bench:
             if self.gpu:
                 self.torch.cuda.empty_cache()
 
-    def versions(self) -> dict[str, Any]:
-        info: dict[str, Any] = {"torch": self.torch.__version__}
-        if self.gpu:
-            nccl = self.torch.cuda.nccl.version()
-            info["nccl"] = ".".join(str(p) for p in nccl) if isinstance(nccl, tuple) else str(nccl)
-            info["gpu"] = self.torch.cuda.get_device_name(self.device)
-        return info
-
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -406,30 +393,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    rank = int(os.environ.get("RANK", "0"))
-    if args.log_dir and os.environ.get("NCCL_DEBUG"):
-        os.makedirs(args.log_dir, exist_ok=True)
-        os.environ["NCCL_DEBUG_FILE"] = os.path.join(args.log_dir, f"nccl-rank{rank}.log")
+    rank = common.rank()
+    common.nccl_log_per_rank(args.log_dir, rank)
     warnings.filterwarnings("ignore", category=FutureWarning)
-    results = open(args.results, "a", encoding="utf-8") if args.results and rank == 0 else None  # noqa: SIM115
-
-    def emit(record: dict[str, Any]) -> None:
-        if rank != 0:
-            return
-        line = json.dumps(record)
-        print(line, flush=True)
-        if results is not None:
-            results.write(line + "\n")
-            results.flush()
-
-    bench = Bench(args)
-    emit({"event": "start", "ranks": bench.ranks, "backend": args.backend, **bench.versions()})
-    bench.run(emit)
-    bench.dist.barrier()
-    emit({"event": "done"})
-    bench.dist.destroy_process_group()
-    if results is not None:
-        results.close()
+    with common.Progress(args.results, rank) as progress:
+        bench = Bench(args)
+        versions = common.versions(bench.torch, bench.device)
+        progress.emit({"event": "start", "ranks": bench.ranks, "backend": args.backend, **versions})
+        bench.run(progress.emit)
+        bench.dist.barrier()
+        progress.emit({"event": "done"})
+        bench.dist.destroy_process_group()
     return 0
 
 

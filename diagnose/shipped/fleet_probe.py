@@ -23,13 +23,16 @@ what could not be measured on this host (no GPU, one GPU) so that a missing figu
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
 import sys
 import time
 from collections.abc import Callable
 from typing import Any
+
+if __package__:  # imported on the controller, as diagnose.shipped.<program>
+    from . import common
+else:  # run on a host as program.py, the launcher's copy of common.py beside it
+    import common
 
 METRICS = ("memcpy", "h2d", "d2h", "peer")
 DEFAULT_BYTES = 256 << 20
@@ -199,24 +202,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if int(os.environ.get("RANK", "0")) != 0:
+    rank = common.rank()
+    if rank != 0:
         return 0
-    results = open(args.results, "a", encoding="utf-8") if args.results else None  # noqa: SIM115
-
-    def emit(record: dict[str, Any]) -> None:
-        line = json.dumps(record)
-        print(line, flush=True)
-        if results is not None:
-            results.write(line + "\n")
-            results.flush()
-
-    probe = Probe(args, emit)
-    if args.device == "cuda" and probe.gpus == 0:
-        print("fleet probe: --device cuda but torch sees no CUDA device", file=sys.stderr)
-    probe.run()
-    emit({"event": "done", "time": round(time.time(), 3)})
-    if results is not None:
-        results.close()
+    with common.Progress(args.results, rank) as progress:
+        probe = Probe(args, progress.emit)
+        if args.device == "cuda" and probe.gpus == 0:
+            print("fleet probe: --device cuda but torch sees no CUDA device", file=sys.stderr)
+        probe.run()
+        progress.emit({"event": "done", "time": round(time.time(), 3)})
     return 0
 
 

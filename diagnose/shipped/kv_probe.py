@@ -1,9 +1,10 @@
 """KV-cache transfer from a prefill rank to a decode rank: the program diagnose ships to the hosts and
 starts with torchrun, one launch per pair.
 
-Like :mod:`diagnose.shipped.collective_bench`, it imports nothing but the standard library and torch (inside
-:func:`main`): the launcher copies this file's text to the hosts, and diagnose imports the pure helpers
-(percentiles, repetitions, row order) from here so that they are computed one way only.
+Like :mod:`diagnose.shipped.collective_bench`, it imports nothing but the standard library, torch (inside
+:func:`main`) and :mod:`common`: the launcher copies this file's text to the hosts, common.py beside it,
+and diagnose imports the pure helpers (percentiles, repetitions, row order) from here so that they are
+computed one way only.
 
 Two ranks: rank 0 (the prefill side) holds a request's KV blocks scattered over its pool, in a fixed
 random order; rank 1 (the decode side) must end up with them in its own pool, in another order, as two
@@ -33,14 +34,17 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import math
-import os
 import sys
 import time
 import warnings
 from collections.abc import Callable
 from typing import Any
+
+if __package__:  # imported on the controller, as diagnose.shipped.<program>
+    from . import common
+else:  # run on a host as program.py, the launcher's copy of common.py beside it
+    import common
 
 METHODS = ("block", "packed", "staged")
 # Block i of the prefill pool holds ((i mod PERIOD) + 1) in every word: a block that lands in the
@@ -105,24 +109,17 @@ class Transfer:
         self.torch = torch
         self.dist = dist
         self.args = args
-        self.rank = int(os.environ["RANK"])
-        world = int(os.environ["WORLD_SIZE"])
-        if world != 2:
-            raise SystemExit(f"kv_program moves KV blocks between two ranks, got {world}")
+        place = common.place()
+        if place.ranks != 2:
+            raise SystemExit(f"kv_program moves KV blocks between two ranks, got {place.ranks}")
+        self.rank = place.rank
         self.sender = self.rank == 0
         self.peer = 1 - self.rank
         self.gpu = args.backend == "nccl"
+        self.device = common.join_group(torch, dist, args.backend, args.op_timeout, args.gpus[self.rank])
+        # The host hop of the staged method, and the few numbers the ranks exchange, go over gloo.
         timeout = datetime.timedelta(seconds=args.op_timeout)
-        if self.gpu:
-            self.device = torch.device("cuda", args.gpus[self.rank])
-            torch.cuda.set_device(self.device)
-            dist.init_process_group("nccl", timeout=timeout, device_id=self.device)
-            # The host hop of the staged method, and the few numbers the ranks exchange, go over gloo.
-            self.cpu_group = dist.new_group(backend="gloo", timeout=timeout)
-        else:
-            self.device = torch.device("cpu")
-            dist.init_process_group("gloo", timeout=timeout)
-            self.cpu_group = None
+        self.cpu_group = dist.new_group(backend="gloo", timeout=timeout) if self.gpu else None
         plan = rows(args.tokens, args.methods, args.staged_max_tokens)
         most = max(blocks_for(n, args.block_tokens) for _, n in plan)
         staged = [blocks_for(n, args.block_tokens) for m, n in plan if m == "staged"]
@@ -296,14 +293,6 @@ class Transfer:
         for method, tokens in rows(self.args.tokens, self.args.methods, self.args.staged_max_tokens):
             emit(self.measure(method, tokens, emit, warmed))
 
-    def versions(self) -> dict[str, Any]:
-        info: dict[str, Any] = {"torch": self.torch.__version__}
-        if self.gpu:
-            nccl = self.torch.cuda.nccl.version()
-            info["nccl"] = ".".join(str(p) for p in nccl) if isinstance(nccl, tuple) else str(nccl)
-            info["gpu"] = self.torch.cuda.get_device_name(self.device)
-        return info
-
 
 def _ints(text: str) -> list[int]:
     return [int(p) for p in text.split(",") if p.strip()]
@@ -345,30 +334,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    rank = int(os.environ.get("RANK", "0"))
-    if args.log_dir and os.environ.get("NCCL_DEBUG"):
-        os.makedirs(args.log_dir, exist_ok=True)
-        os.environ["NCCL_DEBUG_FILE"] = os.path.join(args.log_dir, f"nccl-rank{rank}.log")
+    rank = common.rank()
+    common.nccl_log_per_rank(args.log_dir, rank)
     warnings.filterwarnings("ignore")
-    results = open(args.results, "a", encoding="utf-8") if args.results and rank == 0 else None  # noqa: SIM115
-
-    def emit(record: dict[str, Any]) -> None:
-        if rank != 0:
-            return
-        line = json.dumps(record)
-        print(line, flush=True)
-        if results is not None:
-            results.write(line + "\n")
-            results.flush()
-
-    transfer = Transfer(args)
-    emit({"event": "start", "ranks": 2, "backend": args.backend, "gpus": args.gpus, **transfer.versions()})
-    transfer.run(emit)
-    transfer.sync()
-    emit({"event": "done"})
-    transfer.dist.destroy_process_group()
-    if results is not None:
-        results.close()
+    with common.Progress(args.results, rank) as progress:
+        transfer = Transfer(args)
+        versions = common.versions(transfer.torch, transfer.device)
+        progress.emit({"event": "start", "ranks": 2, "backend": args.backend, "gpus": args.gpus, **versions})
+        transfer.run(progress.emit)
+        transfer.sync()
+        progress.emit({"event": "done"})
+        transfer.dist.destroy_process_group()
     return 0
 
 

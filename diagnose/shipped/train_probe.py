@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import math
 import os
 import sys
@@ -35,6 +34,11 @@ import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
+
+if __package__:  # imported on the controller, as diagnose.shipped.<program>
+    from . import common
+else:  # run on a host as program.py, the launcher's copy of common.py beside it
+    import common
 
 PLANTS = ("item", "sync", "slow-loader", "one-bucket", "no-sync")
 DEFAULT_BUCKET_CAP_MB = 25.0
@@ -180,21 +184,13 @@ class Probe:
         self.torch = torch
         self.dist = dist
         self.args = args
-        self.rank = int(os.environ["RANK"])
-        self.ranks = int(os.environ["WORLD_SIZE"])
-        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-        self.local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+        place = common.place()
+        self.rank, self.ranks, self.local_rank = place.rank, place.ranks, place.local_rank
         self.gpu = args.backend == "nccl"
         self.shape = model_shape(args.params_m)
-        timeout = __import__("datetime").timedelta(seconds=args.op_timeout)
-        if self.gpu:
-            torch.cuda.set_device(self.local_rank)
-            self.device = torch.device("cuda", self.local_rank)
-            dist.init_process_group("nccl", timeout=timeout, device_id=self.device)
-        else:
-            self.device = torch.device("cpu")
-            torch.set_num_threads(max(1, (os.cpu_count() or 1) // self.local_ranks))
-            dist.init_process_group("gloo", timeout=timeout)
+        if not self.gpu:  # the host's cores shared by its ranks, as on a GPU host each has its own GPU
+            torch.set_num_threads(max(1, (os.cpu_count() or 1) // place.local_ranks))
+        self.device = common.join_group(torch, dist, args.backend, args.op_timeout, self.local_rank)
         sleep_s = (args.loader_sleep_ms or (SLOW_LOADER_SLEEP_MS if args.plant == "slow-loader" else 0)) / 1e3
         loader = torch.utils.data.DataLoader(
             token_dataset(torch, self.shape.vocab, args.seq, sleep_s / args.batch),
@@ -327,14 +323,6 @@ class Probe:
                 self.step(ddp, optimizer)
                 prof.step()
 
-    def versions(self) -> dict[str, Any]:
-        info: dict[str, Any] = {"torch": self.torch.__version__}
-        if self.gpu:
-            nccl = self.torch.cuda.nccl.version()
-            info["nccl"] = ".".join(str(p) for p in nccl) if isinstance(nccl, tuple) else str(nccl)
-            info["gpu"] = self.torch.cuda.get_device_name(self.device)
-        return info
-
 
 def parse_caps(text: str) -> list[float]:
     """Bucket sizes in MB from ``25,100,400``; ValueError names the first that is not a positive number."""
@@ -392,56 +380,40 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    rank = int(os.environ.get("RANK", "0"))
-    if args.log_dir and os.environ.get("NCCL_DEBUG"):
-        os.makedirs(args.log_dir, exist_ok=True)
-        os.environ["NCCL_DEBUG_FILE"] = os.path.join(args.log_dir, f"nccl-rank{rank}.log")
+    rank = common.rank()
+    common.nccl_log_per_rank(args.log_dir, rank)
     if args.files_dir:
         os.makedirs(args.files_dir, exist_ok=True)
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", category=UserWarning)
-    results = open(args.results, "a", encoding="utf-8") if args.results and rank == 0 else None  # noqa: SIM115
-
-    def emit(record: dict[str, Any]) -> None:
-        if rank != 0:
-            return
-        line = json.dumps(record)
-        print(line, flush=True)
-        if results is not None:
-            results.write(line + "\n")
-            results.flush()
-
-    probe = Probe(args)
-    shape = probe.shape
-    emit(
-        {
-            "event": "start",
-            "ranks": probe.ranks,
-            "backend": args.backend,
-            "parameters": parameter_count(shape),
-            "gradient_bytes": gradient_bytes(shape),
-            "shape": {
-                "hidden": shape.hidden,
-                "heads": shape.heads,
-                "layers": shape.layers,
-                "vocab": shape.vocab,
-            },
-            "batch": args.batch,
-            "seq": args.seq,
-            "plant": args.plant,
-            **probe.versions(),
-        }
-    )
-    for phase in PHASES:  # each phase's hang budget is its own, not the sum over bucket sizes
-        emit({"event": "warm", "collective": phase})
-    for cap in args.bucket_caps:
-        probe.run_cap(cap, emit)
-    probe.dist.barrier()
-    emit({"event": "done"})
-    probe.dist.destroy_process_group()
-    if results is not None:
-        results.close()
+    with common.Progress(args.results, rank) as progress:
+        probe = Probe(args)
+        progress.emit(start_record(probe))
+        for phase in PHASES:  # each phase's hang budget is its own, not the sum over bucket sizes
+            progress.emit({"event": "warm", "collective": phase})
+        for cap in args.bucket_caps:
+            probe.run_cap(cap, progress.emit)
+        probe.dist.barrier()
+        progress.emit({"event": "done"})
+        probe.dist.destroy_process_group()
     return 0
+
+
+def start_record(probe: Probe) -> dict[str, Any]:
+    """The ``start`` line: the job, the model's size and shape, the software it runs on."""
+    args, shape = probe.args, probe.shape
+    return {
+        "event": "start",
+        "ranks": probe.ranks,
+        "backend": args.backend,
+        "parameters": parameter_count(shape),
+        "gradient_bytes": gradient_bytes(shape),
+        "shape": {"hidden": shape.hidden, "heads": shape.heads, "layers": shape.layers, "vocab": shape.vocab},
+        "batch": args.batch,
+        "seq": args.seq,
+        "plant": args.plant,
+        **common.versions(probe.torch, probe.device),
+    }
 
 
 if __name__ == "__main__":

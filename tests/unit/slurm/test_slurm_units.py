@@ -21,7 +21,7 @@ from diagnose.core.errors import ConfigError
 from diagnose.core.vars import Vars
 from diagnose.history import prune, record_run
 from diagnose.history.coverage import last_covered, record_coverage, stalest
-from diagnose.launchers.srun import RANK, srun_argv, task_script
+from diagnose.launchers.srun import RANK, files_archive, srun_argv, task_script
 from diagnose.launchers.torchrun_argv import torchrun_args
 from diagnose.slurm.hosts import SlurmNode, SlurmNodes, SlurmQuery
 from diagnose.slurm.submit import batch_script, job_id, split_secrets
@@ -156,11 +156,10 @@ def test_task_script_finds_its_rank_by_node_name_takes_the_program_and_quotes_ev
         ["--backend", "gloo", "--results", "./results.jsonl"],
     )
     env = {**os.environ, "SLURMD_NODENAME": "n2", "SLURM_JOB_ID": "42", "SLURM_STEP_ID": "3"}
-    done = subprocess.run(
-        ["/bin/sh", "-c", script + "\n"], input="print('program')\n", capture_output=True, text=True, env=env
-    )
+    files = files_archive({"program.py": "print('program')\n", "common.py": "# beside\n"})
+    done = subprocess.run(["/bin/sh", "-c", script + "\n"], input=files, capture_output=True, env=env)
     assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
+    lines = done.stdout.decode().splitlines()
     assert lines[0] == "@@diagnose-node 1 42.3"
     assert (
         "--node-rank=1" in lines[1]
@@ -168,6 +167,7 @@ def test_task_script_finds_its_rank_by_node_name_takes_the_program_and_quotes_ev
         and "program.py --backend gloo" in lines[1]
     )
     assert (tmp_path / "run" / "main" / "n1" / "program.py").read_text() == "print('program')\n"
+    assert (tmp_path / "run" / "main" / "n1" / "common.py").read_text() == "# beside\n"
     assert not Path("/tmp/pwned-by-diagnose-test").exists()
     stranger = subprocess.run(
         ["/bin/sh", "-c", script],
