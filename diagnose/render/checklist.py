@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from diagnose.core.model import SEVERITY, worst
-from diagnose.core.units import human_bytes
+from diagnose.core.units import gbps, human_bytes
 from diagnose.render.hostlist import summarize
 
 NOT_COVERED = "NOT COVERED"
@@ -212,12 +212,12 @@ def curve_shape(rows: list[dict[str, Any]]) -> tuple[str, str]:
         busbw = float(row["busbw_gbps"])
         if row["bytes"] >= CURVE_MIN_BYTES and best > 0 and busbw < CURVE_DIP_RATIO * best:
             return "WARN", (
-                f"busbw drops to {busbw:.1f} GB/s at {human_bytes(row['bytes'])} after "
-                f"{best:.1f} GB/s at {human_bytes(best_at)}"
+                f"busbw drops to {gbps(busbw)} at {human_bytes(row['bytes'])} after "
+                f"{gbps(best)} at {human_bytes(best_at)}"
             )
         if busbw > best:
             best, best_at = busbw, row["bytes"]
-    return "PASS", f"rises to {best:.1f} GB/s at {human_bytes(best_at)} and holds"
+    return "PASS", f"rises to {gbps(best)} at {human_bytes(best_at)} and holds"
 
 
 def _curve_item(spec: ItemSpec, benchmarks: list[dict[str, Any]]) -> ItemResult:

@@ -18,7 +18,7 @@ import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, NullLocator
 
-from diagnose.core.units import human_bytes
+from diagnose.core.units import gbps, human_bytes, number
 
 _METADATA = re.compile(r"\s*<metadata>.*?</metadata>", re.DOTALL)
 _ID = re.compile(r'(\bid="|xlink:href="#|url\(#)([^"\)]+)')
@@ -46,10 +46,10 @@ def busbw_svg(
         ax.set_xscale("log", base=2)
         top = max([p[1] for p in points] + [normal[1] if normal else 0.0, expected or 0.0, 1.0]) * 1.15
         if normal is not None:
-            label = f"normal range {normal[0]:.0f}–{normal[1]:.0f} GB/s"
+            label = f"normal range {number(normal[0], 0)}–{number(normal[1], 0)} GB/s"
             ax.axhspan(normal[0], normal[1], color="#2e7d32", alpha=0.14, lw=0, label=label)
         if expected is not None:
-            ax.axhline(expected, color="#2e7d32", lw=0.8, ls="--", label=f"expected {expected:.0f} GB/s")
+            ax.axhline(expected, color="#2e7d32", lw=0.8, ls="--", label=f"expected {gbps(expected, 0)}")
         if points:
             sizes = [p[0] for p in points]
             ax.plot(sizes, [p[1] for p in points], color="#1f4e79", lw=1.3, marker="o", ms=2.6, label="busbw")
