@@ -1,5 +1,5 @@
-"""The operational checklist (DESIGN.md, sections 1–5) filled in from a run's check results, followed by
-the node-health section (checklist ``H``).
+"""The operational checklist (sections 1–5, the check families of docs/contracts.md) filled in from a run's
+check results, followed by the node-health section (checklist ``H``).
 
 The checklist is what the cluster owner signs against, so it lists every item whether or not the run
 looked at it: an item with no result is NOT COVERED, an item whose results all say SKIP is SKIPPED, and
