@@ -1,34 +1,27 @@
 """The pod parsers (diagnose/parsers/pod.py) against the in-pod outputs of tests/fixtures/captured/k8s_pod,
-one case file per output (as test_facts.py), and the pod-object parser on the captured pod JSON."""
+one case file per output (the runner of tests/support/facts.py), and the pod-object parser on the captured pod JSON."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from diagnose.core.check import ParseError
 from diagnose.parsers.pod import parse_interfaces, parse_pod, parse_shm
-from tests.unit.parsers.test_facts import check_case
+from tests.support.facts import Parse, case_params, check_case
+from tests.support.paths import CAPTURED
 
-TESTS = Path(__file__).resolve().parents[2]
-CASES = TESTS / "facts"
-PODS = TESTS / "fixtures" / "captured" / "k8s_pod"
+PODS = CAPTURED / "k8s_pod"
 
-PARSERS: dict[str, Callable[[str, int | None], Any]] = {
+PARSERS: dict[str, Parse] = {
     "k8s_shm": lambda text, rc: parse_shm(text),
     "k8s_interfaces": lambda text, rc: parse_interfaces(text),
 }
 
 
-def _case_paths() -> list[Path]:
-    return [path for folder in sorted(PARSERS) for path in sorted((CASES / folder).glob("*.json"))]
-
-
-@pytest.mark.parametrize("path", [pytest.param(p, id=f"{p.parent.name}/{p.stem}") for p in _case_paths()])
+@pytest.mark.parametrize("path", case_params(PARSERS))
 def test_case(path: Path) -> None:
     check_case(path, PARSERS[path.parent.name])
 

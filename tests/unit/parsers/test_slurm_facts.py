@@ -1,4 +1,4 @@
-"""The Slurm output parsers against real outputs captured on the Slurm test bed (as test_facts.py).
+"""The Slurm output parsers against real outputs captured on the Slurm test bed (the runner of tests/support/facts.py).
 
 Cases live in ``tests/facts/<parser>/<case>.json`` and read fixtures from ``tests/fixtures/captured``'s
 sinfo, scontrol_hostnames and srun folders, each named with its origin in that folder's SOURCE.
@@ -6,7 +6,6 @@ sinfo, scontrol_hostnames and srun folders, each named with its origin in that f
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +13,7 @@ import pytest
 
 from diagnose.parsers.sinfo import parse_hostnames, parse_sinfo_nodes
 from diagnose.parsers.srun_output import split_labelled, task_endings
-from tests.unit.parsers.test_facts import check_case
-
-CASES = Path(__file__).resolve().parents[2] / "facts"
+from tests.support.facts import Parse, case_params, check_case, folders_without_cases
 
 
 def _labelled(text: str) -> dict[str, Any]:
@@ -24,7 +21,7 @@ def _labelled(text: str) -> dict[str, Any]:
     return {"tasks": {str(task): lines for task, lines in tasks.items()}, "other": other}
 
 
-PARSERS: dict[str, Callable[[str, int | None], Any]] = {
+PARSERS: dict[str, Parse] = {
     "sinfo_nodes": lambda text, rc: parse_sinfo_nodes(text),
     "hostnames": lambda text, rc: parse_hostnames(text),
     "srun_endings": lambda text, rc: task_endings(split_labelled(text)[1]),
@@ -32,15 +29,11 @@ PARSERS: dict[str, Callable[[str, int | None], Any]] = {
 }
 
 
-def _case_paths() -> list[Path]:
-    return [path for folder in sorted(PARSERS) for path in sorted((CASES / folder).glob("*.json"))]
-
-
-@pytest.mark.parametrize("path", [pytest.param(p, id=f"{p.parent.name}/{p.stem}") for p in _case_paths()])
+@pytest.mark.parametrize("path", case_params(PARSERS))
 def test_case(path: Path) -> None:
     check_case(path, PARSERS[path.parent.name])
 
 
 def test_every_parser_has_cases() -> None:
-    missing = [folder for folder in PARSERS if not any((CASES / folder).glob("*.json"))]
+    missing = folders_without_cases(PARSERS)
     assert not missing, f"parsers without a case: {missing}"
