@@ -1,151 +1,24 @@
 """History store and regression detection on realistic results documents (schema 1), in a real SQLite file.
 
-The host environment is the one captured on the lent 4x H200 machine (/work/captures/h200x4: driver
-580.159.04 from drvver.txt, CUDA 13.0 / NCCL 2.28.9 / torch 2.11.0+cu130 from torchver.txt). The busbw rows
-are the out-of-place columns of a real nccl-tests all_reduce_perf run on 2 nodes x 8 H100 80GB HBM3
-(16 ranks), published in github.com/lessizzmore/create-a3mega-ztan-fork, file ztan-NCCL-test-result,
-at the sizes of the nightly sweep (16K .. 1G by x4).
+The documents are tests/support/nightly.py's healthy two-node nights (a real environment and real all_reduce
+rows), each test changing what its regression needs.
 """
 
 from __future__ import annotations
 
-import copy
 import sqlite3
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from diagnose import history
 from diagnose.core.errors import ConfigError
-
-# bytes, time_us, algbw_gbps, busbw_gbps (nccl-tests out-of-place, 16 ranks)
-A3_ALL_REDUCE = [
-    (16384, 138.6, 0.12, 0.22),
-    (65536, 159.4, 0.41, 0.77),
-    (262144, 167.1, 1.57, 2.94),
-    (1048576, 203.2, 5.16, 9.68),
-    (4194304, 364.6, 11.50, 21.57),
-    (16777216, 977.6, 17.16, 32.18),
-    (67108864, 1261.6, 53.20, 99.74),
-    (268435456, 2360.9, 113.70, 213.19),
-    (1073741824, 6759.0, 158.86, 297.86),
-]
-ENV = {
-    "gpu_model": "NVIDIA H200",
-    "gpu_count": 4,
-    "driver": "580.159.04",
-    "cuda": "13.0",
-    "nccl": "2.28.9",
-    "torch": "2.11.0+cu130",
-    "os": "NixOS",
-    "nccl_env": {"NCCL_NVLS_ENABLE": "0"},
-}
-HOSTS = ("node01", "node02")
-PER_HOST = ("host.reachable", "ib.port_state", "gpu.topology", "net.port_range", "nccl.env")
-
-
-def make_results(run_id: str, started: datetime, playbook: str = "nightly") -> dict[str, Any]:
-    """A healthy nightly results document for a two-node cluster."""
-    checks = [
-        {
-            "id": check_id,
-            "host": host,
-            "checklist": "1",
-            "status": "PASS",
-            "observed": None,
-            "expected": None,
-            "message": f"{check_id} as expected",
-            "remediation": None,
-            "evidence": f"raw/{host}/x.txt",
-        }
-        for host in HOSTS
-        for check_id in PER_HOST
-    ]
-    checks.append(
-        {
-            "id": "versions.consistency",
-            "host": None,
-            "checklist": "3",
-            "status": "PASS",
-            "observed": "one version everywhere",
-            "expected": "one version everywhere",
-            "message": "driver, CUDA and torch agree on every host",
-            "remediation": None,
-            "evidence": None,
-        }
-    )
-    return {
-        "schema": 1,
-        "run": {
-            "id": run_id,
-            "started": started.isoformat(timespec="seconds"),
-            "finished": (started + timedelta(minutes=6)).isoformat(timespec="seconds"),
-            "tool_version": "0.1.0",
-            "inventory": "/etc/diagnose/prod.yaml",
-            "playbook": playbook,
-            "profile": "h200-8x-ndr400",
-            "argv": ["diagnose", "run"],
-        },
-        "hosts": [
-            {"name": h, "address": h, "reachable": True, "error": None, "environment": copy.deepcopy(ENV)}
-            for h in HOSTS
-        ],
-        "checks": checks,
-        "benchmarks": [
-            {
-                "collective": "all_reduce",
-                "tool": "nccl-tests",
-                "backend": "nccl",
-                "hosts": list(HOSTS),
-                "nodes": 2,
-                "ranks": 16,
-                "transport": {"inter_node": "NET/IB", "intra_node": ["P2P"], "gdrdma": True},
-                "rows": [
-                    {"bytes": b, "time_us": t, "algbw_gbps": a, "busbw_gbps": bus, "wrong": 0}
-                    for b, t, a, bus in A3_ALL_REDUCE
-                ],
-                "expected_busbw_gbps": None,
-                "status": "PASS",
-                "message": "",
-            }
-        ],
-        "verdict": "PASS",
-    }
-
-
-T0 = datetime(2026, 11, 18, 2, 0, tzinfo=timezone.utc)
-
-
-def night(n: int) -> datetime:
-    return T0 + timedelta(days=n)
-
-
-def scale_band(results: dict[str, Any], lo: int, hi: int | None, factor: float) -> None:
-    for row in results["benchmarks"][0]["rows"]:
-        if row["bytes"] >= lo and (hi is None or row["bytes"] < hi):
-            row["busbw_gbps"] = round(row["busbw_gbps"] * factor, 2)
-
-
-def fail_check(results: dict[str, Any], check_id: str, host: str, message: str) -> None:
-    for check in results["checks"]:
-        if check["id"] == check_id and check["host"] == host:
-            check["status"] = "FAIL"
-            check["message"] = message
-    results["verdict"] = "FAIL"
+from tests.support.nightly import A3_ALL_REDUCE, fail_check, make_results, night, record, scale_band
 
 
 @pytest.fixture
 def db(tmp_path: Path) -> Path:
     return tmp_path / "state" / "history.sqlite3"
-
-
-def record(db: Path, results: dict[str, Any], tmp_path: Path) -> Path:
-    run_dir = tmp_path / "runs" / results["run"]["id"]
-    run_dir.mkdir(parents=True, exist_ok=True)
-    history.record_run(db, results, run_dir)
-    return run_dir
 
 
 def test_healthy_repeat_has_no_regression(db: Path, tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """Instability in a real history database: a check flipping PASS↔FAIL on a host is history.unstable.
 
-The runs are test_history's healthy nightly documents (a real 2-node environment and real all_reduce rows)
+The runs are tests/support/nightly.py's healthy nightly documents (a real 2-node environment and real all_reduce rows)
 recorded night after night in a real SQLite file, with ib.port_state on node02 failing on some nights
 the way a flapping port fails it.
 """
@@ -15,7 +15,7 @@ import pytest
 from diagnose import history
 from diagnose.core.vars import Vars
 from diagnose.history.stability import count_flips, statuses_of, unstable_checks
-from tests.unit.history.test_history import fail_check, make_results, night, record
+from tests.support.nightly import fail_check, make_results, night, record
 
 FLAP = "ib.port_state"
 PORT_DOWN = "mlx5_1 port 1: State Down, Physical state Polling"
