@@ -1,5 +1,5 @@
 """One rank's trace → per-step metrics: real CPU (gloo) and GPU (NCCL) traces, and a hand-built trace
-whose every number is worked out below."""
+whose every number is worked out (tests/support/traces.py)."""
 
 from __future__ import annotations
 
@@ -7,69 +7,21 @@ import gzip
 import json
 from itertools import pairwise
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from diagnose.trace.analyze import STEP_TIME_CPU, STEP_TIME_GPU, analyze_trace
 from diagnose.trace.reader import TraceFormatError
+from tests.support.paths import FIXTURES
+from tests.support.traces import event, step_events, write_trace
 
-TRACES = Path(__file__).resolve().parents[2] / "fixtures" / "traces"
+TRACES = FIXTURES / "traces"
 CPU = TRACES / "cpu"
 PUBLIC = TRACES / "public"
 
 
-# ----------------------------------------------------------------------------------- a hand-built GPU trace
-
-
-def _x(cat: str, name: str, ts: float, dur: float, tid: Any, **args: Any) -> dict[str, Any]:
-    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur, "args": args}
-
-
-def _launch(ts: float, corr: int, tid: int, kernel: str, start: float, end: float) -> list[dict]:
-    return [
-        _x("cuda_runtime", "cudaLaunchKernel", ts, 5, tid, correlation=corr),
-        _x("kernel", kernel, start, end - start, 7 if "nccl" not in kernel else 20, correlation=corr),
-    ]
-
-
-def _step(offset: float, number: int, sync: str, steps: bool = True, backward: bool = True) -> list[dict]:
-    """One step of 1000 µs: DataLoader 0–100; forward kernel 200–400; backward op 400–600 launching a
-    kernel 450–700; NCCL all-reduce 550–900; optimizer kernel 900–950; a sync at 970."""
-    o = offset
-    events = [
-        _x("user_annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", o, 100, 1),
-        *_launch(o + 150, number * 10 + 1, 1, "ampere_sgemm_128x64_nn", o + 200, o + 400),
-        *_launch(o + 450, number * 10 + 2, 2, "ampere_sgemm_64x64_tn", o + 450, o + 700),
-        *_launch(o + 500, number * 10 + 3, 2, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", o + 550, o + 900),
-        *_launch(o + 620, number * 10 + 4, 1, "multi_tensor_apply_kernel", o + 900, o + 950),
-        _x("user_annotation", "Optimizer.step#SGD.step", o + 610, 20, 1),
-    ]
-    if steps:
-        events.append(_x("user_annotation", f"ProfilerStep#{number}", o, 1000, 1))
-    if backward:
-        events.append(_x("cpu_op", "autograd::engine::evaluate_function: AddmmBackward0", o + 400, 200, 2))
-    if sync == "item":
-        events += [
-            _x("cpu_op", "aten::item", o + 960, 30, 1),
-            _x("cuda_runtime", "cudaStreamSynchronize", o + 970, 15, 1),
-        ]
-    else:
-        events.append(_x("cuda_runtime", "cudaDeviceSynchronize", o + 970, 15, 1))
-    return events
-
-
-def _write(path: Path, events: list[dict], rank: int | None = 3) -> Path:
-    document: dict[str, Any] = {"schemaVersion": 1}
-    if rank is not None:
-        document["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": 8}
-    document["traceEvents"] = events
-    path.write_text(json.dumps(document, indent=1))
-    return path
-
-
 def test_hand_built_gpu_trace(tmp_path: Path) -> None:
-    path = _write(tmp_path / "t.json", _step(0, 1, "item") + _step(1000, 2, "device"))
+    path = write_trace(tmp_path / "t.json", step_events(0, 1, "item") + step_events(1000, 2, "device"))
     analysis = analyze_trace(path)
     assert (analysis.rank, analysis.rank_source, analysis.device) == (3, "distributedInfo", "cuda")
     first, second = analysis.steps
@@ -93,16 +45,16 @@ def test_hand_built_gpu_trace(tmp_path: Path) -> None:
 
 def test_input_stall_counts_only_gpu_idle_time(tmp_path: Path) -> None:
     """A DataLoader fetch while the GPU still runs the previous step's kernels is no stall."""
-    events = _step(0, 1, "item") + _step(1000, 2, "item") + _step(2000, 3, "item")
-    events.append(_x("kernel", "long_tail_kernel", 990, 60, 7, correlation=99))  # runs 990–1050
-    analysis = analyze_trace(_write(tmp_path / "t.json", events))
+    events = step_events(0, 1, "item") + step_events(1000, 2, "item") + step_events(2000, 3, "item")
+    events.append(event("kernel", "long_tail_kernel", 990, 60, 7, correlation=99))  # runs 990–1050
+    analysis = analyze_trace(write_trace(tmp_path / "t.json", events))
     assert analysis.steps[0].input_wait_ms == 0.1  # the fetch of step 2's batch, 1000–1100
     assert analysis.steps[0].input_stall_ms == 0.05
 
 
 def test_steps_from_the_optimizer_without_profiler_steps(tmp_path: Path) -> None:
-    events = _step(0, 1, "item", steps=False) + _step(1000, 2, "item", steps=False)
-    analysis = analyze_trace(_write(tmp_path / "t.json", events, rank=None), fallback_rank=5)
+    events = step_events(0, 1, "item", steps=False) + step_events(1000, 2, "item", steps=False)
+    analysis = analyze_trace(write_trace(tmp_path / "t.json", events, rank=None), fallback_rank=5)
     assert (analysis.rank, analysis.rank_source) == (5, "file order")
     assert analysis.step_source == "Optimizer.step annotations"
     assert any("no ProfilerStep#N" in note for note in analysis.notes)
@@ -113,8 +65,8 @@ def test_steps_from_the_optimizer_without_profiler_steps(tmp_path: Path) -> None
 
 
 def test_tail_without_autograd_ops_uses_the_last_compute_before_the_last_collective(tmp_path: Path) -> None:
-    events = _step(0, 1, "item", backward=False)
-    analysis = analyze_trace(_write(tmp_path / "t.json", events))
+    events = step_events(0, 1, "item", backward=False)
+    analysis = analyze_trace(write_trace(tmp_path / "t.json", events))
     assert analysis.steps[0].tail_ms == 0.2
     assert any("no autograd::engine ops" in note for note in analysis.notes)
 
@@ -219,11 +171,11 @@ def test_gpu_trace_with_host_syncs_every_step() -> None:
 
 def test_single_process_cpu_trace_says_what_it_cannot_judge(tmp_path: Path) -> None:
     events = [
-        _x("user_annotation", "ProfilerStep#0", 0, 1000, 1),
-        _x("cpu_op", "aten::mm", 10, 500, 1),
-        _x("cpu_op", "autograd::engine::evaluate_function: MmBackward0", 520, 400, 1),
+        event("user_annotation", "ProfilerStep#0", 0, 1000, 1),
+        event("cpu_op", "aten::mm", 10, 500, 1),
+        event("cpu_op", "autograd::engine::evaluate_function: MmBackward0", 520, 400, 1),
     ]
-    analysis = analyze_trace(_write(tmp_path / "t.json", events, rank=None))
+    analysis = analyze_trace(write_trace(tmp_path / "t.json", events, rank=None))
     assert analysis.device == "cpu" and analysis.rank is None
     assert set(analysis.skipped) == {"train.overlap", "train.tail", "train.sync", "train.input"}
     assert "no gloo:* ranges nor c10d calls" in analysis.skipped["train.overlap"]

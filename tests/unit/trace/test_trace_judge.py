@@ -11,9 +11,10 @@ from diagnose.core.vars import Vars
 from diagnose.trace import judge
 from diagnose.trace.analyze import RankAnalysis, analyze_trace
 from diagnose.trace.judge import FabricBaseline, baseline_from_benchmarks, judge_training, training_record
-from tests.unit.trace.test_trace_analyze import _step, _write, _x
+from tests.support.paths import FIXTURES
+from tests.support.traces import event, step_events, write_trace
 
-TRACES = Path(__file__).resolve().parents[2] / "fixtures" / "traces"
+TRACES = FIXTURES / "traces"
 
 
 def _verdicts(analyses: list[RankAnalysis], baseline: FabricBaseline | None = None, **values) -> dict:
@@ -66,7 +67,7 @@ def test_gpu_syncs_every_step_warn_and_name_their_cause() -> None:
 
 def test_slow_fabric_and_poor_overlap_get_different_verdicts(tmp_path: Path) -> None:
     """The hand-built step: 0.35 ms of all-reduce per 1 ms step, 0.2 ms of it exposed, 8 ranks."""
-    analysis = analyze_trace(_write(tmp_path / "t.json", _step(0, 1, "item")))
+    analysis = analyze_trace(write_trace(tmp_path / "t.json", step_events(0, 1, "item")))
     grad = 100_000_000  # all-reduce time at busbw B: grad · 2·7/8 / B
     fast = FabricBaseline(busbw_gbps=583.0, grad_bytes=grad, ranks=8, nodes=1)  # predicts 0.30 ms
     slow = FabricBaseline(busbw_gbps=3500.0, grad_bytes=grad, ranks=8, nodes=1)  # predicts 0.05 ms
@@ -91,12 +92,12 @@ def _rank(tmp_path: Path, rank: int, backward_us: float, comm: tuple[float, floa
     for number in range(3):
         o = number * 10_000.0
         events += [
-            _x("user_annotation", f"ProfilerStep#{number}", o, 10_000, 1),
-            _x("cpu_op", "autograd::engine::evaluate_function: MmBackward0", o, 50, 2),
-            _x("cuda_runtime", "cudaLaunchKernel", o + 10, 5, 2, correlation=number * 10 + 1),
-            _x("kernel", "sm90_gemm", o, backward_us, 7, correlation=number * 10 + 1),
-            _x("cuda_runtime", "cudaLaunchKernel", o + 100, 5, 1, correlation=number * 10 + 2),
-            _x(
+            event("user_annotation", f"ProfilerStep#{number}", o, 10_000, 1),
+            event("cpu_op", "autograd::engine::evaluate_function: MmBackward0", o, 50, 2),
+            event("cuda_runtime", "cudaLaunchKernel", o + 10, 5, 2, correlation=number * 10 + 1),
+            event("kernel", "sm90_gemm", o, backward_us, 7, correlation=number * 10 + 1),
+            event("cuda_runtime", "cudaLaunchKernel", o + 100, 5, 1, correlation=number * 10 + 2),
+            event(
                 "kernel",
                 "ncclDevKernel_AllReduce",
                 o + comm[0],
@@ -105,7 +106,7 @@ def _rank(tmp_path: Path, rank: int, backward_us: float, comm: tuple[float, floa
                 correlation=number * 10 + 2,
             ),
         ]
-    return analyze_trace(_write(tmp_path / f"rank{rank}.json", events, rank=rank))
+    return analyze_trace(write_trace(tmp_path / f"rank{rank}.json", events, rank=rank))
 
 
 # 100 MB over 8 ranks: grad · 2·7/8 / busbw, 1.00 ms at 175 GB/s.
