@@ -18,7 +18,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from diagnose.config.extra_vars import parse_extra_vars
-from diagnose.config.playbook import load_profile
+from diagnose.config.profile_files import load_profile
 from diagnose.core.errors import ConfigError
 from diagnose.core.model import CheckResult
 from diagnose.core.redact import redact_argv

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from diagnose.config.playbook import kind_of, parse_yaml, read_text
+from diagnose.config.yaml_lines import kind_of, parse_yaml, read_text
 from diagnose.core.errors import ConfigError
 from diagnose.core.redact import redact_extra_vars
 

@@ -1,30 +1,26 @@
-"""Playbooks (what to run) and hardware profiles (what to expect), read from YAML that keeps its lines.
+"""Playbooks: which checks and benchmarks a run does, read from YAML with a strict schema.
 
-Both are data with a strict schema: an unknown key or a value of the wrong type stops the run with the
-file and line, because a misspelt threshold that is silently ignored would let a bad cluster pass. The
-line-keeping YAML loader lives here and is shared with the inventory reader, which builds on this module
-(``diagnose.targets.inventory.resolve_hosts`` puts inventory, playbook and profile together).
+A playbook is data: an unknown key or a value of the wrong type stops the run with the file and line,
+because a misspelt threshold that is silently ignored would let a bad cluster pass. The YAML reader that
+keeps lines is :mod:`diagnose.config.yaml_lines`, the typed section reads :mod:`diagnose.config.schema`;
+hardware profiles are read by :mod:`diagnose.config.profile_files`, and :mod:`diagnose.targets.resolve`
+puts inventory, playbook and profile together.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import glob
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from importlib.resources import files
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import yaml
-
-from diagnose.config.profiles import PROFILE_VARIABLES
+from diagnose.config.packaged import looks_like_path, packaged, yaml_names
+from diagnose.config.schema import Section, check_profile_variables, is_int
+from diagnose.config.yaml_lines import YamlList, YamlMap, parse_yaml, read_text
 from diagnose.core.errors import ConfigError
 
-if TYPE_CHECKING:
-    from importlib.resources.abc import Traversable
-
-PLAYBOOK_PACKAGE = "diagnose.playbooks"
 DEFAULT_PLAYBOOK = "acceptance"
 PROFILE_VARIABLE = "diagnose_profile"
 
@@ -101,272 +97,9 @@ class Playbook:
     lines: Mapping[tuple[str, str], int] = field(default_factory=dict, repr=False, compare=False)
 
 
-@dataclass(frozen=True)
-class Profile:
-    """A hardware profile: the expected values that rules judge against."""
-
-    name: str
-    description: str
-    vars: Mapping[str, Any]
-    path: Path
-
-
-# --------------------------------------------------------------------------------------------- YAML with lines
-
-
-class YamlMap(dict):
-    """A YAML mapping that remembers the line of itself, of each key and of each value (1-based).
-
-    Schema errors found after loading (an unknown key, a value of the wrong type) must still name the
-    line, so the loader keeps the positions the parser knew.
-    """
-
-    line: int | None = None
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.key_lines: dict[Any, int] = {}
-        self.value_lines: dict[Any, int] = {}
-
-
-class YamlList(list):
-    """A YAML sequence that remembers its own line and the line of each item (1-based)."""
-
-    line: int | None = None
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.item_lines: list[int] = []
-
-
-class _LineLoader(yaml.SafeLoader):
-    """SafeLoader whose mappings and sequences carry their source lines."""
-
-
-def _construct_map(loader: _LineLoader, node: yaml.MappingNode) -> Iterator[YamlMap]:
-    data = YamlMap()
-    data.line = node.start_mark.line + 1
-    yield data
-    seen: dict[Any, int] = {}
-    for key_node, _ in node.value:
-        if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
-            continue
-        key = loader.construct_object(key_node)
-        line = key_node.start_mark.line + 1
-        if key in seen:
-            raise ConfigError(f"duplicate key {key!r} (first at line {seen[key]})", None, line)
-        seen[key] = line
-    loader.flatten_mapping(node)
-    for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        try:
-            hash(key)
-        except TypeError:
-            raise ConfigError(
-                "a mapping key must be a plain value", None, key_node.start_mark.line + 1
-            ) from None
-        data[key] = loader.construct_object(value_node, deep=True)
-        data.key_lines[key] = key_node.start_mark.line + 1
-        data.value_lines[key] = value_node.start_mark.line + 1
-
-
-def _construct_seq(loader: _LineLoader, node: yaml.SequenceNode) -> Iterator[YamlList]:
-    data = YamlList()
-    data.line = node.start_mark.line + 1
-    yield data
-    for item in node.value:
-        data.append(loader.construct_object(item, deep=True))
-        data.item_lines.append(item.start_mark.line + 1)
-
-
-def _construct_unsafe(loader: _LineLoader, node: yaml.Node) -> Any:
-    # Ansible's ``!unsafe`` only stops templating; we never template, so the value is the plain scalar.
-    if isinstance(node, yaml.ScalarNode):
-        return loader.construct_scalar(node)
-    raise ConfigError("!unsafe is only supported on plain values", None, node.start_mark.line + 1)
-
-
-_LineLoader.add_constructor("tag:yaml.org,2002:map", _construct_map)
-_LineLoader.add_constructor("tag:yaml.org,2002:seq", _construct_seq)
-_LineLoader.add_constructor("!unsafe", _construct_unsafe)
-
-
-def parse_yaml(text: str, path: str | Path | None) -> Any:
-    """Parse YAML text into plain values, with :class:`YamlMap`/:class:`YamlList` for collections.
-
-    Any YAML error becomes a one-line :class:`ConfigError` at the line the parser stopped on.
-    """
-    try:
-        return yaml.load(text, Loader=_LineLoader)
-    except ConfigError as err:
-        raise ConfigError(err.message, path, err.line) from None
-    except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark or err.context_mark
-        context = err.context
-        if (
-            context
-            and err.context_mark
-            and err.problem_mark
-            and err.context_mark.line != err.problem_mark.line
-        ):
-            context += f" started at line {err.context_mark.line + 1}"
-        detail = " ".join(", ".join(p for p in (context, err.problem) if p).split())
-        raise ConfigError(f"invalid YAML: {detail}", path, mark.line + 1 if mark else None) from None
-    except yaml.YAMLError as err:
-        raise ConfigError(f"invalid YAML: {' '.join(str(err).split())}", path) from None
-
-
-def try_parse_yaml(text: str) -> Any:
-    """The parsed YAML, or None if the text is not YAML at all (deciding whether a file is INI)."""
-    try:
-        return yaml.load(text, Loader=_LineLoader)
-    except (yaml.YAMLError, ConfigError):
-        return None
-
-
-def read_text(path: Path, what: str) -> str:
-    """A config file's text, or a ConfigError saying why it cannot be read (missing, a folder, binary)."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{what} file not found", path) from None
-    except IsADirectoryError:
-        raise ConfigError(f"{what} path is a folder, not a file", path) from None
-    except UnicodeDecodeError as err:
-        raise ConfigError(f"{what} file is not UTF-8 text ({err.reason} at byte {err.start})", path) from None
-    except OSError as err:
-        raise ConfigError(f"cannot read {what} file: {err.strerror or err}", path) from None
-
-
-def kind_of(value: Any) -> str:
-    """How an error message names the type of a value someone wrote."""
-    return {
-        YamlMap: "a mapping",
-        YamlList: "a list",
-        str: "a string",
-        bool: "true/false",
-        int: "a number",
-        float: "a number",
-    }.get(type(value), type(value).__name__)
-
-
-# ------------------------------------------------------------------------------------------ schema helpers
-
-
-class _Section:
-    """Typed reads from one YAML mapping, each error naming the key's line; rejects unknown keys."""
-
-    def __init__(self, data: YamlMap, path: Path, where: str, allowed: Sequence[str]) -> None:
-        self.data, self.path, self.where = data, path, where
-        inside = f" in {where.rstrip('.')}" if where else ""
-        for key in data:
-            if key not in allowed:
-                raise ConfigError(
-                    f"unknown key {key!r}{inside} (allowed: {', '.join(allowed)})",
-                    path,
-                    data.key_lines[key],
-                )
-
-    def line(self, key: str) -> int | None:
-        return self.data.value_lines.get(key, self.data.line)
-
-    def error(self, key: str, message: str) -> ConfigError:
-        return ConfigError(f"{self.where}{key}: {message}", self.path, self.line(key))
-
-    def get(
-        self, key: str, check: Callable[[Any], bool], kind: str, default: Any = None, nullable: bool = False
-    ) -> Any:
-        """The value of ``key``; ``default`` when absent, and when null unless ``nullable`` (null = None)."""
-        if key not in self.data or (self.data[key] is None and not nullable):
-            return default
-        if self.data[key] is None:
-            return None
-        value = self.data[key]
-        if not check(value):
-            raise self.error(key, f"must be {kind}, got {value!r}")
-        return value
-
-    def string(self, key: str, default: str | None = None) -> str | None:
-        return self.get(key, lambda v: isinstance(v, str), "a string", default)
-
-    def boolean(self, key: str, default: bool) -> bool:
-        return self.get(key, lambda v: isinstance(v, bool), "true or false", default)
-
-    def integer(self, key: str, default: int | None, minimum: int, nullable: bool = False) -> int | None:
-        value = self.get(key, _is_int, "an integer", default, nullable)
-        if value is not None and value < minimum:
-            raise self.error(key, f"must be at least {minimum}, got {value}")
-        return value
-
-    def number(
-        self, key: str, default: float | None, above: float = 0.0, nullable: bool = False
-    ) -> float | None:
-        value = self.get(key, _is_number, "a number", default, nullable)
-        if value is not None and value <= above:
-            raise self.error(key, f"must be more than {above:g}, got {value}")
-        return None if value is None else float(value)
-
-    def strings(self, key: str, default: tuple[str, ...]) -> tuple[str, ...]:
-        value = self.get(key, lambda v: isinstance(v, list), "a list of strings", None)
-        if value is None:
-            return default
-        for item, line in zip(value, value.item_lines, strict=True):
-            if not isinstance(item, str) or not item:
-                raise ConfigError(
-                    f"{self.where}{key}: items must be non-empty strings, got {item!r}", self.path, line
-                )
-        return tuple(value)
-
-    def mapping(self, key: str) -> YamlMap | None:
-        return self.get(key, lambda v: isinstance(v, YamlMap), "a mapping", None)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-_KIND_CHECKS: dict[type, tuple[Callable[[Any], bool], str]] = {
-    int: (_is_int, "an integer"),
-    float: (_is_number, "a number"),
-    bool: (lambda v: isinstance(v, bool), "true or false"),
-    str: (lambda v: isinstance(v, str), "a string"),
-    list: (lambda v: isinstance(v, list), "a list"),
-}
-
-
-def _check_profile_variables(
-    values: YamlMap, path: Path, where: str, unknown_allowed: bool
-) -> dict[str, Any]:
-    """Type-check the expected-value variables of a profile (or a playbook's ``vars``).
-
-    Null is allowed everywhere: it means "this value is not judged" (a profile that cannot know it).
-    """
-    for key, value in values.items():
-        line = values.key_lines[key]
-        if not isinstance(key, str) or not key:
-            raise ConfigError(f"{where}: variable names must be strings, got {key!r}", path, line)
-        variable = PROFILE_VARIABLES.get(key)
-        if variable is None:
-            if unknown_allowed:
-                continue
-            raise ConfigError(
-                f"{where}: unknown variable {key!r} (known: {', '.join(sorted(PROFILE_VARIABLES))})",
-                path,
-                line,
-            )
-        check, kind = _KIND_CHECKS[variable.kind]
-        if value is not None and not check(value):
-            raise ConfigError(f"{where}: {key} must be {kind}, got {value!r}", path, values.value_lines[key])
-    return dict(values)
-
-
 def parse_size(value: Any) -> int:
     """Bytes from an int or a string with a binary suffix: ``1M`` = 1048576, ``8G``, ``512K``, ``64``."""
-    if _is_int(value):
+    if is_int(value):
         if value < 1:
             raise ValueError(f"a size must be at least 1 byte, got {value}")
         return value
@@ -412,33 +145,18 @@ _BENCHMARK_KEYS = (
 _NIGHTLY_KEYS = ("time_budget_s", "keep_runs", "keep_days", "busbw_drop_pct")
 
 
-def _packaged(package_dir: str = "") -> Traversable:
-    root = files(PLAYBOOK_PACKAGE)
-    return root / package_dir if package_dir else root
-
-
-def _yaml_names(folder: Traversable) -> list[str]:
-    if not folder.is_dir():
-        return []
-    return sorted(item.name.rsplit(".", 1)[0] for item in folder.iterdir() if item.name.endswith(".yaml"))
-
-
 def available_playbooks() -> list[str]:
     """Names of the playbooks shipped with the package (``acceptance``, ``nightly``, ...)."""
-    return _yaml_names(_packaged())
-
-
-def _looks_like_path(name: str) -> bool:
-    return "/" in name or "\\" in name or name.endswith((".yaml", ".yml")) or name.startswith((".", "~"))
+    return yaml_names(packaged())
 
 
 def load_playbook(name_or_path: str | Path | None = None) -> Playbook:
     """A packaged playbook by bare name (``acceptance``), or a playbook file by path; default acceptance."""
     name = DEFAULT_PLAYBOOK if name_or_path is None else str(name_or_path)
-    if isinstance(name_or_path, Path) or _looks_like_path(name):
+    if isinstance(name_or_path, Path) or looks_like_path(name):
         path = Path(name).expanduser()
         return parse_playbook(read_text(path, "playbook"), path)
-    resource = _packaged() / f"{name}.yaml"
+    resource = packaged() / f"{name}.yaml"
     if not resource.is_file():
         raise ConfigError(
             f"unknown playbook {name!r}; packaged playbooks: {', '.join(available_playbooks()) or 'none'} "
@@ -454,7 +172,7 @@ def parse_playbook(text: str, path: Path) -> Playbook:
         raise ConfigError(
             "a playbook must be a YAML mapping (name:, checks:, ...)", path, getattr(data, "line", 1)
         )
-    top = _Section(data, path, "", _PLAYBOOK_KEYS)
+    top = Section(data, path, "", _PLAYBOOK_KEYS)
     lines: dict[tuple[str, str], int] = {}
     for key in ("checks", "custom_checks"):
         if isinstance(data.get(key), YamlList):
@@ -481,7 +199,7 @@ def parse_playbook(text: str, path: Path) -> Playbook:
         profile=profile,
         checks=top.strings("checks", ("*",)),
         custom_checks=top.strings("custom_checks", ()),
-        vars=_check_profile_variables(variables, path, "vars", unknown_allowed=True),
+        vars=check_profile_variables(variables, path, "vars", unknown_allowed=True),
         benchmarks=_benchmark_plan(top.mapping("benchmarks"), path),
         nightly=_nightly_plan(top.mapping("nightly"), path),
         lines=lines,
@@ -491,7 +209,7 @@ def parse_playbook(text: str, path: Path) -> Playbook:
 def _benchmark_plan(data: YamlMap | None, path: Path) -> BenchmarkPlan | None:
     if data is None:
         return None
-    section = _Section(data, path, "benchmarks.", _BENCHMARK_KEYS)
+    section = Section(data, path, "benchmarks.", _BENCHMARK_KEYS)
     workload = section.string("workload", "dense")
     if workload not in WORKLOADS:
         raise section.error("workload", f"must be one of {', '.join(WORKLOADS)}, got {workload!r}")
@@ -540,7 +258,7 @@ def _benchmark_plan(data: YamlMap | None, path: Path) -> BenchmarkPlan | None:
 def _nightly_plan(data: YamlMap | None, path: Path) -> NightlyPlan | None:
     if data is None:
         return None
-    section = _Section(data, path, "nightly.", _NIGHTLY_KEYS)
+    section = Section(data, path, "nightly.", _NIGHTLY_KEYS)
     drop = section.number("busbw_drop_pct", 10.0)
     if drop >= 100:
         raise section.error("busbw_drop_pct", f"must be below 100 (a percentage), got {drop:g}")
@@ -582,48 +300,3 @@ def check_unknown_patterns(playbook: Playbook, known_ids: Iterable[str]) -> None
                 playbook.path,
                 playbook.lines.get(("checks", pattern)),
             )
-
-
-# --------------------------------------------------------------------------------------------------- profiles
-
-
-def _profile_dirs(search_dirs: Sequence[Path | Traversable] | None) -> list[Path | Traversable]:
-    return list(search_dirs) if search_dirs is not None else [_packaged("profiles")]
-
-
-def available_profiles(search_dirs: Sequence[Path | Traversable] | None = None) -> list[str]:
-    """Profile names found in the search folders (the packaged ``playbooks/profiles/`` by default)."""
-    return sorted({name for folder in _profile_dirs(search_dirs) for name in _yaml_names(folder)})
-
-
-def load_profile(name: str, search_dirs: Sequence[Path | Traversable] | None = None) -> Profile:
-    """A hardware profile by name (first match in ``search_dirs``), or by path to a ``.yaml`` file."""
-    if _looks_like_path(name):
-        path = Path(name).expanduser()
-        return parse_profile(read_text(path, "profile"), path, path.stem)
-    for folder in _profile_dirs(search_dirs):
-        resource = folder / f"{name}.yaml"
-        if resource.is_file():
-            return parse_profile(resource.read_text(encoding="utf-8"), Path(str(resource)), name)
-    raise ConfigError(
-        f"unknown profile {name!r}; available: {', '.join(available_profiles(search_dirs)) or 'none'} "
-        "(or give a path to a .yaml file)"
-    )
-
-
-def parse_profile(text: str, path: Path, name: str) -> Profile:
-    """Parse and validate profile text: ``description`` and ``vars`` of known expected-value variables."""
-    data = parse_yaml(text, path)
-    if not isinstance(data, YamlMap):
-        raise ConfigError(
-            "a profile must be a YAML mapping (description:, vars:)", path, getattr(data, "line", 1)
-        )
-    section = _Section(data, path, "", ("description", "vars"))
-    return Profile(
-        name=name,
-        description=section.string("description", ""),
-        vars=_check_profile_variables(
-            section.mapping("vars") or YamlMap(), path, "vars", unknown_allowed=False
-        ),
-        path=path,
-    )

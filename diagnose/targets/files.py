@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from diagnose.config.playbook import YamlMap, kind_of, parse_yaml, read_text
+from diagnose.config.yaml_lines import YamlMap, kind_of, parse_yaml, read_text
 from diagnose.core.errors import ConfigError
 
 VARS_EXTENSIONS = (".yml", ".yaml", ".json")

@@ -27,18 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 from diagnose.config.extra_vars import parse_extra_vars as parse_extra_vars
 from diagnose.config.host_settings import first_problem
-from diagnose.config.playbook import (
-    PROFILE_VARIABLE,
-    Playbook,
-    Profile,
-    YamlMap,
-    kind_of,
-    load_profile,
-    parse_yaml,
-    read_text,
-    try_parse_yaml,
-)
+from diagnose.config.playbook import PROFILE_VARIABLE, Playbook
+from diagnose.config.profile_files import Profile, load_profile
 from diagnose.config.profiles import PROFILE_VARIABLES
+from diagnose.config.yaml_lines import YamlMap, kind_of, parse_yaml, read_text, try_parse_yaml
 from diagnose.core.errors import ConfigError
 from diagnose.core.hosts import Host
 from diagnose.core.vars import Vars

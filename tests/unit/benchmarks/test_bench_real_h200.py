@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from diagnose.benchmarks.expect import expected_busbw, judge_busbw, large_message_busbw
-from diagnose.config.playbook import load_profile
+from diagnose.config.profile_files import load_profile
 from diagnose.core.vars import Vars
 
 REAL_RUN = Path(__file__).resolve().parents[2] / "fixtures" / "results" / "h200x4_real_moe.json"

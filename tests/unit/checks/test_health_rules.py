@@ -23,7 +23,7 @@ from diagnose.checks import (
     host_memlock,
     ib_counters,
 )
-from diagnose.config.playbook import load_profile
+from diagnose.config.profile_files import load_profile
 from diagnose.core.check import Check
 from diagnose.core.model import CommandOutput
 from diagnose.core.vars import Vars

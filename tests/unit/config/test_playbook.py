@@ -9,13 +9,12 @@ import pytest
 
 from diagnose.config.playbook import (
     available_playbooks,
-    available_profiles,
     check_unknown_patterns,
     custom_check_paths,
     load_playbook,
-    load_profile,
     parse_size,
 )
+from diagnose.config.profile_files import available_profiles, load_profile
 from diagnose.core.errors import ConfigError
 from diagnose.targets.inventory import load_inventory, resolve_hosts
 

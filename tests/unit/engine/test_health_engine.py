@@ -24,7 +24,7 @@ from diagnose.checks import (
     ib_mtu,
     ib_port_state,
 )
-from diagnose.config.playbook import load_profile
+from diagnose.config.profile_files import load_profile
 from diagnose.core.check import Check, Command
 from diagnose.core.hosts import Host
 from diagnose.core.model import CommandOutput

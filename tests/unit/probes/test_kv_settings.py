@@ -10,7 +10,7 @@ import pytest
 from diagnose.benchmarks.setup import BenchContext, Setup
 from diagnose.benchmarks.stage import Stage
 from diagnose.config.host_settings import first_problem, parse_pair_env
-from diagnose.config.playbook import load_profile
+from diagnose.config.profile_files import load_profile
 from diagnose.core.hosts import Host
 from diagnose.core.model import CheckResult
 from diagnose.core.vars import Vars
