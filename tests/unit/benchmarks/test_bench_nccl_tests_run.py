@@ -30,13 +30,14 @@ from diagnose.core.model import CheckResult, CommandOutput
 from diagnose.core.vars import Vars
 from diagnose.launchers.base import TOKEN_VAR
 from diagnose.parsers.nccl_tests import parse_nccl_tests
+from tests.support.paths import FACTS
 
-FACTS = Path(__file__).parents[2] / "facts" / "nccl_tests"
+NCCL_TESTS_CASES = FACTS / "nccl_tests"
 ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET,GRAPH"}
 
 
 def rows_of(case: str) -> list[dict[str, Any]]:
-    return parse_nccl_tests((FACTS / case / "input.txt").read_text())["rows"]
+    return parse_nccl_tests((NCCL_TESTS_CASES / case / "input.txt").read_text())["rows"]
 
 
 def settings(**values: Any) -> Settings:
@@ -183,7 +184,7 @@ def test_old_error_column_is_a_deviation_judged_against_the_type_tolerance() -> 
 
 
 def test_the_table_is_followed_line_by_line_as_it_arrives() -> None:
-    lines = (FACTS / "efa_p4d_two_nodes_mpirun_info" / "input.txt").read_text().splitlines()
+    lines = (NCCL_TESTS_CASES / "efa_p4d_two_nodes_mpirun_info" / "input.txt").read_text().splitlines()
     header = next(i for i, line in enumerate(lines) if "busbw" in line)
     follower = TableFollower("all_reduce")
     assert follower.feed(lines[:header]) == [], "nothing before the table header"
@@ -199,7 +200,9 @@ def test_the_table_is_followed_line_by_line_as_it_arrives() -> None:
 
 def test_rows_of_zero_bytes_are_dropped() -> None:
     follower = TableFollower("all_gather")
-    events = follower.feed((FACTS / "old_no_redop_allgather" / "input.txt").read_text().splitlines())
+    events = follower.feed(
+        (NCCL_TESTS_CASES / "old_no_redop_allgather" / "input.txt").read_text().splitlines()
+    )
     rows = [e for e in events if e["event"] == "row"]
     assert len(rows) == 34 - 5 and rows[0]["bytes"] == 32 and rows[-1]["busbw_gbps"] == 223.39
 
@@ -249,7 +252,7 @@ def test_a_corrupted_old_run_fails_and_a_missing_binary_is_an_error(tmp_path: Pa
     is not there."""
     build = tmp_path / "build"
     build.mkdir()
-    captured = FACTS / "oldest_unprefixed_out_of_bounds" / "input.txt"
+    captured = NCCL_TESTS_CASES / "oldest_unprefixed_out_of_bounds" / "input.txt"
     argv_file = tmp_path / "argv"
     _executable(build / "all_gather_perf", f'#!/bin/sh\necho "$@" > {argv_file}\ncat {captured}\nexit 1\n')
     checks, benchmarks = stage_run(tmp_path, {"nccl_tests_dir": str(build)})
@@ -331,7 +334,7 @@ def test_a_short_result_on_three_hosts_is_bisected_with_nccl_tests_pairs(tmp_pat
     """Three hosts on this machine; the stand-in mpirun prints the real 2-node EFA run (32.7 GB/s at 1 GiB)
     for every job, so the whole run and every pair fall below p4d's range: a cluster-wide shortfall."""
     record = tmp_path / "mpirun.argv"
-    captured = FACTS / "efa_p4d_two_nodes_mpirun_info" / "input.txt"
+    captured = NCCL_TESTS_CASES / "efa_p4d_two_nodes_mpirun_info" / "input.txt"
     mpirun = _executable(tmp_path / "mpirun", f'#!/bin/sh\necho "$@" >> {record}\ncat {captured}\n')
     build = tmp_path / "build"
     build.mkdir()

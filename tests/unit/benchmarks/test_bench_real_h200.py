@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from diagnose.benchmarks.expect import expected_busbw, judge_busbw, large_message_busbw
 from diagnose.config.profile_files import load_profile
 from diagnose.core.vars import Vars
+from tests.support.paths import FIXTURES
 
-REAL_RUN = Path(__file__).resolve().parents[2] / "fixtures" / "results" / "h200x4_real_moe.json"
+REAL_RUN = FIXTURES / "results" / "h200x4_real_moe.json"
 
 
 def test_every_collective_of_the_real_run_is_within_the_profile_range() -> None:

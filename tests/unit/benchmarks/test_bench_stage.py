@@ -10,8 +10,9 @@ from diagnose.benchmarks.stage import Stage
 from diagnose.core.hosts import Host
 from diagnose.core.vars import Vars
 from diagnose.launchers.base import LaunchOutcome
+from tests.support.paths import FACTS
 
-LOGS = Path(__file__).parents[2] / "facts" / "nccl_log"
+LOGS = FACTS / "nccl_log"
 NDR = {"expected_hca_count": 8, "line_rate_gbps": 400, "nvlink_busbw_gbps": 360}
 
 

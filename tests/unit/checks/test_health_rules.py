@@ -8,7 +8,6 @@ an inventory would. The evaluation path (missing tool, refused log) goes through
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,8 +27,8 @@ from diagnose.core.check import Check
 from diagnose.core.model import CommandOutput
 from diagnose.core.vars import Vars
 from diagnose.engine.evaluate import evaluate_check
+from tests.support.paths import CAPTURED
 
-CAPTURED = Path(__file__).resolve().parents[2] / "fixtures" / "captured"
 HEALTHY_QUERY = "gpu_query/h200x2_580_healthy.txt"
 MISSING = CommandOutput(stdout="", stderr="sh: 1: nvidia-smi: not found", exit_code=127)
 

@@ -4,7 +4,6 @@ the healthy pod passes, each fault is named on the right pod, and hosts that are
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,8 +13,8 @@ from diagnose.core.check import Check
 from diagnose.core.model import CommandOutput
 from diagnose.core.vars import Vars
 from diagnose.engine.evaluate import evaluate_check
+from tests.support.paths import CAPTURED
 
-CAPTURED = Path(__file__).resolve().parents[2] / "fixtures" / "captured"
 IBV = (CAPTURED / "ibv_devinfo/h100_cx7_ib_8hca.txt").read_text()
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,8 +31,8 @@ from diagnose.core.check import Check
 from diagnose.core.model import CommandOutput
 from diagnose.core.vars import Vars
 from diagnose.engine.environment import environment_from_facts
+from tests.support.paths import CAPTURED
 
-CAPTURED = Path(__file__).resolve().parents[2] / "fixtures" / "captured"
 UVERBS_8 = "\n".join(["rdma_cm", *(f"uverbs{i}" for i in range(8))])
 
 

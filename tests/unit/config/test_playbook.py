@@ -17,8 +17,8 @@ from diagnose.config.playbook import (
 from diagnose.config.profile_files import available_profiles, load_profile
 from diagnose.core.errors import ConfigError
 from diagnose.targets.inventory import load_inventory, resolve_hosts
+from tests.support.paths import REPO
 
-REPO = Path(__file__).parents[3]
 MIB = 1 << 20
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
 
 import pytest
 
@@ -18,9 +17,9 @@ from diagnose.core.redact import MASK, is_secret_name, redact_argv, redact_assig
 from diagnose.core.streams import Capped, FramedStream
 from diagnose.core.vars import Vars
 from diagnose.engine.evaluate import evaluate_check
+from tests.support.paths import CAPTURED
 
 TOKEN = "@@diagnose-0123456789abcdef"
-CAPTURED = Path(__file__).resolve().parents[2] / "fixtures" / "captured"
 POD_FIXTURE = "healthy_sriov_rdma_pod.json"
 
 

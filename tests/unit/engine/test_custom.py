@@ -12,8 +12,9 @@ from pathlib import Path
 from diagnose.core.hosts import Host
 from diagnose.core.vars import Vars
 from diagnose.engine.custom import run_custom_checks, write_ssh_config
+from tests.support.paths import REPO
 
-EXAMPLE = Path(__file__).resolve().parents[3] / "checks" / "custom" / "example_sysctl.py"
+EXAMPLE = REPO / "checks" / "custom" / "example_sysctl.py"
 LOCAL = Host("workstation", vars=Vars({"ansible_connection": "local"}, host="workstation"))
 
 

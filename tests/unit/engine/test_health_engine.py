@@ -38,8 +38,7 @@ from diagnose.engine.stages import (
     note_counters_on_slow_collectives,
     run_after_snapshot_stage,
 )
-
-CAPTURED = Path(__file__).resolve().parents[2] / "fixtures" / "captured"
+from tests.support.paths import CAPTURED
 
 
 def local_host(profile: str = "h100-8x-ndr400", **extra: object) -> Host:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,8 +25,8 @@ from diagnose.inference.judge import (
     transport_between,
 )
 from diagnose.parsers.nccl_log import parse_nccl_log
+from tests.support.paths import FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 RUN = json.loads((FIXTURES / "results" / "h200x2_kv_transfer.json").read_text())
 LIMITS = Limits(nvlink_gbps=340.0, line_rate_gbps=400.0)
 

@@ -7,7 +7,6 @@ GPU pairs are NODE or SYS.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,8 +15,7 @@ from diagnose.checks import gpu_topology
 from diagnose.core.model import CommandOutput
 from diagnose.core.vars import Vars
 from diagnose.inference.pairs import Endpoint, parse_endpoint, parse_pair, path_rank, plan_pairs
-
-CAPTURED = Path(__file__).resolve().parents[2] / "fixtures" / "captured"
+from tests.support.paths import CAPTURED
 
 
 def topology(topo: str, smi: str = "h100_sxm_8gpu_565.txt") -> dict[str, Any]:

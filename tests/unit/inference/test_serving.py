@@ -11,8 +11,9 @@ import pytest
 
 from diagnose.core.errors import ConfigError
 from diagnose.inference.serving import judge_serving, parse_serving, serving_record
+from tests.support.paths import FIXTURES
 
-SERVING = Path(__file__).resolve().parents[2] / "fixtures" / "serving"
+SERVING = FIXTURES / "serving"
 
 
 def load(name: str) -> dict[str, Any]:

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from diagnose.parsers.nccl_log import parse_nccl_log, summarize_transport, transport_kind
+from tests.support.paths import FACTS
 
-CASES = sorted((Path(__file__).parents[2] / "facts" / "nccl_log").iterdir())
+CASES = sorted((FACTS / "nccl_log").iterdir())
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])

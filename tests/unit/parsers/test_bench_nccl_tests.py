@@ -9,8 +9,9 @@ import pytest
 
 from diagnose.core.check import ParseError
 from diagnose.parsers.nccl_tests import parse_nccl_tests, wrong_elements
+from tests.support.paths import FACTS
 
-CASES = sorted((Path(__file__).parents[2] / "facts" / "nccl_tests").iterdir())
+CASES = sorted((FACTS / "nccl_tests").iterdir())
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])

@@ -14,8 +14,9 @@ from pypdf import PdfReader
 
 from diagnose.render import render
 from diagnose.render.view_inference import build_inference
+from tests.support.paths import FIXTURES
 
-FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "results" / "h200x2_kv_transfer.json"
+FIXTURE = FIXTURES / "results" / "h200x2_kv_transfer.json"
 
 
 def test_the_chapter_holds_every_pair_length_and_method() -> None:

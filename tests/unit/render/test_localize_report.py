@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from diagnose.benchmarks.expect import Expectation
@@ -17,8 +16,9 @@ from diagnose.render.html import render_html
 from diagnose.render.load import clean_tree, normalize
 from diagnose.render.view import build_report
 from diagnose.render.view_localization import build_localization
+from tests.support.paths import FIXTURES
 
-FIXTURES = Path(__file__).parents[2] / "fixtures" / "results"
+RESULTS = FIXTURES / "results"
 TWO = Expectation(340.0, 289.0, 391.0, "two nodes")
 
 
@@ -46,7 +46,7 @@ def record(names: list[str], slow: dict[str, float]) -> dict[str, Any]:
 
 
 def results_with(entries: list[dict[str, Any]]) -> dict[str, Any]:
-    doc = json.loads((FIXTURES / "cluster_failures.json").read_text())
+    doc = json.loads((RESULTS / "cluster_failures.json").read_text())
     doc["localization"] = entries
     return normalize(clean_tree(doc))
 
@@ -69,7 +69,7 @@ def test_the_chapter_names_the_host_with_its_numbers_and_the_rounds() -> None:
     first = search.steps[0]
     assert first.groups == 20 and first.fast_hidden == 19, "a big round lists only what is not plainly fast"
     assert [m.hosts for m in first.shown] == ["gpu04+gpu05"]
-    html = render_html(build_report(results_with([record(names, {"gpu05": 0.37})]), FIXTURES))
+    html = render_html(build_report(results_with([record(names, {"gpu05": 0.37})]), RESULTS))
     chapter = html[html.index('id="localization"') :]
     assert "Localization: slow host or link" in chapter
     assert "gpu05" in chapter and "convicts" in chapter and "and 19 fast group(s)" in chapter

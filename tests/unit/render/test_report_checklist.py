@@ -10,12 +10,13 @@ import pytest
 
 from diagnose.render.checklist import NOT_COVERED, build_checklist, curve_shape
 from diagnose.render.hostlist import fold, summarize
+from tests.support.paths import FIXTURES
 
-FIXTURES = Path(__file__).parents[2] / "fixtures" / "results"
+RESULTS = FIXTURES / "results"
 
 
 def _items(name: str) -> dict[str, Any]:
-    results = json.loads((FIXTURES / name).read_text())
+    results = json.loads((RESULTS / name).read_text())
     return {
         item.key + " " + item.title: item for section in build_checklist(results) for item in section.items
     }
@@ -62,7 +63,7 @@ def test_checks_outside_the_map_appear_under_their_checklist_field() -> None:
 
 
 def test_hostile_results_sections_and_unknown_checklist() -> None:
-    results = json.loads((FIXTURES / "hostile.json").read_text())
+    results = json.loads((RESULTS / "hostile.json").read_text())
     sections = {s.number: s for s in build_checklist(results)}
     assert any(i.sources == ["history.regression"] and i.status == "WARN" for i in sections["3"].items)
     assert any(i.sources == ['site.custom"<x>'] for i in sections["–"].items)
@@ -152,7 +153,7 @@ def test_the_gpu_acceptance_report_shows_the_probe_numbers(tmp_path: Path) -> No
     from diagnose.render.render import render
 
     results = tmp_path / "results.json"
-    results.write_text((FIXTURES / "h200x2_acceptance_extras.json").read_text())
+    results.write_text((RESULTS / "h200x2_acceptance_extras.json").read_text())
     (html,) = render(results, {"html"})
     text = html.read_text()
     for chapter in ('id="training"', 'id="inference"', 'id="fleet"'):
@@ -166,7 +167,7 @@ def test_a_real_gpu_run_names_the_slowed_host(tmp_path: Path) -> None:
     localization names gpu3 from its pairs with two partners, with the measurements behind it."""
     from diagnose.render.render import render
 
-    results = json.loads((FIXTURES / "h200x4_localize_gpu3.json").read_text())
+    results = json.loads((RESULTS / "h200x4_localize_gpu3.json").read_text())
     (search,) = results["localization"]
     (accused,) = search["finding"]["accused"]
     assert (accused["kind"], accused["name"]) == ("host", "gpu3") and accused["confidence"] > 0.99

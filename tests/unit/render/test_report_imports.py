@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
-RENDER = Path(__file__).parents[3] / "diagnose" / "render"
+from tests.support.paths import REPO
+
+RENDER = REPO / "diagnose" / "render"
 # The rooms that measure and judge; the report shows what they recorded, with today's code or next year's.
 FORBIDDEN = ("diagnose.benchmarks", "diagnose.probes", "diagnose.engine", "diagnose.inference")
 

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from diagnose.render.load import clean_text, clean_tree, normalize, read_excerpt, read_results
+from tests.support.paths import FIXTURES
 
 
 def test_bytes_that_were_not_utf8_show_as_hex_escapes() -> None:
@@ -84,7 +85,7 @@ def test_short_evidence_is_quoted_whole_without_note(tmp_path: Path) -> None:
 
 
 def test_fixtures_are_schema_1() -> None:
-    for path in (Path(__file__).parents[2] / "fixtures" / "results").glob("*.json"):
+    for path in (FIXTURES / "results").glob("*.json"):
         data = json.loads(path.read_text())
         assert data["schema"] == 1, path
         assert {"run", "hosts", "checks", "benchmarks", "verdict"} <= set(data), path

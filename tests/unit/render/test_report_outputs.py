@@ -14,12 +14,13 @@ from diagnose.render.atomic import write_atomic
 from diagnose.render.junit import render_junit
 from diagnose.render.load import clean_tree, normalize
 from diagnose.render.prometheus import escape_label, render_prometheus
+from tests.support.paths import FIXTURES
 
-FIXTURES = Path(__file__).parents[2] / "fixtures" / "results"
+RESULTS = FIXTURES / "results"
 
 
 def _load(name: str) -> dict[str, Any]:
-    return normalize(clean_tree(json.loads((FIXTURES / name).read_text())))
+    return normalize(clean_tree(json.loads((RESULTS / name).read_text())))
 
 
 def test_junit_one_testcase_per_check_and_host() -> None:

@@ -9,8 +9,9 @@ from pathlib import Path
 from pypdf import PdfReader
 
 from diagnose.render import render
+from tests.support.paths import FIXTURES
 
-FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "results" / "h200x4_real_moe.json"
+FIXTURE = FIXTURES / "results" / "h200x4_real_moe.json"
 
 
 def test_real_single_node_run_reports_nvlink_collectives_and_no_hca(tmp_path: Path) -> None:

@@ -13,8 +13,9 @@ from PIL import Image
 from pypdf import PdfReader
 
 from diagnose.render import render
+from tests.support.paths import FIXTURES
 
-FIXTURES = Path(__file__).parents[2] / "fixtures" / "results"
+RESULTS = FIXTURES / "results"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = [
     "--headless",
@@ -31,8 +32,8 @@ CHROMIUM_FLAGS = [
 def _copy_run(name: str, dest: Path) -> Path:
     """A run folder like `diagnose run` leaves: results.json with its raw/ evidence beside it."""
     dest.mkdir(parents=True, exist_ok=True)
-    shutil.copy(FIXTURES / name, dest / "results.json")
-    shutil.copytree(FIXTURES / "raw", dest / "raw")
+    shutil.copy(RESULTS / name, dest / "results.json")
+    shutil.copytree(RESULTS / "raw", dest / "raw")
     return dest / "results.json"
 
 
@@ -179,7 +180,7 @@ def test_hostile_strings_stay_text_in_the_pdf(hostile_run: Path) -> None:
 
 def test_report_of_a_run_without_evidence_notes_missing_files(tmp_path: Path) -> None:
     results = tmp_path / "results.json"
-    shutil.copy(FIXTURES / "cluster_failures.json", results)
+    shutil.copy(RESULTS / "cluster_failures.json", results)
     (html,) = render(results, {"html"})
     text = html.read_text()
     assert text.count("evidence file not found next to results.json") >= 3

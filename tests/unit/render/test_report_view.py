@@ -11,12 +11,13 @@ from diagnose.render.view import build_cover, build_report
 from diagnose.render.view_benchmarks import build_benchmarks
 from diagnose.render.view_environment import build_environment
 from diagnose.render.view_findings import build_matrix
+from tests.support.paths import FIXTURES
 
-FIXTURES = Path(__file__).parents[2] / "fixtures" / "results"
+RESULTS = FIXTURES / "results"
 
 
 def _load(name: str) -> dict[str, Any]:
-    return normalize(clean_tree(json.loads((FIXTURES / name).read_text())))
+    return normalize(clean_tree(json.loads((RESULTS / name).read_text())))
 
 
 def test_cover_counts_nodes_gpus_and_statuses() -> None:
@@ -44,7 +45,7 @@ def test_missing_verdict_is_derived_and_said_so() -> None:
 
 
 def test_findings_come_worst_first_with_evidence_excerpts() -> None:
-    report = build_report(_load("cluster_failures.json"), FIXTURES)
+    report = build_report(_load("cluster_failures.json"), RESULTS)
     statuses = [f.status for f in report.findings]
     assert statuses == sorted(statuses, key=["FAIL", "ERROR", "WARN"].index)
     port = next(f for f in report.findings if f.check_id == "ib.port_state")
@@ -102,7 +103,7 @@ def test_environment_flags_values_that_differ_from_the_majority() -> None:
 
 
 def test_benchmark_view_has_transport_straggler_and_curve() -> None:
-    report = build_report(_load("cluster_failures.json"), FIXTURES)
+    report = build_report(_load("cluster_failures.json"), RESULTS)
     bench = report.benchmarks[0]
     assert bench.inter_node == "NET/IB" and bench.gdrdma == "yes"
     assert bench.straggler and bench.straggler[0].startswith("gpu05 (FAIL): gpu05 is slow")
@@ -133,7 +134,7 @@ def test_history_trend_from_the_history_module_becomes_runs_and_series(tmp_path:
     from diagnose.render.html import render_html
 
     db = tmp_path / "history.sqlite"
-    base = json.loads((FIXTURES / "cluster_failures.json").read_text())
+    base = json.loads((RESULTS / "cluster_failures.json").read_text())
     for night, scale in enumerate((1.0, 1.02, 0.8), start=1):
         doc = json.loads(json.dumps(base))
         doc["run"]["id"] = f"night-{night}"
@@ -144,7 +145,7 @@ def test_history_trend_from_the_history_module_becomes_runs_and_series(tmp_path:
                 row["busbw_gbps"] = round(row["busbw_gbps"] * scale, 2)
         history.record_run(db, doc, tmp_path)
     doc["history"] = {"trend": history.trend_for_report(db, doc)}
-    report = build_report(normalize(clean_tree(doc)), FIXTURES)
+    report = build_report(normalize(clean_tree(doc)), RESULTS)
     assert report.history is not None
     assert [run.run_id for run in report.history.runs] == ["night-1", "night-2", "night-3"]
     assert report.history.runs[-1].verdict == "FAIL"

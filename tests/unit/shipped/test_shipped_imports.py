@@ -12,8 +12,9 @@ import pytest
 
 from diagnose.launchers.base import LaunchSpec
 from diagnose.launchers.torchrun_argv import PROGRAM_NAME, shipped_files
+from tests.support.paths import REPO
 
-SHIPPED = Path(__file__).resolve().parents[3] / "diagnose" / "shipped"
+SHIPPED = REPO / "diagnose" / "shipped"
 PROGRAMS = sorted(p for p in SHIPPED.glob("*.py") if p.name != "__init__.py")
 
 

@@ -23,10 +23,9 @@ from diagnose.commands.node_check import (
 from diagnose.core.model import CheckResult
 from diagnose.parsers.scontrol_node import parse_scontrol_node
 from diagnose.slurm.drain import REASON_LIMIT, Action, decide, drain_reason
+from tests.support.paths import CAPTURED, FACTS
 
-TESTS = Path(__file__).resolve().parents[2]
-CASES = sorted((TESTS / "facts" / "scontrol_node").glob("*.json"))
-CAPTURED = TESTS / "fixtures" / "captured"
+CASES = sorted((FACTS / "scontrol_node").glob("*.json"))
 
 
 def node(case: str) -> dict[str, Any]:

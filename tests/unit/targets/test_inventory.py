@@ -20,15 +20,15 @@ from diagnose.targets.inventory import (
     relevant_vars,
     resolve_hosts,
 )
+from tests.support.paths import FIXTURES, REPO
 
-FIXTURES = Path(__file__).parents[2] / "fixtures" / "inventories"
-REPO = Path(__file__).parents[3]
+INVENTORIES = FIXTURES / "inventories"
 NESTED_HOSTS = ["bastion", "login1", "node01", "node02", "node03", "node04", "node05", "node06"]
 
 
 @pytest.fixture(params=["nested.yaml", "nested.ini"])
 def nested(request: pytest.FixtureRequest):
-    return load_inventory(FIXTURES / request.param)
+    return load_inventory(INVENTORIES / request.param)
 
 
 # ------------------------------------------------------------------------------------------ parsing, precedence
@@ -81,8 +81,8 @@ def test_port_after_host_name_sets_ansible_port(nested) -> None:
 
 
 def test_yaml_and_ini_forms_read_the_same() -> None:
-    yaml_form = load_inventory(FIXTURES / "nested.yaml")
-    ini_form = load_inventory(FIXTURES / "nested.ini")
+    yaml_form = load_inventory(INVENTORIES / "nested.yaml")
+    ini_form = load_inventory(INVENTORIES / "nested.ini")
     assert yaml_form.hosts == ini_form.hosts
     for host in yaml_form.hosts:
         assert yaml_form.groups_of(host) == ini_form.groups_of(host)
@@ -117,7 +117,7 @@ def test_local_inventory_is_this_machine_without_ssh() -> None:
 
 
 def test_ini_values_follow_ansible_literal_rules() -> None:
-    inventory = load_inventory(FIXTURES / "hosts")
+    inventory = load_inventory(INVENTORIES / "hosts")
     node1, node2 = inventory.host_vars("node1"), inventory.host_vars("node2")
     assert node1 == {"ansible_port": 2222, "ansible_user": "ops"}
     assert Vars(node1).int("ansible_port") == 2222
@@ -149,7 +149,7 @@ def test_ini_value(text: str, value: object) -> None:
 
 
 def test_hosts_before_any_section_join_their_groups_and_leave_ungrouped() -> None:
-    inventory = load_inventory(FIXTURES / "hosts")
+    inventory = load_inventory(INVENTORIES / "hosts")
     assert inventory.hosts == ["node1", "node2"]
     assert inventory.groups_of("node1") == ["all", "gpu"]
     assert inventory.groups["ungrouped"].hosts == []
@@ -157,7 +157,7 @@ def test_hosts_before_any_section_join_their_groups_and_leave_ungrouped() -> Non
 
 @pytest.mark.parametrize("name", ["hosts", "legacy.cfg", "yaml-without-extension"])
 def test_format_is_detected(name: str) -> None:
-    inventory = load_inventory(FIXTURES / name)
+    inventory = load_inventory(INVENTORIES / name)
     expected = ["solo"] if name.startswith("yaml") else ["node1", "node2"]
     assert inventory.hosts == expected
 
@@ -339,7 +339,7 @@ def test_extra_vars_file_must_be_a_mapping(tmp_path: Path) -> None:
     ],
 )
 def test_errors_name_file_and_line(name: str, line: int | None, message: str) -> None:
-    path = FIXTURES / name
+    path = INVENTORIES / name
     with pytest.raises(ConfigError) as caught:
         load_inventory(path)
     error = caught.value
@@ -377,7 +377,7 @@ def test_vars_section_for_undeclared_group(tmp_path: Path) -> None:
 
 
 def test_var_line_points_at_the_winning_definition() -> None:
-    inventory = load_inventory(FIXTURES / "nested.yaml")
+    inventory = load_inventory(INVENTORIES / "nested.yaml")
     assert inventory.var_line("node02", "level") == 23  # host var
     assert inventory.var_line("node01", "level") == 18  # rack1's vars
     assert inventory.var_line("login1", "site") == 5  # all's vars

@@ -25,8 +25,9 @@ from diagnose.k8s.pods import (
     running_pod_names,
 )
 from diagnose.targets.inventory import resolve_hosts
+from tests.support.paths import FIXTURES
 
-POD = json.loads((Path(__file__).parents[2] / "fixtures" / "k8s" / "rdma-gpu-pod.json").read_text())
+POD = json.loads((FIXTURES / "k8s" / "rdma-gpu-pod.json").read_text())
 
 
 def test_exec_argv_is_kubectl_exec_with_ansible_variables_in_order() -> None:

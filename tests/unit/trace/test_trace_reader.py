@@ -10,8 +10,9 @@ import pytest
 
 from diagnose.trace import reader
 from diagnose.trace.reader import TraceFormatError, TraceReader
+from tests.support.paths import FIXTURES
 
-TRACES = Path(__file__).resolve().parents[2] / "fixtures" / "traces"
+TRACES = FIXTURES / "traces"
 CPU_TRACE = TRACES / "cpu" / "healthy_rank0.json.gz"
 GPU_TRACE = TRACES / "public" / "hta_ddp_allreduce_rank0.json.gz"
 

@@ -10,15 +10,15 @@ from __future__ import annotations
 import functools
 import gzip
 import json
-from pathlib import Path
 
 import pytest
 
 from diagnose.core.vars import Vars
 from diagnose.trace.analyze import RankAnalysis, analyze_trace
 from diagnose.trace.judge import FabricBaseline, judge_training
+from tests.support.paths import FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "traces" / "gpu"
+GPU_TRACES = FIXTURES / "traces" / "gpu"
 GRADIENT_BYTES = 1_879_539_712
 BASELINE = FabricBaseline(busbw_gbps=328.794, grad_bytes=GRADIENT_BYTES, ranks=2, nodes=1)
 CHECKS = ("train.overlap", "train.tail", "train.sync", "train.input")
@@ -39,7 +39,7 @@ SYNC_CAUSES = {"item": ".item() (aten::item)", "sync": "torch.cuda.synchronize()
 @functools.cache
 def analyses(variant: str) -> tuple[RankAnalysis, ...]:
     """Both ranks' analyses, read once per test session (the judge never changes them)."""
-    return tuple(analyze_trace(FIXTURES / f"{variant}_rank{rank}.json.gz") for rank in (0, 1))
+    return tuple(analyze_trace(GPU_TRACES / f"{variant}_rank{rank}.json.gz") for rank in (0, 1))
 
 
 def verdicts(variant: str) -> dict[str, object]:
@@ -49,7 +49,7 @@ def verdicts(variant: str) -> dict[str, object]:
 def test_the_fixtures_are_what_the_readme_says() -> None:
     for variant in EXPECTED:
         for rank in (0, 1):
-            with gzip.open(FIXTURES / f"{variant}_rank{rank}.json.gz", "rt") as handle:
+            with gzip.open(GPU_TRACES / f"{variant}_rank{rank}.json.gz", "rt") as handle:
                 document = json.load(handle)
             info = document["distributedInfo"]
             assert (info["backend"], info["rank"], info["world_size"]) == ("nccl", rank, 2)
