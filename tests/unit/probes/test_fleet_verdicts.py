@@ -1,16 +1,11 @@
 """From the fleet probe's output to checks and results.json records, on what the probe really printed.
 
 The host figures come from the JSON lines ``fleet_probe.py`` printed on the lent 2× H200 machine and on
-the 2-core CPU machine (tests/fixtures/captured/fleet_probe, see SOURCE there); a fleet is those lines as
-sixteen hosts would print them, one host's figures scaled where a test needs it slow.
+the 2-core CPU machine (tests/support/fleet.py); a fleet is those lines as sixteen hosts would print them,
+one host's figures scaled where a test needs it slow.
 """
 
 from __future__ import annotations
-
-import copy
-import json
-from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -22,7 +17,6 @@ from diagnose.probes import fleet_judge as fleet
 from diagnose.probes.fleet import (
     CHECKS,
     HostFigures,
-    Settings,
     busbw_figures,
     copy_figures,
     judge_fleet,
@@ -31,33 +25,7 @@ from diagnose.probes.fleet import (
     skipped_checks,
 )
 from diagnose.shipped import fleet_probe
-
-CAPTURED = Path(__file__).parents[2] / "fixtures" / "captured" / "fleet_probe"
-NCCL_2GPU = Setup("nccl", 2, [], [])
-
-
-def outcome_of(name: str, scale: dict[str, float] | None = None, status: str = "done") -> LaunchOutcome:
-    """The launcher's outcome for a captured probe: its start line and rows, figures scaled per metric."""
-    records = [json.loads(line) for line in (CAPTURED / name).read_text().splitlines() if line.strip()]
-    rows = []
-    for record in records:
-        if record["event"] == "row":
-            row = copy.deepcopy(record)
-            factor = (scale or {}).get(row["collective"], 1.0)
-            row["gbps"] = round(row["gbps"] * factor, 3)
-            rows.append(row)
-    start = next(r for r in records if r["event"] == "start")
-    return LaunchOutcome(status, "" if status == "done" else "the probe hung", rows=rows, start=start)
-
-
-def host(name: str, capture: str = "h200x2_256mib_busids.jsonl", **scale: float) -> HostFigures:
-    figures = HostFigures(name)
-    copy_figures(figures, outcome_of(capture, scale))
-    return figures
-
-
-def settings(**values: Any) -> Settings:
-    return settings_from(Vars({"nvlink_busbw_gbps": 340, **values}), NCCL_2GPU, ["all_reduce"])
+from tests.support.fleet import NCCL_2GPU, host, outcome_of, settings
 
 
 def test_the_captured_h200_probe_gives_each_metric_its_weakest_gpu() -> None:

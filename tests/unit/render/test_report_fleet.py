@@ -2,7 +2,7 @@
 
 The run document is tests/fixtures/results/h200_local.json (a real run on the lent H200 machine); its
 ``fleet`` list is what :func:`diagnose.probes.fleet.judge_fleet` makes of the H200 probe captured
-there, printed by as many hosts as a test needs (see tests/unit/probes/test_fleet_verdicts.py).
+there, printed by as many hosts as a test needs (tests/support/fleet.py).
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from typing import Any
 from diagnose.probes.fleet import judge_fleet, single_host
 from diagnose.render.render import render_from_dict
 from diagnose.render.view_fleet import ALL_ROWS_UP_TO, build_fleet
-from tests.unit.probes.test_fleet_verdicts import host, settings
+from tests.support.fleet import host, settings
+from tests.support.paths import FIXTURES
 
-RUN = Path(__file__).parents[2] / "fixtures" / "results" / "h200_local.json"
+RUN = FIXTURES / "results" / "h200_local.json"
 
 
 def with_fleet(records: list[dict[str, Any]], checks: list[Any] = ()) -> dict[str, Any]:
