@@ -1,6 +1,7 @@
-"""The `diagnose` command line: run, report, checks, history, baseline.
+"""The `diagnose` command line: it parses the arguments, hands them to the sub-command's module in
+:mod:`diagnose.commands`, prints what comes back and maps the outcome to the exit code. Nothing else.
 
-Exit codes (DESIGN.md): 0 PASS · 1 FAIL (or ERROR: something could not be judged) · 2 usage or
+Exit codes (docs/contracts.md): 0 PASS · 1 FAIL (or ERROR: something could not be judged) · 2 usage or
 configuration error, nothing run · 3 the run could not finish (results so far written) · 4 another run
 holds the lock · 130 interrupted (results so far written).
 """
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 import traceback
 from pathlib import Path
@@ -22,10 +22,6 @@ from diagnose.render.render import DEFAULT_FORMATS, FORMATS
 EXIT_PASS, EXIT_FAIL, EXIT_CONFIG, EXIT_INTERNAL, EXIT_LOCKED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 
 
-def _terminate(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
-
-
 def _print_lines(lines: list[str]) -> None:
     try:
         print("\n".join(lines))
@@ -34,20 +30,18 @@ def _print_lines(lines: list[str]) -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
-def _slurm_query(args: argparse.Namespace) -> Any:
-    """The Slurm host source the options ask for (any ``--slurm*`` option), or None."""
-    from diagnose.slurm.hosts import SlurmQuery
+def _config_error(exc: ConfigError, prefix: str = "diagnose") -> int:
+    print(f"{prefix}: {exc}", file=sys.stderr)
+    return EXIT_CONFIG
 
-    asked = (args.slurm_partition, args.slurm_nodes, args.slurm_state)
-    if not (args.slurm or args.slurm_submit or any(asked)):
-        return None
-    if args.slurm_submit:  # sbatch picks the job's nodes; a state only narrows the rotation's candidates
-        return SlurmQuery(args.slurm_partition, args.slurm_nodes, allocation=False)
-    return SlurmQuery(*asked)
+
+def _verdict_code(document: dict[str, Any]) -> int:
+    return EXIT_PASS if document["verdict"] == "PASS" else EXIT_FAIL
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from diagnose.engine.run import Run, RunOptions, prepare
+    from diagnose.commands import run as command
+    from diagnose.engine.run import RunOptions, prepare
 
     if args.slurm_rotate and not args.slurm_submit:
         print("diagnose: --slurm-rotate chooses the nodes of a --slurm-submit job", file=sys.stderr)
@@ -55,6 +49,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.slurm_submit and args.slurm_state and not args.slurm_rotate:
         print("diagnose: with --slurm-submit, --slurm-state narrows --slurm-rotate's nodes", file=sys.stderr)
         return EXIT_CONFIG
+    slurm = command.slurm_query(
+        args.slurm, args.slurm_submit, args.slurm_partition, args.slurm_nodes, args.slurm_state
+    )
     options = RunOptions(
         inventories=args.inventory or [],
         playbook=args.playbook,
@@ -68,36 +65,26 @@ def cmd_run(args: argparse.Namespace) -> int:
         accept_unknown_host_keys=args.accept_unknown_host_keys,
         known_hosts=args.known_hosts,
         history=args.history,
-        show_progress=sys.stderr.isatty() and not args.quiet,
         cluster_name=args.cluster_name,
         operator=args.operator,
         argv=args.argv,
-        slurm=_slurm_query(args),
+        slurm=slurm,
     )
     try:
         request = prepare(options)
     except ConfigError as exc:
-        print(f"diagnose: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
+        return _config_error(exc)
     for warning in request.warnings:
         print(f"diagnose: warning: {warning}", file=sys.stderr)
     if args.slurm_submit:
         rotation = (args.slurm_state or "idle") if args.slurm_rotate else None
         return _submit(request, rotation, args.check)
     if args.list_hosts or args.check:
-        from diagnose.commands.dry_run import host_lines, plan_lines
+        from diagnose.commands.dry_run import dry_run_lines
 
-        plan = request.playbook.benchmarks
-        benchmarks = (
-            f"{', '.join(plan.collectives)} ({plan.tool})"
-            if plan and plan.enabled and not args.skip_benchmarks
-            else None
-        )
-        hosts = request.hosts
-        _print_lines(plan_lines(hosts, request.host_checks, benchmarks) if args.check else host_lines(hosts))
+        _print_lines(dry_run_lines(request, args.check, args.skip_benchmarks))
         return EXIT_PASS
-    signal.signal(signal.SIGTERM, _terminate)
-    outcome = Run(request).execute()
+    outcome = command.execute(request, show_progress=sys.stderr.isatty() and not args.quiet)
     return _report_outcome(outcome, request)
 
 
@@ -117,8 +104,7 @@ def _submit(request: Any, rotation: str | None, dry_run: bool) -> int:
             return EXIT_PASS
         job = submit(submission)
     except ConfigError as exc:
-        print(f"diagnose: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
+        return _config_error(exc)
     nodes = f" on {','.join(submission.nodes)}" if submission.nodes else ""
     print(f"diagnose: submitted batch job {job}{nodes}; its output: {submission.output.replace('%j', job)}")
     return EXIT_PASS
@@ -126,6 +112,7 @@ def _submit(request: Any, rotation: str | None, dry_run: bool) -> int:
 
 def _report_outcome(outcome: Any, request: Any) -> int:
     """The outcome as the operator (or cron) reads it, and the exit code it maps to."""
+    from diagnose.commands.run import summary_lines
     from diagnose.engine import unattended
 
     results = outcome.out_dir / "results.json" if outcome.out_dir else None
@@ -157,73 +144,39 @@ def _report_outcome(outcome: Any, request: Any) -> int:
         for failure in outcome.retention_failures:
             print(f"diagnose: retention: {failure}", file=sys.stderr)
     else:
-        _print_summary(document, outcome.out_dir, outcome.written)
-    return EXIT_PASS if document["verdict"] == "PASS" else EXIT_FAIL
+        print("\n".join(summary_lines(document, outcome.out_dir, outcome.written)))
+    return _verdict_code(document)
 
 
 def _render(results_path: Path, formats: set[str], out_dir: Path | None = None) -> list[Path] | None:
-    from diagnose.render.render import render
+    """The reports written, or None (the traceback and a line on stderr) when a renderer failed."""
+    from diagnose.commands.report import render_reports
 
-    try:
-        return render(results_path, formats, out_dir)
-    except Exception:
-        traceback.print_exc()
+    rendered = render_reports(results_path, formats, out_dir)
+    if rendered.written is None:
+        print(rendered.failure, file=sys.stderr, end="")
         print(f"diagnose: rendering failed; {results_path} is complete", file=sys.stderr)
-        return None
-
-
-def _print_summary(document: dict[str, Any], out_dir: Path, written: list[Path]) -> None:
-    counts: dict[str, int] = {}
-    for item in document["checks"] + document["benchmarks"]:
-        counts[item["status"]] = counts.get(item["status"], 0) + 1
-    tally = ", ".join(f"{counts[s]} {s}" for s in ("FAIL", "ERROR", "WARN", "PASS", "SKIP") if counts.get(s))
-    hosts = len(document["hosts"])
-    note = document["run"].get("profile_note")
-    verdict = f"{document['verdict']} ({note})" if note else document["verdict"]
-    print(f"diagnose: {verdict} — {hosts} host(s), {tally or 'no results'} — {out_dir}")
-    for path in written:
-        print(f"  {path}")
+    return rendered.written
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from diagnose.engine.results import SCHEMA
-    from diagnose.engine.run import parse_formats
-    from diagnose.render.load import read_results
+    from diagnose.commands.report import prepare_report
 
     try:
-        formats = parse_formats(args.format)
-        path = Path(args.results)
-        if path.is_dir():  # a run folder
-            path = path / "results.json"
-        if not path.is_file():
-            raise ConfigError(f"{args.results}: no such results file or run folder")
-        try:
-            document = read_results(path)
-        except ValueError as exc:
-            raise ConfigError(f"{path}: not a results.json: {str(exc).splitlines()[0]}") from None
-        if document.get("schema") != SCHEMA:
-            raise ConfigError(
-                f"{path}: results schema {document.get('schema')!r}, this diagnose reads {SCHEMA}"
-            )
-        out = Path(args.out) if args.out else None
-        if out is not None:
-            try:
-                out.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise ConfigError(f"--out {out}: cannot create: {exc.strerror or exc}") from None
+        request = prepare_report(args.results, args.out, args.format)
     except ConfigError as exc:
-        print(f"diagnose: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
-    written = _render(path, formats, out)
+        return _config_error(exc)
+    written = _render(request.results, request.formats, request.out)
     if written is None:
         return EXIT_INTERNAL
     for item in written:
-        if item != path:  # the input is not news
+        if item != request.results:  # the input is not news
             print(item)
     return EXIT_PASS
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
+    from diagnose.commands.run import summary_lines
     from diagnose.commands.trace import TraceOptions, run_trace
     from diagnose.engine.run import parse_formats
 
@@ -240,15 +193,14 @@ def cmd_trace(args: argparse.Namespace) -> int:
         formats = parse_formats(args.format)
         outcome = run_trace(options)
     except ConfigError as exc:
-        print(f"diagnose: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
+        return _config_error(exc)
     document = outcome.document
     _print_lines([f"{c['id']:<14} {c['status']:<5} {c['message']}" for c in document["checks"]])
     written = _render(outcome.results_path, formats)
     if written is None:
         return EXIT_INTERNAL
-    _print_summary(document, outcome.out_dir, written)
-    return EXIT_PASS if document["verdict"] == "PASS" else EXIT_FAIL
+    print("\n".join(summary_lines(document, outcome.out_dir, written)))
+    return _verdict_code(document)
 
 
 def cmd_node_check(args: argparse.Namespace) -> int:
@@ -284,129 +236,30 @@ def cmd_node_check(args: argparse.Namespace) -> int:
 
 
 def cmd_checks(args: argparse.Namespace) -> int:
-    from diagnose.catalog.loading import load_catalog
+    from diagnose.commands.checks import check_rows, table_lines
 
-    rows = [(e.id, e.checklist, e.needs, e.summary) for e in load_catalog()]
-    rows += [  # results made by the stages after the host checks, listed so every id in a report is here
-        (
-            "nccl.transport",
-            "3",
-            "benchmark stage (NCCL INFO log)",
-            "the transport NCCL chose between and inside nodes",
-        ),
-        (
-            "bench.<collective>",
-            "3",
-            "benchmark stage (torchrun)",
-            "busbw over the size sweep vs the expected range",
-        ),
-        (
-            "bench.straggler",
-            "3",
-            "benchmark stage (localization)",
-            "the slow host(s) behind a result below range, with deficit and confidence",
-        ),
-        (
-            "bench.link",
-            "3",
-            "benchmark stage (localization)",
-            "a slow link between two hosts that are fast with other partners",
-        ),
-        ("bench.cleanup", "3", "benchmark stage", "no benchmark process left behind on any host"),
-        ("fleet.busbw", "3", "benchmarks.fleet_probes", "single-node busbw against the fleet's median (MAD)"),
-        ("fleet.h2d", "H", "benchmarks.fleet_probes", "host↔GPU copy bandwidth against the fleet"),
-        ("fleet.nvlink", "H", "benchmarks.fleet_probes", "GPU peer copy bandwidth against the fleet"),
-        ("fleet.memcpy", "H", "benchmarks.fleet_probes", "host memory copy bandwidth against the fleet"),
-        (
-            "train.overlap",
-            "4",
-            "training probe or diagnose trace",
-            "exposed communication, slow fabric told apart",
-        ),
-        ("train.tail", "4", "training probe or diagnose trace", "last all-reduce after the backward pass"),
-        ("train.sync", "4", "training probe or diagnose trace", "host syncs (.item(), synchronize) per step"),
-        ("train.input", "4", "training probe or diagnose trace", "DataLoader / input stalls per step"),
-        (
-            "infer.kv_transfer",
-            "5",
-            "benchmarks.kv_transfer (torchrun per pair)",
-            "KV-block p50 vs the pair's link, p99/p50, per-block cost",
-        ),
-        (
-            "infer.placement",
-            "5",
-            "kv_prefill_gpus / kv_decode_gpus",
-            "prefill→decode pairs on the fastest path (NV#, same rail)",
-        ),
-        (
-            "infer.staging",
-            "5",
-            "benchmarks.kv_transfer (NCCL log)",
-            "KV path through host memory named, with its cost",
-        ),
-        (
-            "infer.serving",
-            "5",
-            "diagnose trace --serving FILE",
-            "vllm bench serve p99 TTFT/TPOT vs serving_* SLOs",
-        ),
-        (
-            "bench.nccl_tests",
-            "3",
-            "nccl_tests_dir, mpirun",
-            "nccl-tests binaries and launcher present where needed",
-        ),
-        (
-            "history.regression",
-            "–/3",
-            "--history database",
-            "PASS→FAIL, busbw drop, version change, host gone",
-        ),
-        ("history.unstable", "–", "--history database", "a check flipping PASS↔FAIL over the last runs"),
-        (
-            "custom.<module>::<test>",
-            "–",
-            "testinfra (playbook custom_checks)",
-            "a site's own testinfra assertion",
-        ),
-    ]
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    print(f"{'id':<{widths[0]}}  {'list':<{widths[1]}}  {'needs':<{widths[2]}}  what it judges")
-    for row in rows:
-        print(f"{row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]:<{widths[2]}}  {row[3]}")
+    print("\n".join(table_lines(check_rows())))
     return EXIT_PASS
 
 
-def _history_db(args: argparse.Namespace) -> Path:
-    from diagnose import history
-
-    return Path(args.history) if args.history else history.default_db_path()
-
-
 def cmd_history(args: argparse.Namespace) -> int:
-    from diagnose import history
+    from diagnose.commands.history import history_text
 
-    db = _history_db(args)
     try:
-        if args.check or args.collective:
-            text = history.history_trend(db, args.check, args.collective, args.host, args.limit)
-        else:
-            text = history.history_list(db, args.limit)
+        text = history_text(args.history, args.check, args.collective, args.host, args.limit)
     except ConfigError as exc:
-        print(f"diagnose: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
+        return _config_error(exc)
     print(text)
     return EXIT_PASS
 
 
 def cmd_baseline(args: argparse.Namespace) -> int:
-    from diagnose import history
+    from diagnose.commands.history import pin_baseline
 
     try:
-        run_id = history.set_baseline(_history_db(args), args.run_id)
+        run_id = pin_baseline(args.history, args.run_id)
     except ConfigError as exc:
-        print(f"diagnose: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
+        return _config_error(exc)
     print(f"baseline: {run_id}")
     return EXIT_PASS
 

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from diagnose.core.check import Check
 from diagnose.core.hosts import Host
+from diagnose.engine.run import RunRequest
 from diagnose.engine.stages import commands_of
 from diagnose.targets.inventory import list_hosts, relevant_vars
 
@@ -54,3 +55,16 @@ def plan_lines(hosts: Sequence[Host], checks: Sequence[Check], benchmarks: str |
     lines.append(f"\nchecks: {', '.join(c.id for c in checks)}")
     lines.append(f"benchmarks: {benchmarks or 'none'}")
     return lines
+
+
+def dry_run_lines(request: RunRequest, show_commands: bool, skip_benchmarks: bool) -> list[str]:
+    """``--check`` (``show_commands``): the plan with every command; ``--list-hosts``: the hosts only."""
+    if not show_commands:
+        return host_lines(request.hosts)
+    plan = request.playbook.benchmarks
+    benchmarks = (
+        f"{', '.join(plan.collectives)} ({plan.tool})"
+        if plan and plan.enabled and not skip_benchmarks
+        else None
+    )
+    return plan_lines(request.hosts, request.host_checks, benchmarks)

@@ -41,6 +41,7 @@ from diagnose.core.vars import Vars
 from diagnose.engine import stages as engine
 from diagnose.engine.results import ResultsStore
 from diagnose.engine.run import RunOptions, prepare
+from diagnose.engine.run_ids import new_run_id, run_header
 from diagnose.slurm import drain as slurm_drain
 
 EXIT_HEALTHY, EXIT_UNHEALTHY, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
@@ -194,8 +195,8 @@ def write_json(
     argv: list[str],
 ) -> None:
     """A results.json (schema 1) of this node-check, for ``diagnose report`` or a site's collector."""
-    run: dict[str, Any] = engine.run_header(
-        engine.new_run_id(started), started, None, playbook, profile, ["diagnose", *argv]
+    run: dict[str, Any] = run_header(
+        new_run_id(started), started, None, playbook.name, profile, ["diagnose", *argv]
     )
     run["node_check"] = {
         "node": outcome.node,

@@ -14,7 +14,6 @@ import socket
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from diagnose.config.extra_vars import parse_extra_vars
@@ -23,8 +22,8 @@ from diagnose.core.errors import ConfigError
 from diagnose.core.model import CheckResult
 from diagnose.core.redact import redact_argv
 from diagnose.core.vars import Vars
-from diagnose.engine import stages as engine
 from diagnose.engine.results import ResultsStore
+from diagnose.engine.run_ids import make_run_dir, new_run_id, run_header
 from diagnose.inference.serving import judge_serving, parse_serving, serving_check, serving_record
 from diagnose.render.load import read_results
 from diagnose.trace.analyze import RankAnalysis, analyze_trace
@@ -32,6 +31,8 @@ from diagnose.trace.judge import FabricBaseline, baseline_from_benchmarks, judge
 from diagnose.trace.reader import TraceFormatError
 
 SOURCE = "user trace"
+#: The playbook a trace's results name, and the tail of its default run folder (``<id>-trace``).
+SOURCE_NAME = "trace"
 
 
 @dataclass
@@ -90,11 +91,7 @@ def _baseline(options: TraceOptions, host_vars: Vars, analyses: list[RankAnalysi
 
 def _out_dir(options: TraceOptions, run_id: str) -> Path:
     try:
-        if options.out:
-            out = Path(options.out)
-            out.mkdir(parents=True, exist_ok=True)
-            return out
-        return engine.default_out_dir(run_id, Path("trace"))
+        return make_run_dir(run_id, Path(SOURCE_NAME), options.out)
     except OSError as exc:
         raise ConfigError(f"--out: cannot create the folder: {exc.strerror or exc}") from None
 
@@ -143,10 +140,10 @@ def run_trace(options: TraceOptions) -> TraceOutcome:
         checks = judge_training(analyses, host_vars, _baseline(options, host_vars, analyses), SOURCE)
     serving = _serving(options.serving, host_vars) if options.serving else None
     started = datetime.now(timezone.utc)
-    run_id = engine.new_run_id(started)
+    run_id = new_run_id(started)
     out_dir = _out_dir(options, run_id)
     argv = ["diagnose", *redact_argv(options.argv)]
-    header = engine.run_header(run_id, started, None, SimpleNamespace(name="trace"), options.profile, argv)
+    header = run_header(run_id, started, None, SOURCE_NAME, options.profile, argv)
     header["inventory"] = None  # no hosts were reached: the traces are the whole input
     header["cluster"] = (
         ", ".join(sorted({a.host_name for a in analyses if a.host_name})) or socket.gethostname()

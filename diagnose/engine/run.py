@@ -8,8 +8,9 @@ host is touched, and returns a :class:`RunRequest` or raises :class:`~diagnose.c
     lock → run folder → host checks → cluster rules → custom checks → benchmarks (load samples meanwhile)
     → second snapshot of the counters → history → reports → retention
 
-and returns a :class:`RunOutcome`. Nothing here prints or exits; the CLI maps the outcome to its summary
-and exit code, and tests and site scripts can run a whole assessment without argparse.
+and returns a :class:`RunOutcome`. Nothing here prints or exits: progress and trouble that is no result go
+to the :class:`~diagnose.engine.reporter.Reporter` the caller gives :class:`Run`, the CLI maps the outcome
+to its summary and exit code, and tests and site scripts can run a whole assessment without argparse.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ from diagnose.core.redact import redact_argv
 from diagnose.engine import stages as engine
 from diagnose.engine import unattended
 from diagnose.engine.custom import run_custom_checks
+from diagnose.engine.reporter import Reporter
+from diagnose.engine.run_ids import make_run_dir, new_run_id, run_header
 from diagnose.history.coverage import record_coverage
 from diagnose.k8s import pods as k8s
 from diagnose.render.render import DEFAULT_FORMATS, FORMATS, render
@@ -67,7 +70,6 @@ class RunOptions:
     accept_unknown_host_keys: bool = False
     known_hosts: str | None = None
     history: str | None = None
-    show_progress: bool = False
     cluster_name: str | None = None
     operator: str | None = None
     argv: list[str] = field(default_factory=list)  # recorded (redacted) in run.argv
@@ -178,13 +180,14 @@ def _now() -> str:
 class Run:
     """One assessment from a :class:`RunRequest`; see the module docstring for the order of its stages."""
 
-    def __init__(self, request: RunRequest) -> None:
+    def __init__(self, request: RunRequest, reporter: Reporter | None = None) -> None:
         self.request = request
+        self.reporter = reporter or Reporter()
         self.options = request.options
         self.nightly = request.playbook.nightly
         self.deadline = unattended.Deadline(self.nightly.time_budget_s if self.nightly else None)
         self.started = datetime.now(timezone.utc)
-        self.run_id = engine.new_run_id(self.started)
+        self.run_id = new_run_id(self.started)
         self.states: dict[str, engine.HostState] = {}
 
     def execute(self) -> RunOutcome:
@@ -203,13 +206,7 @@ class Run:
     def _out_dir(self) -> Path:
         options = self.options
         try:
-            if options.runs_dir:
-                return unattended.dated_run_dir(options.runs_dir)
-            if options.out:
-                out = Path(options.out)
-                out.mkdir(parents=True, exist_ok=True)
-                return out
-            return engine.default_out_dir(self.run_id, self._source_name())
+            return make_run_dir(self.run_id, self._source_name(), options.out, options.runs_dir)
         except OSError as exc:
             where = "--runs-dir" if options.runs_dir else "--out" if options.out else "./diagnose-runs"
             raise ConfigError(f"{where}: cannot create the run folder: {exc.strerror or exc}") from None
@@ -226,9 +223,9 @@ class Run:
         hosts = request.hosts
         profiles = sorted({str(h.vars.get(PROFILE_VARIABLE)) for h in hosts if h.vars.get(PROFILE_VARIABLE)})
         argv = ["diagnose", *redact_argv(options.argv)]
-        header = engine.run_header(
-            self.run_id, self.started, request.inventory, request.playbook, ",".join(profiles) or None, argv,
-            options.limit,
+        header = run_header(
+            self.run_id, self.started, request.inventory, request.playbook.name, ",".join(profiles) or None,
+            argv, options.limit,
         )  # fmt: skip
         if len(options.inventories) > 1:  # the history series is the whole set, in its order
             header["inventory"] = ", ".join(options.inventories)
@@ -272,7 +269,7 @@ class Run:
             store.finish(finished=_now(), error="internal error; see stderr")
             return RunOutcome("internal", detail, out_dir=out_dir)
         finally:
-            engine.close_all(self.states)
+            engine.close_all(self.states, self.reporter)
         return self._record(out_dir, document, regressions, db)
 
     def _stages(self, out_dir: Path, store: engine.ResultsStore, db: Path | None) -> list[Any]:
@@ -285,7 +282,7 @@ class Run:
             options.forks,
             options.accept_unknown_host_keys,
             options.known_hosts,
-            options.show_progress,
+            self.reporter,
             deadline=deadline.expired if self.nightly else None,
         )
         engine.run_cluster_stage(request.cluster_checks, self.states, store)
@@ -308,7 +305,7 @@ class Run:
             )
         if not deadline.expired():
             engine.run_after_snapshot_stage(
-                self.states, request.host_checks, out_dir, store, options.forks, samples
+                self.states, request.host_checks, out_dir, store, options.forks, samples, self.reporter
             )
             engine.note_counters_on_slow_collectives(store)
         regressions: list[Any] = []

@@ -1,27 +1,21 @@
 """One `diagnose run`: inventory → per-host checks (fanned out) → cluster rules → benchmarks → results.
 
-The data path of DESIGN.md, in that order. Configuration is fully loaded and validated before the first
-host is touched (a bad inventory exits 2 and runs nothing); from then on nothing a host does — refusing
-us, hanging, dying — stops the others, and every result is on disk as soon as it exists.
+The data path of docs/contracts.md, in that order. Configuration is fully loaded and validated before
+the first host is touched (a bad inventory exits 2 and runs nothing); from then on nothing a host does —
+refusing us, hanging, dying — stops the others, and every result is on disk as soon as it exists. The
+stages print nothing: they tell the caller's :class:`~diagnose.engine.reporter.Reporter`.
 """
 
 from __future__ import annotations
 
-import getpass
-import re
-import secrets
-import socket
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from diagnose import __version__
 from diagnose.catalog.loading import Entry, load_catalog, select
 from diagnose.connectors import ConnectError, Connection, close_jump_hosts, connect, stop_running_batches
 from diagnose.core.check import Check, ClusterCheck, Command, Facts
@@ -30,7 +24,9 @@ from diagnose.core.model import SEVERITY, CheckResult, CommandOutput, HostRecord
 from diagnose.core.vars import Vars
 from diagnose.engine.environment import environment_from_facts
 from diagnose.engine.evaluate import evaluate_check, evaluate_cluster, fold_into_root_causes, outcome_result
+from diagnose.engine.reporter import Reporter
 from diagnose.engine.results import ResultsStore
+from diagnose.engine.run_ids import safe_name
 
 DEFAULT_FORKS = 32
 
@@ -55,26 +51,6 @@ class HostState:
         return self.connection is not None and any(
             r.id == "host.reachable" and r.status == "PASS" for r in self.results
         )
-
-
-def safe_name(name: str) -> str:
-    """A host or command name usable as one path component, whatever the inventory holds."""
-    cleaned = re.sub(r"[^A-Za-z0-9._-]", "_", name).strip(".") or "_"
-    return cleaned[:120]
-
-
-def new_run_id(now: datetime) -> str:
-    """UTC time for sorting by eye, plus a random tail: two runs in one second must never share an id
-    (the history keys every row by it)."""
-    return f"{now.strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(2)}"
-
-
-def default_out_dir(run_id: str, inventory: Path | None) -> Path:
-    """A new folder under ./diagnose-runs/, created here so that no other run can have it."""
-    stem = safe_name(inventory.stem) if inventory else "local"
-    folder = Path("diagnose-runs") / f"{run_id}-{stem}"
-    folder.mkdir(parents=True)
-    return folder
 
 
 def _save_evidence(out_dir: Path, host: str, command: Command, output: CommandOutput) -> str:
@@ -166,34 +142,6 @@ def assess_host(
     return state
 
 
-class Progress:
-    """A progress bar on a terminal, silence otherwise (cron mail must stay one line)."""
-
-    def __init__(self, total: int, enabled: bool) -> None:
-        self._bar = None
-        if enabled and total:
-            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
-            from rich.progress import Progress as RichProgress
-
-            self._bar = RichProgress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                transient=True,
-            )
-            self._task = self._bar.add_task("hosts", total=total)
-            self._bar.start()
-
-    def step(self, description: str) -> None:
-        if self._bar is not None:
-            self._bar.update(self._task, advance=1, description=description)
-
-    def stop(self) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-
-
 def run_host_stage(
     hosts: list[Host],
     checks: list[Check],
@@ -202,14 +150,15 @@ def run_host_stage(
     forks: int,
     accept_unknown_host_keys: bool,
     known_hosts: str | None,
-    show_progress: bool,
+    reporter: Reporter | None = None,
     deadline: Callable[[], bool] | None = None,
 ) -> dict[str, HostState]:
     """Fan the host stage out over ``forks`` threads; results reach the store as each host finishes."""
+    reporter = reporter or Reporter()
     for host in hosts:
         store.set_host(HostRecord(name=host.name, address=host.address))
     states: dict[str, HostState] = {}
-    progress = Progress(len(hosts), show_progress)
+    reporter.hosts_started(len(hosts))
     done = threading.Event()
     pool = ThreadPoolExecutor(max_workers=max(1, forks), thread_name_prefix="host")
     try:
@@ -235,11 +184,11 @@ def run_host_stage(
                 assert state.record is not None
                 store.set_host(state.record)
                 store.add_checks(state.results)
-                progress.step(host.name)
+                reporter.host_done(host.name)
             pending -= finished
             if deadline is not None and deadline():
                 for problem in stop_running_batches():
-                    print(f"diagnose: time budget exhausted: {problem}", file=sys.stderr)
+                    reporter.problem(f"time budget exhausted: {problem}")
                 for future in pending:
                     future.cancel()
                     host = futures[future]
@@ -252,7 +201,7 @@ def run_host_stage(
             if pending:
                 done.wait(0.05)
     finally:
-        progress.stop()
+        reporter.hosts_finished()
         pool.shutdown(wait=False, cancel_futures=True)
     store.flush(force=True)
     return {h.name: states[h.name] for h in hosts if h.name in states}  # inventory order: rank 0 first
@@ -267,29 +216,6 @@ def run_cluster_stage(entries: list[ClusterCheck], states: dict[str, HostState],
     store.flush(force=True)
 
 
-def run_header(
-    run_id: str,
-    started: datetime,
-    inventory: Path | None,
-    playbook: Any,
-    profile: str | None,
-    argv: list[str],
-    limit: str | None = None,
-) -> dict[str, Any]:
-    return {
-        "id": run_id,
-        "started": started.isoformat(timespec="seconds"),
-        "finished": None,
-        "tool_version": __version__,
-        "inventory": str(inventory) if inventory else "inventory/local.yaml",
-        "playbook": playbook.name,
-        "limit": limit,
-        "profile": profile,
-        "argv": argv,
-        "operator": f"{getpass.getuser()}@{socket.gethostname()}",
-    }
-
-
 def split_catalog(entries: list[Entry]) -> tuple[list[Check], list[ClusterCheck]]:
     host_checks = [e for e in entries if isinstance(e, Check)]
     cluster_checks = [e for e in entries if isinstance(e, ClusterCheck)]
@@ -300,7 +226,7 @@ def selected_catalog(patterns: list[str]) -> tuple[list[Check], list[ClusterChec
     return split_catalog(select(load_catalog(), patterns))
 
 
-def close_all(states: dict[str, HostState]) -> None:
+def close_all(states: dict[str, HostState], reporter: Reporter | None = None) -> None:
     """Close every host's connection, then the bastion logins they shared (also those of hosts that
     never reached a state: an interrupted or budget-stopped host stage)."""
     for state in states.values():
@@ -308,7 +234,7 @@ def close_all(states: dict[str, HostState]) -> None:
             try:
                 state.connection.close()
             except Exception as exc:
-                print(f"diagnose: closing {state.host.name}: {exc}", file=sys.stderr)
+                (reporter or Reporter()).problem(f"closing {state.host.name}: {exc}")
     close_jump_hosts()
 
 
@@ -441,6 +367,7 @@ def run_after_snapshot_stage(
     store: ResultsStore,
     forks: int,
     samples: dict[str, dict[str, list[Facts]]] | None = None,
+    reporter: Reporter | None = None,
 ) -> None:
     """Judge the counter checks on the change over the run: their commands run again on every host still
     connected (after the benchmarks), and each such check's host-stage result is replaced by the verdict
@@ -458,7 +385,7 @@ def run_after_snapshot_stage(
             try:
                 results = future.result()
             except Exception as exc:  # a bug costs this host's second snapshot, never the run
-                print(f"diagnose: snapshot after the run on {state.host.name}: {exc}", file=sys.stderr)
+                (reporter or Reporter()).problem(f"snapshot after the run on {state.host.name}: {exc}")
                 continue
             for result in results:
                 store.replace_check(result)

@@ -1,5 +1,5 @@
-"""What a run needs when nobody watches it: a lock, a time budget, one line for cron mail, dated folders
-and retention.
+"""What a run needs when nobody watches it: a lock, a time budget, one line for cron mail and retention
+(the dated folders themselves are named in :mod:`diagnose.engine.run_ids`).
 
 A nightly run starts from cron or a systemd timer. If last night's run still hangs on a host, a second one
 must not start beside it (both would benchmark the same GPUs and measure each other); if a host hangs, the
@@ -25,10 +25,10 @@ from types import TracebackType
 from typing import IO, Any
 
 from diagnose import history
+from diagnose.engine.run_ids import dated_folder_time
 
 EXIT_LOCKED = 4
 RESULTS_FILE = "results.json"
-_DIR_FORMAT = "%Y-%m-%dT%H-%M-%SZ"
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -151,28 +151,6 @@ class Deadline:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Dated run folders
-
-
-def dated_run_dir(root: str | Path, now: datetime | None = None) -> Path:
-    """Create ``<root>/<UTC time>/`` (e.g. ``2026-11-21T02-00-00Z``): sortable, and safe on every filesystem.
-
-    Two runs within one second (possible only without the lock) get ``-2``, ``-3``… rather than sharing.
-    """
-    moment = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
-    base = Path(root) / moment.strftime(_DIR_FORMAT)
-    base.parent.mkdir(parents=True, exist_ok=True)
-    candidate, attempt = base, 1
-    while True:
-        try:
-            candidate.mkdir()
-            return candidate
-        except FileExistsError:
-            attempt += 1
-            candidate = base.with_name(f"{base.name}-{attempt}")
-
-
-# ---------------------------------------------------------------------------------------------------------
 # The cron line
 
 
@@ -256,10 +234,7 @@ def _folder_time(folder: Path, document: Mapping[str, Any]) -> datetime | None:
             return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
         except ValueError:
             pass
-    try:
-        return datetime.strptime(folder.name[:20], _DIR_FORMAT).replace(tzinfo=timezone.utc)
-    except ValueError:
-        return None
+    return dated_folder_time(folder)
 
 
 def prune_run_folders(

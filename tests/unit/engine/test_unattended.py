@@ -17,7 +17,7 @@ import pytest
 
 from diagnose import history
 from diagnose.core.model import CheckResult
-from diagnose.engine import unattended
+from diagnose.engine import run_ids, unattended
 
 HOLDER = textwrap.dedent(
     """
@@ -87,8 +87,8 @@ def test_deadline_counts_down_and_caps_timeouts() -> None:
 
 def test_dated_run_dir_is_utc_and_never_shared(tmp_path: Path) -> None:
     moment = datetime(2026, 11, 21, 3, 0, 0, tzinfo=timezone(timedelta(hours=1)))
-    first = unattended.dated_run_dir(tmp_path / "nightly", moment)
-    second = unattended.dated_run_dir(tmp_path / "nightly", moment)
+    first = run_ids.dated_run_dir(tmp_path / "nightly", moment)
+    second = run_ids.dated_run_dir(tmp_path / "nightly", moment)
     assert first.name == "2026-11-21T02-00-00Z" and first.is_dir()
     assert second.name == "2026-11-21T02-00-00Z-2" and second.is_dir()
 

@@ -1,0 +1,181 @@
+"""The check ids the stages emit themselves, in one table: benchmarks, transports, localization, the probes
+after the sweep, trace judgements, history and a site's testinfra checks.
+
+The catalog (``checks/``) lists the checks that run a command on a host; these ids come from the stages
+that measure more than one host's command can say. They are contracts like the catalog's
+(docs/contracts.md, "Check ids"): ``diagnose checks`` lists them, the report's checklist gives them their
+lines, and the modules that emit or show them take their ids from here rather than spelling them again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+NCCL_TRANSPORT = "nccl.transport"
+BENCH_PREFIX = "bench."
+BENCH_STRAGGLER = "bench.straggler"
+BENCH_LINK = "bench.link"
+BENCH_CLEANUP = "bench.cleanup"
+BENCH_NCCL_TESTS = "bench.nccl_tests"
+FLEET_BUSBW = "fleet.busbw"
+FLEET_H2D = "fleet.h2d"
+FLEET_NVLINK = "fleet.nvlink"
+FLEET_MEMCPY = "fleet.memcpy"
+TRAIN_OVERLAP = "train.overlap"
+TRAIN_TAIL = "train.tail"
+TRAIN_SYNC = "train.sync"
+TRAIN_INPUT = "train.input"
+INFER_KV_TRANSFER = "infer.kv_transfer"
+INFER_PLACEMENT = "infer.placement"
+INFER_STAGING = "infer.staging"
+INFER_SERVING = "infer.serving"
+HISTORY_PREFIX = "history."
+HISTORY_REGRESSION = "history.regression"
+HISTORY_UNSTABLE = "history.unstable"
+CUSTOM_PREFIX = "custom."
+
+#: The training judgements (checklist section 4), in the checklist's order.
+TRAINING = (TRAIN_OVERLAP, TRAIN_TAIL, TRAIN_SYNC, TRAIN_INPUT)
+#: The KV-transfer judgements (checklist section 5); ``infer.serving`` comes from a serving benchmark.
+KV_TRANSFER = (INFER_KV_TRANSFER, INFER_PLACEMENT, INFER_STAGING)
+
+
+def bench_id(collective: object) -> str:
+    """The id of a collective's benchmark verdict: ``bench.all_reduce``."""
+    return f"{BENCH_PREFIX}{collective}"
+
+
+@dataclass(frozen=True)
+class StageId:
+    """One id (or family of ids, ``bench.<collective>``) a stage emits."""
+
+    id: str
+    checklist: str  # the checklist section its results name ("3", "H", "–"; "–/3": either)
+    needs: str  # what has to run for it to appear
+    judges: str  # what it judges, as ``diagnose checks`` says it
+    title: str = ""  # the report checklist's line, for an id that answers no numbered item of it
+
+
+STAGE_IDS: tuple[StageId, ...] = (
+    StageId(
+        NCCL_TRANSPORT,
+        "3",
+        "benchmark stage (NCCL INFO log)",
+        "the transport NCCL chose between and inside nodes",
+    ),
+    StageId(
+        bench_id("<collective>"),
+        "3",
+        "benchmark stage (torchrun)",
+        "busbw over the size sweep vs the expected range",
+    ),
+    StageId(
+        BENCH_STRAGGLER,
+        "3",
+        "benchmark stage (localization)",
+        "the slow host(s) behind a result below range, with deficit and confidence",
+    ),
+    StageId(
+        BENCH_LINK,
+        "3",
+        "benchmark stage (localization)",
+        "a slow link between two hosts that are fast with other partners",
+        "No slow link between hosts",
+    ),
+    StageId(BENCH_CLEANUP, "3", "benchmark stage", "no benchmark process left behind on any host"),
+    StageId(
+        FLEET_BUSBW,
+        "3",
+        "benchmarks.fleet_probes",
+        "single-node busbw against the fleet's median (MAD)",
+        "Single-node busbw in line with the fleet",
+    ),
+    StageId(
+        FLEET_H2D,
+        "H",
+        "benchmarks.fleet_probes",
+        "host↔GPU copy bandwidth against the fleet",
+        "Host↔GPU copy bandwidth in line with the fleet",
+    ),
+    StageId(
+        FLEET_NVLINK,
+        "H",
+        "benchmarks.fleet_probes",
+        "GPU peer copy bandwidth against the fleet",
+        "GPU peer copy bandwidth in line with the fleet",
+    ),
+    StageId(
+        FLEET_MEMCPY,
+        "H",
+        "benchmarks.fleet_probes",
+        "host memory copy bandwidth against the fleet",
+        "Host memory copy bandwidth in line with the fleet",
+    ),
+    StageId(
+        TRAIN_OVERLAP,
+        "4",
+        "training probe or diagnose trace",
+        "exposed communication, slow fabric told apart",
+    ),
+    StageId(TRAIN_TAIL, "4", "training probe or diagnose trace", "last all-reduce after the backward pass"),
+    StageId(
+        TRAIN_SYNC, "4", "training probe or diagnose trace", "host syncs (.item(), synchronize) per step"
+    ),
+    StageId(TRAIN_INPUT, "4", "training probe or diagnose trace", "DataLoader / input stalls per step"),
+    StageId(
+        INFER_KV_TRANSFER,
+        "5",
+        "benchmarks.kv_transfer (torchrun per pair)",
+        "KV-block p50 vs the pair's link, p99/p50, per-block cost",
+    ),
+    StageId(
+        INFER_PLACEMENT,
+        "5",
+        "kv_prefill_gpus / kv_decode_gpus",
+        "prefill→decode pairs on the fastest path (NV#, same rail)",
+    ),
+    StageId(
+        INFER_STAGING,
+        "5",
+        "benchmarks.kv_transfer (NCCL log)",
+        "KV path through host memory named, with its cost",
+    ),
+    StageId(
+        INFER_SERVING,
+        "5",
+        "diagnose trace --serving FILE",
+        "vllm bench serve p99 TTFT/TPOT vs serving_* SLOs",
+        "Serving latency (TTFT, TPOT) within the SLOs",
+    ),
+    StageId(
+        BENCH_NCCL_TESTS,
+        "3",
+        "nccl_tests_dir, mpirun",
+        "nccl-tests binaries and launcher present where needed",
+    ),
+    StageId(
+        HISTORY_REGRESSION,
+        "–/3",
+        "--history database",
+        "PASS→FAIL, busbw drop, version change, host gone",
+        "No regression against the last good run",
+    ),
+    StageId(
+        HISTORY_UNSTABLE,
+        "–",
+        "--history database",
+        "a check flipping PASS↔FAIL over the last runs",
+        "No check flipping PASS↔FAIL between runs",
+    ),
+    StageId(
+        f"{CUSTOM_PREFIX}<module>::<test>",
+        "–",
+        "testinfra (playbook custom_checks)",
+        "a site's own testinfra assertion",
+    ),
+)
+
+
+def stage_titles() -> dict[str, str]:
+    """The report checklist's line for each stage id that has one of its own."""
+    return {stage.id: stage.title for stage in STAGE_IDS if stage.title}
