@@ -1,4 +1,4 @@
-"""The values that flow from checks to results.json (schema 1, see DESIGN.md)."""
+"""The values that flow from checks to results.json (schema 1, see docs/contracts.md)."""
 
 from __future__ import annotations
 
