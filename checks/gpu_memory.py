@@ -55,6 +55,7 @@ def parse(outputs: Mapping[str, CommandOutput], host_vars: Vars) -> Facts:
             "index": row.get("index"),
             "bus_id": row.get("pci.bus_id"),
             "name": row.get("name"),
+            "vbios": row.get("vbios_version"),  # for versions.firmware
         }
         for key, field in _FIELDS.items():
             gpu[key] = flag(row.get(field)) if key in _FLAGS else integer(row.get(field))

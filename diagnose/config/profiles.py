@@ -93,6 +93,33 @@ PROFILE_VARIABLES: dict[str, Variable] = {
             int,
             "symbol errors on one IB port during the benchmarks that make ib.counters FAIL (fewer: WARN); default 10",
         ),
+        # Optics and link flaps (checks/ib_optics.py, checks/ib_flaps.py)
+        Variable(
+            "max_effective_ber",
+            float,
+            "effective (post-FEC) bit error rate of a port above which ib.optics FAILs; default 1e-12",
+        ),
+        Variable(
+            "optics_temp_margin_c",
+            float,
+            "a transceiver within this many °C of its own high temperature alarm makes ib.optics WARN; default 5",
+        ),
+        Variable(
+            "flap_window_h",
+            float,
+            "hours of kernel log in which ib.flaps counts link downs (a nightly also stops at the previous run); "
+            "default 24",
+        ),
+        Variable(
+            "max_link_flaps",
+            int,
+            "link downs of one HCA in the window that make ib.flaps FAIL (1: WARN); default 3",
+        ),
+        Variable(
+            "ib_symbol_errors_max_per_h",
+            float,
+            "symbol errors per hour on one IB port between two nightly runs above which ib.flaps FAILs; default 120",
+        ),
         Variable(
             "expected_k8s_resources",
             list,

@@ -11,7 +11,8 @@ print the header as ``clocks_event_reasons.*``, so the parser keys columns by th
 
 Values stay strings here; ``number``/``flag`` read them. ``[N/A]``, ``N/A`` and ``[Not Supported]`` mean
 "this GPU has no such counter" (retired pages on Hopper, fabric state on a PCIe card) and read as None,
-never as zero or as a fault.
+never as zero or as a fault. ``vbios_version`` feeds versions.firmware (one VBIOS per GPU model across the
+hosts).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ _BASE = (
     "pcie.link.width.current",
     "pcie.link.width.max",
     "temperature.gpu",
+    "vbios_version",
 )
 _SRAM = ("ecc.errors.uncorrected.volatile.sram", "ecc.errors.uncorrected.aggregate.sram")
 _FABRIC = ("fabric.state", "fabric.status")
