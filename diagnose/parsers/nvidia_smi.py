@@ -17,7 +17,7 @@ import re
 from collections import Counter
 from typing import Any
 
-from diagnose.core.check import ParseError
+from diagnose.core.check import Command, ParseError
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _DRIVER = re.compile(r"(?:Driver|KMD) Version:\s*(?P<v>[0-9][0-9.]*)")
@@ -26,11 +26,14 @@ _SMI = re.compile(r"NVIDIA-SMI\s+(?P<v>[0-9][0-9.]*)")
 # "|   0  NVIDIA H100 80GB HBM3          On  |   00000000:18:00.0 Off |" (also "Off" persistence, and
 # the older narrower layout "|   0  Tesla P100-SXM2...  On   | 00000000:04:00.0 Off |").
 _GPU_ROW = re.compile(
-    r"^\|\s+(?P<index>\d+)\s+(?P<name>.+?)\s+(?:On|Off)\s*\|\s*(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:"
+    r"^\|\s+(?P<index>\d+)\s+(?P<name>.+?)\s+(?P<persistence>On|Off)\s*\|\s*(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:"
     r"[0-9A-Fa-f]{2}\.[0-9A-Fa-f])"
 )
 _NIC_LEGEND = re.compile(r"^\s*(?P<column>NIC\d+):\s*(?P<device>\S+)")
 _NV = re.compile(r"^NV(?P<links>\d+)$")
+
+#: The summary table, shared by gpu.topology (driver, CUDA, GPU list) and gpu.persistence (Persistence-M).
+SMI_SUMMARY = Command("nvidia_smi", "nvidia-smi", tool="nvidia-smi", timeout=30)
 
 # Best first: how far a GPU is from a NIC over PCIe (nvidia-smi's legend).
 PCIE_RANK = {"X": 0, "PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5}
@@ -73,6 +76,20 @@ def parse_smi_summary(text: str) -> dict[str, Any]:
         "gpu_count": len(gpus),
         "gpu_model": names.most_common(1)[0][0] if names else None,
     }
+
+
+def parse_persistence(text: str) -> list[dict[str, Any]]:
+    """Each GPU row's Persistence-M column (``On``/``Off``) with the GPU's index and bus id; "No devices
+    were found" is an empty list."""
+    rows = (_GPU_ROW.match(line) for line in strip_ansi(text).splitlines())
+    gpus = [
+        {"index": int(m.group("index")), "bus_id": m.group("bus"), "persistence": m.group("persistence")}
+        for m in rows
+        if m
+    ]
+    if not gpus and "No devices were found" not in text and not _DRIVER.search(text):
+        raise ParseError(f"no GPU row in nvidia-smi output: {text.strip()[:160]!r}")
+    return gpus
 
 
 def parse_topo(text: str) -> dict[str, Any]:
