@@ -69,6 +69,30 @@ JOURNALCTL_KERNEL = "-k -b -q -o short-iso --no-pager"
 SYSTEMCTL_FM = "is-active nvidia-fabricmanager"
 #: The port whose link flaps in ib_flap (a port of the ibstat capture, Active at 400 Gb/s).
 FLAP_PORT = ("mlx5_4", 1)
+#: The InfiniBand ConnectX-7 ports of the ibstat capture (the Ethernet bond mlx5_bond_0 aside).
+IB_DEVICES = ("mlx5_0", "mlx5_1", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_7", "mlx5_8", "mlx5_9")
+H100_MLXLINK = "hostkit/h100_cx7_ndr_mlxlink_healthy.txt"
+BF3_MLXLINK = "mlxlink/bf3_100g_dac_2ports.txt"
+#: The SXid lines the sxid-fatal host logs (gpud's README: SXid 20034 LTSSM Fault Up on three NVSwitches).
+SXID_LINES = "sxid/sxid20034_gpud_readme.txt"
+#: The flap host's Ethernet bond, as the syslog lines of link_events/mlx5_link_down_up_iso_syslog.txt name it.
+FLAP_PCI = "0000:01:00.0"
+
+
+def mlxlink_arguments(device: str) -> str:
+    """mlxlink's arguments (``$*`` of the fake) in MLXLINK_SCRIPT for one device."""
+    return f"-d {device} -p 1 -m -c -e"
+
+
+def mlxlink_outputs() -> dict[str, str]:
+    """Device -> what mlxlink prints for it on the healthy node (see hostkit/SOURCE)."""
+    bond = captured(BF3_MLXLINK).split("# port mlx5_1 1")[0]
+    bond = bond.replace("# port mlx5_0 1\n", "").replace("# rc 0\n", "")
+    return {**dict.fromkeys(IB_DEVICES, captured(H100_MLXLINK)), "mlx5_bond_0": bond}
+
+
+def _mlxlink(outputs: dict[str, str]) -> dict[str, Reply]:
+    return {mlxlink_arguments(device): Reply(stdout=text) for device, text in outputs.items()}
 
 
 def query_arguments(fields: tuple[str, ...]) -> str:
@@ -200,8 +224,9 @@ def healthy_h100(name: str) -> HostSpec:
     Node health: the GPU query (idle, ECC on, nothing remapped, Gen5 x16, fabric Completed/Success),
     18 NVLinks per GPU at 26.562 GB/s with zero error counters, a kernel log with NVRM lines and no Xid
     (journalctl kept no kernel message, dmesg readable), nvidia-fabricmanager active under systemd,
-    memlock unlimited (where the machine allows, see testbed.memlock_ceiling_kib), and a
-    /sys/class/infiniband of 8 Active InfiniBand ports plus the Ethernet bond without link errors.
+    memlock unlimited (where the machine allows, see testbed.memlock_ceiling_kib), a
+    /sys/class/infiniband of 8 Active InfiniBand ports plus the Ethernet bond without link errors, and
+    mlxlink answering for every port (healthy BER, passive cables without a temperature sensor).
     """
     libs = captured("nccl_version/libs_h200x4.txt")
     package = next(line for line in libs.splitlines() if line.startswith("libnccl2\t")) + "\n"
@@ -220,6 +245,7 @@ def healthy_h100(name: str) -> HostSpec:
             },
             "dmesg": {DMESG_ISO: Reply(stdout=captured(H100_DMESG))},
             "systemctl": {SYSTEMCTL_FM: Reply(stdout="active\n")},
+            "mlxlink": _mlxlink(mlxlink_outputs()),
         },
         infiniband=list(DEV_INFINIBAND),
         memlock_kib=None,
@@ -360,6 +386,93 @@ def ib_flap(name: str) -> HostSpec:
     return healthy_h100(name)
 
 
+def _iso_stamped(fixture: str) -> list[str]:
+    """A capture's ``[secs]`` lines as this node's ``dmesg --time-format iso`` prints them (after its
+    module-loading lines), as in xid_79."""
+    lines = []
+    for line in captured(fixture).splitlines():
+        stamp, _, rest = line.partition("] ")
+        lines.append(f"2026-11-22T18:24:07,{stamp.split('.')[1]}+00:00 " + rest)
+    return lines
+
+
+def sxid_fatal(name: str) -> HostSpec:
+    """The kernel log gains the NVSwitch lines of gpud's SXid README (SXID_LINES): fatal SXid 20034 on
+    three switches, with their engine and register lines, stamped like xid_79's."""
+    log = captured(H100_DMESG) + "\n".join(_iso_stamped(SXID_LINES)) + "\n"
+    return _with_tool(healthy_h100(name), "dmesg", {DMESG_ISO: Reply(stdout=log)})
+
+
+def _dmesg_with_recent(events: list[tuple[int, str]]) -> str:
+    """The fake dmesg: the healthy node's lines, then each (seconds ago, kernel message) stamped that long
+    before the moment the test host runs it, since ib.flaps judges a window that ends at the host's clock."""
+    recent = "".join(
+        f"    printf '%s,000000+00:00 %s\\n' \"$(date -u -d @$(($(date +%s) - {ago})) +%Y-%m-%dT%H:%M:%S)\" "
+        f"{shlex.quote(message)}\n"
+        for ago, message in events
+    )
+    return (
+        f'#!/bin/sh\ncase "$*" in\n{shlex.quote(DMESG_ISO)})\n'
+        f"    cat <<'{_END}'\n{captured(H100_DMESG).rstrip(chr(10))}\n{_END}\n{recent}    ;;\n"
+        '*)\n    echo "fake dmesg: no reply for: $*" >&2\n    exit 64\n    ;;\nesac\n'
+    )
+
+
+def _syslog_messages() -> list[str]:
+    """The kernel messages of the switch-reboot syslog capture (its host and ``kernel:`` fields dropped)."""
+    return [line.split("kernel: ", 1)[1] for line in captured(FLAP_SYSLOG).splitlines()]
+
+
+FLAP_SYSLOG = "link_events/mlx5_link_down_up_iso_syslog.txt"
+
+
+def link_flaps(name: str) -> HostSpec:
+    """The Ethernet bond's port went down three times and up again two hours ago: the four lines of
+    FLAP_SYSLOG (down x3 at one second, up 220 s later), restamped relative to the host's clock, and the
+    bond's sysfs uevent naming the PCI function the lines name (FLAP_PCI)."""
+    down, *_, up = _syslog_messages()
+    events = [(7200, down), (7200, down), (7200, down), (6980, up)]
+    spec = _with_tool(healthy_h100(name), "dmesg", _dmesg_with_recent(events))
+    assert spec.sysfs_infiniband is not None
+    uevent = {"mlx5_bond_0/device/uevent": f"DRIVER=mlx5_core\nPCI_SLOT_NAME={FLAP_PCI}\n"}
+    return replace(spec, sysfs_infiniband={**spec.sysfs_infiniband, **uevent})
+
+
+def old_flap(name: str) -> HostSpec:
+    """Trap: one link down and up thirty days ago, far outside ib.flaps' 24 h window: must stay quiet."""
+    down, *_, up = _syslog_messages()
+    return _with_tool(
+        healthy_h100(name), "dmesg", _dmesg_with_recent([(30 * 86400, down), (30 * 86400 - 220, up)])
+    )
+
+
+def ber_high(name: str) -> HostSpec:
+    """mlx5_4's effective BER 5E-11 (FEC no longer hides the errors) in the healthy NDR mlxlink output: the
+    one field the fault changes, edited, with the effective error count it implies."""
+    outputs = mlxlink_outputs()
+    outputs["mlx5_4"] = (
+        outputs["mlx5_4"]
+        .replace("Effective Physical BER             : 15E-255", "Effective Physical BER             : 5E-11")
+        .replace("Effective Physical Errors          : 0", "Effective Physical Errors          : 1043")
+    )
+    return _with_tool(healthy_h100(name), "mlxlink", _mlxlink(outputs))
+
+
+def firmware_drift(name: str) -> HostSpec:
+    """mlx5_4 left on ConnectX-7 firmware 28.39.4082 while the other HCAs run 28.41.1000 (both releases seen
+    together on one public node's CX-7s, stored search-index file 69422308594)."""
+    text = _edit_ca(captured("ibstat/h100_cx7_ndr400_8hca_bond.txt"), "mlx5_4", "28.41.1000", "28.39.4082")
+    return _with_tool(healthy_h100(name), "ibstat", Reply(stdout=text))
+
+
+def _edit_ca(text: str, device: str, old: str, new: str) -> str:
+    start = text.index(f"CA '{device}'")
+    end = text.find("CA '", start + 1)
+    block = text[start : end if end != -1 else len(text)]
+    assert old in block, f"{device} has no {old}"
+    return text[:start] + block.replace(old, new, 1) + (text[end:] if end != -1 else "")
+
+
 Builder = Callable[[str], HostSpec]
 
 # host name -> (builder, the check that must name it, the status it must give)
@@ -380,6 +493,19 @@ FAULTS: dict[str, tuple[Builder, str, str]] = {
     "hw-slowdown": (hw_slowdown, "gpu.clocks", "FAIL"),
     "memlock-64": (memlock_64, "host.memlock", "FAIL"),
     "fabric-init": (fabric_init, "gpu.fabricmanager", "FAIL"),
+}
+
+# Issue 26's fabric and NVSwitch faults, judged by their own run (tests/integration/test_fabric_faults.py).
+FABRIC_FAULTS: dict[str, tuple[Builder, str, str]] = {
+    "sxid-fatal": (sxid_fatal, "gpu.sxid", "FAIL"),
+    "link-flaps": (link_flaps, "ib.flaps", "FAIL"),
+    "ber-high": (ber_high, "ib.optics", "FAIL"),
+    "fw-drift": (firmware_drift, "versions.firmware", "FAIL"),
+}
+
+# Hosts with something that looks like a fault and is not one: the check must stay quiet (PASS).
+TRAPS: dict[str, tuple[Builder, str]] = {
+    "old-flap": (old_flap, "ib.flaps"),
 }
 
 # A fault that happens during a run, not before it: the host is judged on the change between snapshots,
