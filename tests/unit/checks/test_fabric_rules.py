@@ -53,6 +53,10 @@ def test_sxid_quiet_log_passes() -> None:
     outcome = judge(gpu_sxid.CHECK, profile(), kernel_log=HEALTHY_LOG)
     assert outcome.status == "PASS"
     assert "no NVSwitch SXid in the kernel log of node1 since boot (dmesg-iso)" in outcome.message
+    # The lent H100's output of the kernel-log command as it is now (NVRM, SXid and mlx5 lines kept).
+    lent = CommandOutput(stdout=text("sxid/h100x1_dmesg_iso_no_sxid.txt"))
+    assert judge(gpu_sxid.CHECK, profile(), kernel_log=lent).status == "PASS"
+    assert judge(ib_flaps.CHECK, profile(), kernel_log=lent).status == "PASS"
 
 
 def test_sxid_fatal_ltssm_fault_fails_naming_switches_and_links() -> None:
@@ -252,9 +256,8 @@ def test_optics_firmware_recommendation_warns() -> None:
 
 
 def test_optics_without_mlxlink_skips_naming_the_package() -> None:
-    result, _ = evaluate_check(
-        ib_optics.CHECK, {"mlxlink": CommandOutput(stdout="# missing mlxlink\n")}, profile(), None
-    )
+    missing = CommandOutput(stdout=text("mlxlink/h100x1_no_mlxlink.txt"), exit_code=0)
+    result, _ = evaluate_check(ib_optics.CHECK, {"mlxlink": missing}, profile(), None)
     assert result.status == "SKIP"
     assert "mlxlink is not installed on node1" in result.message
     assert "mstflint" in result.remediation and "MFT" in result.remediation
@@ -298,11 +301,11 @@ def test_firmware_equal_everywhere_stays_quiet() -> None:
 
 
 def test_firmware_odd_hosts_are_named_with_their_versions() -> None:
-    """One HCA of node3 on 28.39.4082 (a release seen beside 28.41.1000 on one public node's CX-7s), and one
-    GPU of node2 on another VBIOS."""
+    """One HCA of node3 on 28.39.4082 (a release seen beside 28.41.1000 on one public node's CX-7s), and node2
+    with the lent H100's real VBIOS (96.00.CF.00.01) where the others run 96.00.89.00.01."""
     at = IBSTAT.index("CA 'mlx5_4'")
     odd_hca = IBSTAT[:at] + IBSTAT[at:].replace("28.41.1000", "28.39.4082", 1)
-    odd_gpu = QUERY.replace("96.00.89.00.01", "96.00.74.00.0F", 1)
+    odd_gpu = text("gpu_query/h100x1_580_with_vbios.txt")
     outcomes = _firmware({"node1": _host(), "node2": _host(query=odd_gpu), "node3": _host(ibstat=odd_hca)})
     by_host = {o.host: o for o in outcomes}
     assert by_host[None].status == "FAIL"
@@ -312,7 +315,7 @@ def test_firmware_odd_hosts_are_named_with_their_versions() -> None:
     )
     assert (
         by_host["node2"].message
-        == "node2 runs VBIOS of NVIDIA H100 80GB HBM3 96.00.74.00.0F/96.00.89.00.01, the other hosts 96.00.89.00.01"
+        == "node2 runs VBIOS of NVIDIA H100 80GB HBM3 96.00.CF.00.01, the other hosts 96.00.89.00.01"
     )
     assert "node1" not in by_host
 
