@@ -36,7 +36,9 @@ from fabric import Connection  # noqa: E402
 from diagnose.config.playbook import load_playbook  # noqa: E402
 from diagnose.engine import stages as engine  # noqa: E402
 from diagnose.engine.results import ResultsStore  # noqa: E402
-from diagnose.targets.inventory import resolve_hosts  # noqa: E402
+from diagnose.targets.loading import InventoryFiles  # noqa: E402
+from diagnose.targets.resolve import resolve_hosts  # noqa: E402
+from diagnose.targets.sources import HostContext  # noqa: E402
 from tests.support.hostkit import captured, healthy_h100  # noqa: E402
 from tests.support.testbed import HostSpec, Reply, TestBed, memlock_ceiling_kib  # noqa: E402
 
@@ -160,7 +162,7 @@ def main() -> int:
         # Ansible runs its modules with the interpreter variable, so its inventory keeps the real one.
         ansible_inventory = bed.write_inventory(workdir / "ansible-inventory.yaml")
         playbook = load_playbook("acceptance")
-        hosts = resolve_hosts(inventory, playbook, None, {})
+        hosts = resolve_hosts([InventoryFiles(inventory)], HostContext(playbook))
         checks, _ = engine.selected_catalog(playbook.checks)
         if args.without_node_health:  # the catalog as it was before the node-health checks
             checks = [c for c in checks if c.checklist != "H"]

@@ -1,6 +1,7 @@
 """``-e`` extra variables, read as ``ansible-playbook -e`` reads them: the highest level of all.
 
-Split from :mod:`diagnose.targets.inventory` (which re-exports :func:`parse_extra_vars`) to keep each module short.
+They win over every inventory level and the playbook (:mod:`diagnose.targets.resolve`); a message that
+quotes an argument never shows a secret in it.
 """
 
 from __future__ import annotations

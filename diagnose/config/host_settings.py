@@ -19,7 +19,7 @@ from diagnose.core.errors import ConfigError
 from diagnose.core.vars import Vars
 from diagnose.inference.model import parse_model, parse_tokens
 from diagnose.inference.pairs import parse_endpoint, parse_pair
-from diagnose.k8s.pods import KubectlArgsError, parse_extra_args
+from diagnose.k8s.target import KubectlArgsError, parse_extra_args
 from diagnose.shipped.train_probe import parse_caps
 
 CONNECTIONS = ("ssh", "paramiko", "smart", "local", "kubectl", "srun")

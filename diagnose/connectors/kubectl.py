@@ -3,7 +3,7 @@
 The transport is a local program like ``local``'s shell, so it shares that connector's streaming loop
 (:func:`~diagnose.connectors.local.stream_process`); batches, caps, the frozen-host watchdog, stopping by
 session (another exec into the same pod runs the kill script) and files written through the exec stream
-come from the base class unchanged. The command line is built in :mod:`diagnose.k8s.pods`.
+come from the base class unchanged. The command line is built in :mod:`diagnose.k8s.target`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from collections.abc import Callable
 from diagnose.connectors.base import DEFAULT_CONNECT_TIMEOUT_S, ConnectError, Connection, Exec, Sink
 from diagnose.connectors.local import stream_process
 from diagnose.core.hosts import Host
-from diagnose.k8s.pods import POD_ERROR_VAR, POD_VAR, KubectlTarget, error_reason, pod_phase
+from diagnose.k8s.target import POD_ERROR_VAR, KubectlTarget, error_reason, pod_phase
+from diagnose.parsers.pod import POD_VARIABLE
 
 
 class KubectlConnection(Connection):
@@ -29,7 +30,7 @@ class KubectlConnection(Connection):
         problem = self.host.vars.get(POD_ERROR_VAR)
         if problem:
             raise ConnectError(str(problem))
-        pod = self.host.vars.get(POD_VAR)
+        pod = self.host.vars.get(POD_VARIABLE)
         phase = pod_phase(pod) if isinstance(pod, dict) else None
         if phase is not None and phase != "Running":
             raise ConnectError(f"{self.target.where} is {phase}, not Running")

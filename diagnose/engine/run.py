@@ -21,12 +21,12 @@ import threading
 import traceback
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from diagnose import history
 from diagnose.catalog.loading import load_catalog, select
+from diagnose.config.extra_vars import parse_extra_vars
 from diagnose.config.playbook import (
     PROFILE_VARIABLE,
     Playbook,
@@ -45,13 +45,13 @@ from diagnose.engine.custom import run_custom_checks
 from diagnose.engine.reporter import Reporter
 from diagnose.engine.run_ids import make_run_dir, new_run_id, run_header
 from diagnose.history.coverage import record_coverage
-from diagnose.k8s import pods as k8s
+from diagnose.k8s.pods import PodSource
 from diagnose.render.render import DEFAULT_FORMATS, FORMATS, render
 from diagnose.slurm import hosts as slurm_hosts
-from diagnose.targets.inventory import parse_extra_vars, resolve_hosts
-from diagnose.targets.local_machine import no_gpu_reason
-
-CPU_PROFILE = "cpu-testbed"
+from diagnose.targets.loading import InventoryFiles
+from diagnose.targets.local_machine import LocalMachine, default_inventory
+from diagnose.targets.resolve import resolve_hosts
+from diagnose.targets.sources import HostContext, HostSource
 
 
 @dataclass
@@ -125,8 +125,15 @@ def parse_formats(text: str) -> set[str]:
     return chosen | {"json"}
 
 
-def default_inventory() -> Path:
-    return Path(str(resources.files("diagnose.inventories").joinpath("local.yaml")))
+def host_sources(options: RunOptions) -> list[HostSource]:
+    """Where the run's hosts come from: the inventories, Slurm's nodes (the inventories then lend their
+    variables) or, when neither is named, this machine; pods chosen by label selector in any of them."""
+    sources: list[HostSource] = [InventoryFiles(options.inventories)] if options.inventories else []
+    if options.slurm is not None:
+        sources.append(slurm_hosts.find_nodes(options.slurm))
+    elif not sources:
+        sources.append(LocalMachine())
+    return [*sources, PodSource()]
 
 
 def prepare(options: RunOptions) -> RunRequest:
@@ -134,27 +141,12 @@ def prepare(options: RunOptions) -> RunRequest:
     formats = parse_formats(options.formats)
     playbook = load_playbook(options.playbook)
     extra_vars = parse_extra_vars(options.extra_vars)
-    slurm = slurm_hosts.find_nodes(options.slurm) if options.slurm is not None else None
-    inventories = [Path(i) for i in options.inventories] or ([] if slurm else [default_inventory()])
-    profile_note = None
-    if not options.inventories and not slurm and PROFILE_VARIABLE not in extra_vars:
-        reason = no_gpu_reason()
-        if reason:  # judge this machine for what it is, and say so
-            extra_vars[PROFILE_VARIABLE] = CPU_PROFILE
-            profile_note = (
-                f"{reason}: judged with the {CPU_PROFILE} profile (-e {PROFILE_VARIABLE}=... to choose)"
-            )
+    sources = host_sources(options)
     if options.known_hosts and not Path(options.known_hosts).expanduser().is_file():
         raise ConfigError(f"--known-hosts {options.known_hosts}: no such file")
-    hosts = resolve_hosts(
-        inventories,
-        playbook,
-        options.limit,
-        extra_vars,
-        discover=(k8s.discover_pods, k8s.discovered_host_vars),
-        slurm=slurm,
-    )
-    hosts = k8s.attach_pods(hosts)  # pods read once, before any host is touched
+    hosts = resolve_hosts(sources, HostContext(playbook, options.limit, extra_vars))
+    slurm = next((s for s in sources if isinstance(s, slurm_hosts.SlurmNodes)), None)
+    inventories = [Path(i) for i in options.inventories] or ([] if slurm else [default_inventory()])
     catalog = load_catalog()
     check_unknown_patterns(playbook, [e.id for e in catalog])
     host_checks, cluster_checks = engine.split_catalog(select(catalog, playbook.checks))
@@ -167,7 +159,7 @@ def prepare(options: RunOptions) -> RunRequest:
         custom_modules=custom_check_paths(playbook),
         formats=formats,
         inventory=inventories[0] if inventories else None,
-        profile_note=profile_note,
+        profile_note=next((s.note for s in sources if s.note), None),
         warnings=unknown_variable_warnings(hosts),
         slurm=slurm,
     )

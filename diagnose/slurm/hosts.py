@@ -13,7 +13,8 @@ which are free. ``diagnose run --slurm`` takes its hosts from there:
 
 Every node is a host of a group named after each partition it serves (``--limit gpu``,
 ``group_vars/gpu.yml``). An Ansible inventory given with ``-i`` adds its variables by name — ``all``,
-its groups, ``host_vars``, ``group_vars`` beside it — but no hosts: the targets are Slurm's nodes.
+its groups, ``host_vars``, ``group_vars`` beside it — but no hosts: the targets are Slurm's nodes
+(:class:`SlurmNodes` is the run's :class:`~diagnose.targets.sources.HostSource`).
 
 Every Slurm command is an argv list with a timeout, never a shell line; parsing is in
 :mod:`diagnose.parsers.sinfo`.
@@ -31,9 +32,10 @@ from diagnose.core.check import ParseError
 from diagnose.core.errors import ConfigError
 from diagnose.core.process import MISSING, TIMEOUT, ProgramError, run_program
 from diagnose.parsers.sinfo import SINFO_NODE_FORMAT, parse_hostnames, parse_sinfo_nodes
+from diagnose.targets.sources import HostContext, HostSource
 
 if TYPE_CHECKING:
-    from diagnose.targets.inventory import Inventory
+    from diagnose.targets.model import Inventory
 
 SLURM_TIMEOUT_S = 30.0
 #: Host variable: the job whose allocation holds the node (srun steps run in it).
@@ -117,8 +119,12 @@ class SlurmNode:
 
 
 @dataclass
-class SlurmNodes:
-    """The nodes a query found, in Slurm's order, and the allocation they belong to (None: from sinfo)."""
+class SlurmNodes(HostSource):
+    """The nodes a query found, in Slurm's order, and the allocation they belong to (None: from sinfo).
+
+    As a host source: every node a host of one group per partition; the inventory's own hosts that are
+    no node only lend their variables.
+    """
 
     query: SlurmQuery
     nodes: list[SlurmNode]
@@ -133,23 +139,26 @@ class SlurmNodes:
     def label(self) -> str:
         return self.query.label
 
-    def host_defaults(self, name: str) -> dict[str, Any]:
+    def vars_below(self, name: str) -> dict[str, Any]:
         """Variables a node gets below every inventory level: inside an allocation srun reaches it."""
         if self.job_id is None or name not in self.names:
             return {}
         return {JOB_VAR: self.job_id, "ansible_connection": "srun", "bench_launcher": "srun"}
 
-    def add_to(self, inventory: Inventory) -> None:
-        """Every node as a host of one group per partition (before the inventory is finished)."""
+    def add_hosts(self, inventory: Inventory, context: HostContext) -> None:
+        """Every node as a host of one group per partition (before the inventory is settled)."""
         for node in self.nodes:
             for partition in node.partitions:
                 group = f"partition_{partition}" if partition in _RESERVED_GROUPS else partition
                 inventory.add_host(node.name, group)
 
-    def order(self, selected: Sequence[str]) -> list[str]:
-        """The selected names that are Slurm nodes, in Slurm's order."""
+    def targets(self, selected: list[str], context: HostContext) -> list[str]:
+        """The selected names that are Slurm nodes, in Slurm's order; none is a ConfigError."""
         chosen = set(selected)
-        return [name for name in self.names if name in chosen]
+        nodes = [name for name in self.names if name in chosen]
+        if not nodes:
+            raise ConfigError(f"--limit {context.limit!r} matched no Slurm node")
+        return nodes
 
 
 def expand_hostlist(expression: str, run: Runner = run_slurm) -> list[str]:

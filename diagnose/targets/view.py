@@ -1,6 +1,6 @@
 """What a dry run shows about the targets: ``--list-hosts`` rows and the variables that matter per host.
 
-Pure functions over resolved :class:`~diagnose.core.hosts.Host` objects, re-exported by :mod:`diagnose.targets.inventory`.
+Pure functions over resolved :class:`~diagnose.core.hosts.Host` objects.
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ from diagnose.config.profiles import PROFILE_VARIABLES
 from diagnose.core.hosts import Host
 from diagnose.core.redact import MASK, is_secret_name
 from diagnose.parsers.pod import POD_VARIABLE
-
-ALL = "all"
+from diagnose.targets.model import ALL
 
 # Variables a dry run shows besides the connection (ansible_*), the profile and the expected values: the
 # settings that change what a run does or how long it may take.

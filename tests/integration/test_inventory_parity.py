@@ -25,7 +25,10 @@ from typing import Any
 import pytest
 
 from diagnose.config.playbook import parse_playbook
-from diagnose.targets.inventory import ALL, load_inventories, resolve_hosts
+from diagnose.targets.loading import InventoryFiles, load_inventories
+from diagnose.targets.model import ALL
+from diagnose.targets.resolve import resolve_hosts
+from diagnose.targets.sources import HostContext
 from tests.support.cli import diagnose
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "inventories"
@@ -143,7 +146,7 @@ def test_diagnose_reads_inventory_as_ansible_does(case: str, ansible_inventory: 
 
     # resolve_hosts, as a run would call it: no playbook vars, no profile, no -e, every host
     playbook = parse_playbook("name: parity\n", (playbook_dir or tmp_path) / "parity.yaml")
-    hosts = resolve_hosts(sources, playbook, None, {})
+    hosts = resolve_hosts([InventoryFiles(sources)], HostContext(playbook))
     assert sorted(h.name for h in hosts) == sorted(ansible_groups)
 
     inventory = load_inventories(sources, playbook_dir)

@@ -104,7 +104,7 @@ def test_hostlists_are_expanded_by_slurm(bed: SlurmBed, monkeypatch: pytest.Monk
     found = find_nodes(SlurmQuery(partitions="gpu"), env=allocation)
     assert found.names == ["n2", "n3"] and found.job_id == "7"
     assert [n.partitions for n in found.nodes] == [("gpu",), ("gpu",)]
-    assert found.host_defaults("n2") == {
+    assert found.vars_below("n2") == {
         "slurm_job_id": "7",
         "ansible_connection": "srun",
         "bench_launcher": "srun",

@@ -16,7 +16,9 @@ from diagnose.config.playbook import (
 )
 from diagnose.config.profile_files import available_profiles, load_profile
 from diagnose.core.errors import ConfigError
-from diagnose.targets.inventory import load_inventory, resolve_hosts
+from diagnose.targets.loading import InventoryFiles, load_inventory
+from diagnose.targets.resolve import resolve_hosts
+from diagnose.targets.sources import HostContext
 from tests.support.paths import REPO
 
 MIB = 1 << 20
@@ -419,7 +421,10 @@ def playbook_with(tmp_path: Path, text: str):
 def test_precedence_profile_playbook_all_group_child_host_extra(tmp_path: Path, setup) -> None:
     inventory, profiles = setup
     playbook = playbook_with(tmp_path, "vars:\n  expected_hca_count: 4\n  expected_mtu: 512\n  site: x\n")
-    hosts = {h.name: h for h in resolve_hosts(inventory, playbook, "rack1,c1", {}, [profiles])}
+    hosts = {
+        h.name: h
+        for h in resolve_hosts([InventoryFiles(inventory)], HostContext(playbook, "rack1,c1", {}, [profiles]))
+    }
     n1, n2, c1 = hosts["n1"].vars, hosts["n2"].vars, hosts["c1"].vars
     assert n1["expected_gpu_count"] == 8  # profile only
     assert n1["expected_hca_count"] == 4  # playbook vars beat the profile
@@ -429,7 +434,10 @@ def test_precedence_profile_playbook_all_group_child_host_extra(tmp_path: Path, 
     assert n2["expected_mtu"] == 4096  # host beats groups
     assert n1["site"] == "x"  # playbook vars that are not profile variables pass through
     extra = {
-        h.name: h for h in resolve_hosts(inventory, playbook, "rack1", {"expected_mtu": "256"}, [profiles])
+        h.name: h
+        for h in resolve_hosts(
+            [InventoryFiles(inventory)], HostContext(playbook, "rack1", {"expected_mtu": "256"}, [profiles])
+        )
     }
     assert {name: h.vars.int("expected_mtu") for name, h in extra.items()} == {"n1": 256, "n2": 256}
 
@@ -438,7 +446,10 @@ def test_profile_is_chosen_per_host(tmp_path: Path, setup) -> None:
     inventory, profiles = setup
     hosts = {
         h.name: h
-        for h in resolve_hosts(inventory, playbook_with(tmp_path, "name: x\n"), "n1,c1", {}, [profiles])
+        for h in resolve_hosts(
+            [InventoryFiles(inventory)],
+            HostContext(playbook_with(tmp_path, "name: x\n"), "n1,c1", {}, [profiles]),
+        )
     }
     assert hosts["n1"].vars["diagnose_profile"] == "big-ib"
     assert hosts["n1"].vars["expected_hca_count"] == 8
@@ -451,18 +462,26 @@ def test_playbook_profile_is_the_default_and_inventory_or_extra_vars_override_it
 ) -> None:
     inventory, profiles = setup
     playbook = playbook_with(tmp_path, "profile: one-node\n")
-    hosts = {h.name: h for h in resolve_hosts(inventory, playbook, "n1,c1", {}, [profiles])}
+    hosts = {
+        h.name: h
+        for h in resolve_hosts([InventoryFiles(inventory)], HostContext(playbook, "n1,c1", {}, [profiles]))
+    }
     assert hosts["c1"].vars["diagnose_profile"] == "one-node"
     assert hosts["c1"].vars["expected_hca_count"] == 0
     assert hosts["n1"].vars["diagnose_profile"] == "big-ib"  # the inventory's choice beats the playbook's
-    overridden = resolve_hosts(inventory, playbook, "n1", {"diagnose_profile": "one-node"}, [profiles])
+    overridden = resolve_hosts(
+        [InventoryFiles(inventory)], HostContext(playbook, "n1", {"diagnose_profile": "one-node"}, [profiles])
+    )
     assert overridden[0].vars["diagnose_profile"] == "one-node"
     assert overridden[0].vars["expected_gpu_count"] == 4
 
 
 def test_hosts_keep_inventory_order_groups_and_name(tmp_path: Path, setup) -> None:
     inventory, profiles = setup
-    hosts = resolve_hosts(inventory, playbook_with(tmp_path, "name: x\n"), "c1:rack1", {}, [profiles])
+    hosts = resolve_hosts(
+        [InventoryFiles(inventory)],
+        HostContext(playbook_with(tmp_path, "name: x\n"), "c1:rack1", {}, [profiles]),
+    )
     assert [h.name for h in hosts] == ["n1", "n2", "c1"]
     assert hosts[0].groups == ["all", "gpu", "rack1"]
     assert hosts[0].vars.host == "n1"
@@ -476,7 +495,10 @@ def test_unknown_profile_in_inventory_points_at_its_line(tmp_path: Path, setup) 
     with pytest.raises(
         ConfigError, match="host n1: unknown profile 'big-ibb'; available: big-ib, one-node"
     ) as caught:
-        resolve_hosts(inventory, playbook_with(tmp_path, "name: x\n"), "n1", {}, [profiles])
+        resolve_hosts(
+            [InventoryFiles(inventory)],
+            HostContext(playbook_with(tmp_path, "name: x\n"), "n1", {}, [profiles]),
+        )
     assert (caught.value.path, caught.value.line) == (str(inventory), 9)
 
 
@@ -484,7 +506,8 @@ def test_unknown_profile_from_extra_vars(tmp_path: Path, setup) -> None:
     inventory, profiles = setup
     with pytest.raises(ConfigError, match=r"unknown profile 'nope'.*\(set with -e\)") as caught:
         resolve_hosts(
-            inventory, playbook_with(tmp_path, "name: x\n"), "c1", {"diagnose_profile": "nope"}, [profiles]
+            [InventoryFiles(inventory)],
+            HostContext(playbook_with(tmp_path, "name: x\n"), "c1", {"diagnose_profile": "nope"}, [profiles]),
         )
     assert caught.value.path is None
 
@@ -495,18 +518,25 @@ def test_badly_typed_expected_value_stops_the_run_with_its_line(tmp_path: Path, 
     with pytest.raises(
         ConfigError, match="variable expected_gpu_count for host n3 must be an integer"
     ) as caught:
-        resolve_hosts(inventory, playbook, "rack2", {}, [profiles])
+        resolve_hosts([InventoryFiles(inventory)], HostContext(playbook, "rack2", {}, [profiles]))
     assert (caught.value.path, caught.value.line) == (str(inventory), 21)
     with pytest.raises(ConfigError, match=r"must be an integer, got 'x'.*\(set with -e\)"):
-        resolve_hosts(inventory, playbook, "n1", {"expected_mtu": "x"}, [profiles])
+        resolve_hosts(
+            [InventoryFiles(inventory)], HostContext(playbook, "n1", {"expected_mtu": "x"}, [profiles])
+        )
     # Strings from INI or -e are fine when they read as the kind the variable needs.
-    hosts = resolve_hosts(inventory, playbook, "rack2", {"expected_gpu_count": "8"}, [profiles])
+    hosts = resolve_hosts(
+        [InventoryFiles(inventory)], HostContext(playbook, "rack2", {"expected_gpu_count": "8"}, [profiles])
+    )
     assert hosts[0].vars.int("expected_gpu_count") == 8
 
 
 def test_local_inventory_resolves(tmp_path: Path) -> None:
     profiles = write(tmp_path / "single-node-nvlink.yaml", "vars:\n  expected_hca_count: 0\n").parent
-    [host] = resolve_hosts(REPO / "inventory" / "local.yaml", load_playbook(None), None, {}, [profiles])
+    [host] = resolve_hosts(
+        [InventoryFiles(REPO / "inventory" / "local.yaml")],
+        HostContext(load_playbook(None), None, {}, [profiles]),
+    )
     assert (host.name, host.connection, host.address) == ("localhost", "local", "localhost")
     assert host.vars["diagnose_profile"] == "single-node-nvlink"
     assert host.vars.int("expected_hca_count") == 0
@@ -516,5 +546,5 @@ def test_unknown_default_profile_points_at_the_playbook(tmp_path: Path, setup) -
     inventory, profiles = setup
     playbook = playbook_with(tmp_path, "name: x\nprofile: one-nod\n")
     with pytest.raises(ConfigError, match="host c1: unknown profile 'one-nod'") as caught:
-        resolve_hosts(inventory, playbook, "c1", {}, [profiles])
+        resolve_hosts([InventoryFiles(inventory)], HostContext(playbook, "c1", {}, [profiles]))
     assert (caught.value.path, caught.value.line) == (str(playbook.path), 2)

@@ -25,7 +25,9 @@ from diagnose.launchers.srun import RANK, files_archive, srun_argv, task_script
 from diagnose.launchers.torchrun_argv import torchrun_args
 from diagnose.slurm.hosts import SlurmNode, SlurmNodes, SlurmQuery
 from diagnose.slurm.submit import batch_script, job_id, split_secrets
-from diagnose.targets.inventory import resolve_hosts
+from diagnose.targets.loading import InventoryFiles
+from diagnose.targets.resolve import resolve_hosts
+from diagnose.targets.sources import HostContext
 
 
 def write(path: Path, text: str) -> Path:
@@ -59,13 +61,13 @@ def test_query_label_names_the_query_not_the_state_and_sinfo_filters_it() -> Non
 
 
 def test_slurm_nodes_are_the_targets_in_partition_groups_without_an_inventory() -> None:
-    hosts = resolve_hosts([], load_playbook(None), None, {}, slurm=nodes())
+    hosts = resolve_hosts([nodes()], HostContext(load_playbook(None)))
     assert [h.name for h in hosts] == ["n1", "n2", "n3"]
     by_name = {h.name: h for h in hosts}
     assert "gpu" in by_name["n2"].groups and {"gpu", "debug"} <= set(by_name["n3"].groups)
     assert by_name["n1"].connection == "ssh"  # sinfo's nodes are outside any allocation: SSH as usual
     assert "bench_launcher" not in by_name["n1"].vars
-    limited = resolve_hosts([], load_playbook(None), "gpu", {}, slurm=nodes())
+    limited = resolve_hosts([nodes()], HostContext(load_playbook(None), "gpu"))
     assert [h.name for h in limited] == ["n2", "n3"]
 
 
@@ -78,7 +80,10 @@ def test_an_inventory_lends_its_variables_by_name_but_no_hosts(tmp_path: Path) -
     write(tmp_path / "site" / "group_vars" / "gpu.yml", "diagnose_profile: h100-8x-ndr400\n")
     write(tmp_path / "site" / "group_vars" / "rack1.yml", "rack: one\n")
     write(tmp_path / "site" / "host_vars" / "n3.yml", "ansible_host: 10.0.0.3\n")
-    hosts = {h.name: h for h in resolve_hosts([inventory], load_playbook(None), None, {}, slurm=nodes())}
+    hosts = {
+        h.name: h
+        for h in resolve_hosts([InventoryFiles([inventory]), nodes()], HostContext(load_playbook(None)))
+    }
     assert list(hosts) == ["n1", "n2", "n3"], "login1 is an inventory host, not a Slurm node"
     assert {h.vars["site"] for h in hosts.values()} == {"lab"}
     assert (
@@ -88,24 +93,29 @@ def test_an_inventory_lends_its_variables_by_name_but_no_hosts(tmp_path: Path) -
     assert hosts["n2"].vars["expected_gpu_count"] == 8, "group_vars/<partition> chose the profile"
     assert hosts["n1"].vars["diagnose_profile"] is None
     with pytest.raises(ConfigError, match="matched no Slurm node"):
-        resolve_hosts([inventory], load_playbook(None), "login1", {}, slurm=nodes())
+        resolve_hosts([InventoryFiles([inventory]), nodes()], HostContext(load_playbook(None), "login1"))
 
 
 def test_a_variables_only_inventory_is_enough_beside_slurm(tmp_path: Path) -> None:
     inventory = write(tmp_path / "vars.yml", "all:\n  vars:\n    site: lab\n")
-    hosts = resolve_hosts([inventory], load_playbook(None), None, {}, slurm=nodes())
+    hosts = resolve_hosts([InventoryFiles([inventory]), nodes()], HostContext(load_playbook(None)))
     assert [h.vars["site"] for h in hosts] == ["lab"] * 3
 
 
 def test_allocation_nodes_default_to_srun_below_every_inventory_level(tmp_path: Path) -> None:
     inventory = write(tmp_path / "hosts.yml", "all:\n  hosts:\n    n3:\n      ansible_connection: ssh\n")
     hosts = {
-        h.name: h for h in resolve_hosts([inventory], load_playbook(None), None, {}, slurm=nodes(job="42"))
+        h.name: h
+        for h in resolve_hosts(
+            [InventoryFiles([inventory]), nodes(job="42")], HostContext(load_playbook(None))
+        )
     }
     assert hosts["n1"].connection == "srun" and hosts["n1"].vars["bench_launcher"] == "srun"
     assert hosts["n1"].vars["slurm_job_id"] == "42"
     assert hosts["n3"].connection == "ssh", "the inventory's own choice wins"
-    forced = resolve_hosts([], load_playbook(None), None, {"bench_launcher": "torchrun"}, slurm=nodes("42"))
+    forced = resolve_hosts(
+        [nodes("42")], HostContext(load_playbook(None), None, {"bench_launcher": "torchrun"})
+    )
     assert {h.vars["bench_launcher"] for h in forced} == {"torchrun"}
 
 

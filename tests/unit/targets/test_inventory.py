@@ -6,20 +6,17 @@ from pathlib import Path
 
 import pytest
 
+from diagnose.config.extra_vars import parse_extra_vars
 from diagnose.config.playbook import load_playbook, parse_playbook
 from diagnose.core.errors import ConfigError
 from diagnose.core.hosts import Host
 from diagnose.core.vars import Vars
-from diagnose.targets.inventory import (
-    expand_host_pattern,
-    ini_value,
-    list_hosts,
-    load_inventories,
-    load_inventory,
-    parse_extra_vars,
-    relevant_vars,
-    resolve_hosts,
-)
+from diagnose.targets.ini_source import ini_value
+from diagnose.targets.loading import InventoryFiles, load_inventories, load_inventory
+from diagnose.targets.ranges import expand_host_pattern
+from diagnose.targets.resolve import resolve_hosts
+from diagnose.targets.sources import HostContext
+from diagnose.targets.view import list_hosts, relevant_vars
 from tests.support.paths import FIXTURES, REPO
 
 INVENTORIES = FIXTURES / "inventories"
@@ -457,7 +454,7 @@ def test_resolve_hosts_reads_host_vars_address_and_group_vars_profile(tmp_path: 
     hosts_file = write(tmp_path / "inv" / "hosts.yml", "gpu:\n  hosts:\n    n1:\n    n2:\n")
     write(tmp_path / "inv" / "host_vars" / "n1", "ansible_host: 10.0.0.5\nansible_user: ops\n")
     write(tmp_path / "inv" / "group_vars" / "gpu" / "profile.yml", "diagnose_profile: h100-8x-ndr400\n")
-    hosts = resolve_hosts(hosts_file, load_playbook(None), None, {})
+    hosts = resolve_hosts([InventoryFiles(hosts_file)], HostContext(load_playbook(None)))
     assert hosts[0].address == "10.0.0.5" and hosts[1].address == "n2"
     assert {h.vars["diagnose_profile"] for h in hosts} == {"h100-8x-ndr400"}
     assert hosts[0].vars["expected_gpu_count"] == 8  # the profile chosen in group_vars/ applied
@@ -467,9 +464,9 @@ def test_playbook_file_folder_counts_packaged_playbook_folder_does_not(tmp_path:
     hosts_file = write(tmp_path / "inv" / "hosts", "n1\n")
     write(tmp_path / "pb" / "group_vars" / "all.yml", "site: from_playbook_folder\n")
     playbook = parse_playbook("name: x\n", tmp_path / "pb" / "run.yaml")
-    [host] = resolve_hosts(hosts_file, playbook, None, {})
+    [host] = resolve_hosts([InventoryFiles(hosts_file)], HostContext(playbook))
     assert host.vars["site"] == "from_playbook_folder"
-    [host] = resolve_hosts(hosts_file, load_playbook("acceptance"), None, {})
+    [host] = resolve_hosts([InventoryFiles(hosts_file)], HostContext(load_playbook("acceptance")))
     assert "site" not in host.vars
 
 
@@ -519,7 +516,12 @@ def test_repeated_sources_merge_later_wins(tmp_path: Path) -> None:
     backward = load_inventories([production, staging])
     assert backward.host_vars("db1") == {"myvar": 1, "role": "staging", "gv": "staging"}
     assert backward.host_vars("db2") == {"myvar": 1, "gv": "staging"}
-    assert [h.name for h in resolve_hosts([staging, production], load_playbook(None), "db2", {})] == ["db2"]
+    assert [
+        h.name
+        for h in resolve_hosts(
+            [InventoryFiles([staging, production])], HostContext(load_playbook(None), "db2")
+        )
+    ] == ["db2"]
 
 
 def test_ini_children_may_name_a_group_of_an_earlier_source(tmp_path: Path) -> None:
@@ -602,7 +604,7 @@ def test_errors_in_vars_files_name_their_file_and_line(
     hosts_file = write(tmp_path / "hosts", "[gpu]\nn1\n")
     bad = write(tmp_path / relative, text)
     with pytest.raises(ConfigError) as caught:
-        resolve_hosts(hosts_file, load_playbook(None), None, {})
+        resolve_hosts([InventoryFiles(hosts_file)], HostContext(load_playbook(None)))
     assert (caught.value.path, caught.value.line) == (str(bad), line)
     assert message in caught.value.message
     assert str(caught.value).startswith(f"{bad}:{line}: ") and "\n" not in str(caught.value)
@@ -612,7 +614,7 @@ def test_bad_value_in_host_vars_names_that_file(tmp_path: Path) -> None:
     hosts_file = write(tmp_path / "hosts", "[gpu]\nn1 ansible_port=22\n")
     bad = write(tmp_path / "host_vars" / "n1.yml", "# port\nansible_port: ssh\n")
     with pytest.raises(ConfigError, match="ansible_port") as caught:
-        resolve_hosts(hosts_file, load_playbook(None), None, {})
+        resolve_hosts([InventoryFiles(hosts_file)], HostContext(load_playbook(None)))
     assert (caught.value.path, caught.value.line) == (str(bad), 2)
 
 

@@ -1,4 +1,4 @@
-"""diagnose.k8s.pods without a cluster: kubectl command lines, refused options, kubectl's error words, pod
+"""diagnose.k8s (target, pods) without a cluster: kubectl command lines, refused options, kubectl's error words, pod
 lists, group discovery through resolve_hosts, pods attached to hosts (kubectl answers injected)."""
 
 from __future__ import annotations
@@ -14,17 +14,11 @@ from diagnose.config.playbook import load_playbook
 from diagnose.core.errors import ConfigError
 from diagnose.core.hosts import Host
 from diagnose.core.vars import Vars
-from diagnose.k8s.pods import (
-    POD_ERROR_VAR,
-    KubectlArgsError,
-    KubectlTarget,
-    attach_pods,
-    discovered_host_vars,
-    error_reason,
-    parse_extra_args,
-    running_pod_names,
-)
-from diagnose.targets.inventory import resolve_hosts
+from diagnose.k8s.pods import PodSource, attach_pods, running_pod_names
+from diagnose.k8s.target import POD_ERROR_VAR, KubectlArgsError, KubectlTarget, error_reason, parse_extra_args
+from diagnose.targets.loading import InventoryFiles
+from diagnose.targets.resolve import resolve_hosts
+from diagnose.targets.sources import HostContext
 from tests.support.paths import FIXTURES
 
 POD = json.loads((FIXTURES / "k8s" / "rdma-gpu-pod.json").read_text())
@@ -125,7 +119,10 @@ def test_selector_groups_expand_before_limit_with_group_variables(tmp_path: Path
         return ["w-a", "w-b"]
 
     playbook = load_playbook(None)
-    hosts = resolve_hosts(inventory, playbook, "w-b", {}, discover=(discover, discovered_host_vars))
+    hosts = resolve_hosts(
+        [InventoryFiles(inventory), PodSource(discover, _answers({"w-b": (0, json.dumps(POD), "")}))],
+        HostContext(playbook, "w-b"),
+    )
     assert [h.name for h in hosts] == ["w-b"]
     assert seen[0]["ansible_kubectl_context"] == "lab" and seen[0]["diagnose_k8s_selector"] == "app=x"
     values = hosts[0].vars
@@ -136,7 +133,7 @@ def test_selector_groups_expand_before_limit_with_group_variables(tmp_path: Path
         raise ValueError("no Running pod matches selector 'app=x'")
 
     with pytest.raises(ConfigError) as caught:
-        resolve_hosts(inventory, playbook, None, {}, discover=(fails, discovered_host_vars))
+        resolve_hosts([InventoryFiles(inventory), PodSource(fails)], HostContext(playbook))
     assert "group trainers" in str(caught.value) and str(inventory) in str(caught.value)
 
 
@@ -155,7 +152,7 @@ def test_the_rendezvous_address_can_be_a_multus_network() -> None:
 
 def test_a_dry_run_shows_the_pod_node_but_not_the_pod_object() -> None:
     """The pod object is read from the cluster; its env may hold literal secrets, so --check never prints it."""
-    from diagnose.targets.inventory import relevant_vars
+    from diagnose.targets.view import relevant_vars
 
     host = Host(
         "p-0",
