@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from diagnose.config.profiles import fabric_expected, no_gpu_reason
+from diagnose.config.profiles import gpudirect_expected, no_gpu_reason
 from diagnose.core.check import Check, Command, Facts
 from diagnose.core.model import CommandOutput, Outcome
 from diagnose.core.vars import Vars
@@ -58,7 +58,7 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
     reason = no_gpu_reason(host_vars)
     if reason:
         return Outcome("SKIP", f"GPUDirect not judged on {host}: {reason}", reasoning, wanted)
-    required = host_vars.bool("expected_gpudirect", fabric_expected(host_vars))
+    required = gpudirect_expected(host_vars)
     if facts["peermem"]:
         observed = f"{facts['peermem'][0]} loaded"
         note = f"; {reasoning}" if facts["nvidia_loaded"] else ""

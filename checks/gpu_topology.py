@@ -16,7 +16,7 @@ from diagnose.config.profiles import no_gpu_reason
 from diagnose.core.check import Check, Command, Facts
 from diagnose.core.model import CommandOutput, Outcome
 from diagnose.core.vars import Vars
-from diagnose.parsers.nvidia_smi import PCIE_RANK, nvlink_links, parse_smi_summary, parse_topo
+from diagnose.parsers.nvidia_smi import PCIE_RANK, SMI_SUMMARY, nvlink_links, parse_smi_summary, parse_topo
 
 GOOD_NIC_RELATIONS = ("PIX", "PXB")
 
@@ -142,7 +142,7 @@ CHECK = Check(
     summary="nvidia-smi topo -m: GPU count and model, NVLink between GPU pairs, GPU–NIC locality",
     commands=(
         Command("topo", "nvidia-smi topo -m", tool="nvidia-smi", timeout=30),
-        Command("nvidia_smi", "nvidia-smi", tool="nvidia-smi", timeout=30),
+        SMI_SUMMARY,
     ),
     parse=parse,
     judge=judge,

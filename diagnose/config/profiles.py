@@ -83,6 +83,28 @@ PROFILE_VARIABLES: dict[str, Variable] = {
             int,
             "smallest acceptable `ulimit -l` in KiB (null: unlimited where an RDMA fabric is expected)",
         ),
+        # Platform settings (checks/host_time_sync.py, checks/host_storage.py)
+        Variable(
+            "time_max_offset_ms",
+            float,
+            "largest |offset| of the clock from NTP time, ms, before host.time_sync WARNs (unsynchronised FAILs); "
+            "default 50",
+        ),
+        Variable(
+            "expected_mounts",
+            list,
+            "mount points that must be mounted read-write on every host (checkpoints, datasets, scratch)",
+        ),
+        Variable(
+            "min_free_gib",
+            float,
+            "free space, GiB, that / and every expected mount must keep (less: host.storage WARNs)",
+        ),
+        Variable(
+            "expected_nvme_count",
+            int,
+            "NVMe drives (lsblk disks nvme*n*) per host; null: not judged",
+        ),
         Variable(
             "nvlink_crc_fail_delta",
             int,
@@ -277,6 +299,12 @@ def no_gpu_reason(host_vars: Vars) -> str | None:
 
 def fabric_expected(host_vars: Vars) -> bool:
     return (host_vars.int("expected_hca_count") or 0) > 0
+
+
+def gpudirect_expected(host_vars: Vars) -> bool:
+    """GPUDirect RDMA must work here: ``expected_gpudirect``, which defaults to true where an RDMA fabric is
+    expected. gpu.gpudirect, pci.acs and host.iommu all ask this one question."""
+    return bool(host_vars.bool("expected_gpudirect", fabric_expected(host_vars)))
 
 
 def no_nvlink_reason(host_vars: Vars) -> str | None:
