@@ -62,6 +62,7 @@ from diagnose.benchmarks.nccl_tests_argv import (
     sweep_args,
 )
 from diagnose.benchmarks.setup import CHECKLIST, Setup, StageServices, launch_env, startup_timeout_s
+from diagnose.catalog.stage_ids import BENCH_NCCL_TESTS, bench_id
 from diagnose.core.check import ParseError
 from diagnose.core.hosts import Host
 from diagnose.core.model import CheckResult, CommandOutput
@@ -82,7 +83,7 @@ TOLERANCE = {
     "double": 1e-12,
     "float64": 1e-12,
 }
-CHECK_ID = "bench.nccl_tests"
+CHECK_ID = BENCH_NCCL_TESTS
 
 
 # ------------------------------------------------------------------------------------------ the results
@@ -409,7 +410,7 @@ class NcclTestsBench:
         self.ctx.emit_benchmark(record)
         self.ctx.emit_check(
             CheckResult(
-                f"bench.{collective}",
+                bench_id(collective),
                 None,
                 CHECKLIST,
                 "ERROR",

@@ -66,6 +66,7 @@ from diagnose.benchmarks.straggler import (
     localize_settings,
     straggler_checks,
 )
+from diagnose.catalog.stage_ids import BENCH_CLEANUP, BENCH_STRAGGLER, NCCL_TRANSPORT, bench_id
 from diagnose.config.profiles import no_gpu_reason
 from diagnose.core.errors import ConfigError
 from diagnose.core.hosts import Host
@@ -219,7 +220,7 @@ class Stage:
         evidence = None
         if outcome.logs:
             evidence = str(outcome.logs[min(outcome.logs)].relative_to(self.ctx.out_dir))
-        result = CheckResult("nccl.transport", None, CHECKLIST, "PASS", evidence=evidence)
+        result = CheckResult(NCCL_TRANSPORT, None, CHECKLIST, "PASS", evidence=evidence)
         if setup.backend == "gloo":
             result.status = "SKIP"
             result.message = "gloo backend on hosts without GPUs: no NCCL, no transport to read"
@@ -352,7 +353,7 @@ class Stage:
             for collective in collectives:
                 ctx.emit_check(
                     CheckResult(
-                        f"bench.{collective}",
+                        bench_id(collective),
                         None,
                         CHECKLIST,
                         "ERROR",
@@ -365,7 +366,7 @@ class Stage:
             # One host without GPUs: a gloo collective there copies memory, it crosses no fabric. Whether
             # torch happens to be installed must not decide the verdict of such a run.
             why = f"one host without GPU ({no_gpu_reason(setup.hosts[0].vars)}): no fabric to measure"
-            for check_id in ("nccl.transport", *(f"bench.{c}" for c in collectives)):
+            for check_id in (NCCL_TRANSPORT, *(bench_id(c) for c in collectives)):
                 ctx.emit_check(CheckResult(check_id, None, CHECKLIST, "SKIP", message=f"not measured: {why}"))
         else:
             self.run_sweep(setup, collectives)
@@ -410,7 +411,7 @@ class Stage:
             for collective in collectives:
                 ctx.emit_check(
                     CheckResult(
-                        f"bench.{collective}",
+                        bench_id(collective),
                         None,
                         CHECKLIST,
                         "ERROR",
@@ -441,13 +442,13 @@ class Stage:
         """A WARN when a finished run had to be stopped, an ERROR when its processes survived SIGKILL."""
         ctx = self.ctx
         if outcome.status == "done" and outcome.message:
-            ctx.emit_check(CheckResult("bench.cleanup", None, CHECKLIST, "WARN", message=outcome.message))
+            ctx.emit_check(CheckResult(BENCH_CLEANUP, None, CHECKLIST, "WARN", message=outcome.message))
         leftovers = {h: n for h, n in outcome.leftovers.items() if n}
         if leftovers:
             listing = ", ".join(f"{h}: {n}" for h, n in leftovers.items())
             ctx.emit_check(
                 CheckResult(
-                    "bench.cleanup",
+                    BENCH_CLEANUP,
                     None,
                     CHECKLIST,
                     "ERROR",
@@ -463,7 +464,7 @@ class Stage:
         measured, _ = large_message_busbw(rows)
         evidence = next(iter(outcome.evidence.values()), None)
         return CheckResult(
-            f"bench.{record['collective']}",
+            bench_id(record["collective"]),
             None,
             CHECKLIST,
             record["status"],
@@ -490,9 +491,7 @@ class Stage:
             settings = localize_settings(host_vars)
         except ConfigError as exc:
             ctx.emit_check(
-                CheckResult(
-                    "bench.straggler", None, CHECKLIST, "ERROR", message=f"localization not run: {exc}"
-                )
+                CheckResult(BENCH_STRAGGLER, None, CHECKLIST, "ERROR", message=f"localization not run: {exc}")
             )
             return
         if ctx.deadline is not None:
@@ -500,7 +499,7 @@ class Stage:
             if left <= 0:
                 ctx.emit_check(
                     CheckResult(
-                        "bench.straggler",
+                        BENCH_STRAGGLER,
                         None,
                         CHECKLIST,
                         "WARN",

@@ -29,6 +29,7 @@ from typing import Any
 
 from diagnose.benchmarks.expect import Expectation, large_message_busbw
 from diagnose.benchmarks.setup import CHECKLIST, PairLaunch, Setup
+from diagnose.catalog.stage_ids import BENCH_LINK, BENCH_STRAGGLER
 from diagnose.core.errors import ConfigError
 from diagnose.core.model import CheckResult
 from diagnose.core.vars import Vars
@@ -147,7 +148,7 @@ def _accusation_check(accusation: Accusation, collective: str) -> CheckResult:
         host = accusation.hosts[0]
         partners = len(accusation.evidence)
         return CheckResult(
-            "bench.straggler",
+            BENCH_STRAGGLER,
             host,
             CHECKLIST,
             "FAIL",
@@ -165,7 +166,7 @@ def _accusation_check(accusation: Accusation, collective: str) -> CheckResult:
     observed["link"] = [a, b]
     observed["cleared_by"] = [j.to_dict() for j in accusation.cleared_by]
     return CheckResult(
-        "bench.link",
+        BENCH_LINK,
         None,
         CHECKLIST,
         "FAIL",
@@ -212,7 +213,7 @@ def straggler_checks(finding: Finding, collective: str, two: Expectation) -> lis
     if not finding.accused or finding.unresolved:
         checks.append(
             CheckResult(
-                "bench.straggler",
+                BENCH_STRAGGLER,
                 None,
                 CHECKLIST,
                 "WARN",

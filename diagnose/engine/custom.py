@@ -27,6 +27,7 @@ from typing import Any
 
 import paramiko
 
+from diagnose.catalog.stage_ids import CUSTOM_PREFIX
 from diagnose.connectors.ssh_args import SSHArgsError
 from diagnose.connectors.ssh_login import Proxy, SSHLogin, choose_proxy, ssh_login
 from diagnose.core.hosts import Host
@@ -223,7 +224,7 @@ def parse_junit(
         for host in hosts:
             results.append(
                 CheckResult(
-                    id=f"custom.{module}::{test}" if test else f"custom.{module}",
+                    id=f"{CUSTOM_PREFIX}{module}::{test}" if test else f"{CUSTOM_PREFIX}{module}",
                     host=host,
                     checklist=CHECKLIST,
                     status=status,
@@ -304,7 +305,7 @@ def _errors(
 ) -> list[CheckResult]:
     return [
         CheckResult(
-            id=f"custom.{module.stem}",
+            id=f"{CUSTOM_PREFIX}{module.stem}",
             host=host.name,
             checklist=CHECKLIST,
             status="ERROR",

@@ -27,11 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from diagnose.catalog.stage_ids import HISTORY_PREFIX, HISTORY_REGRESSION
 from diagnose.core.model import SEVERITY, CheckResult
 from diagnose.history.bands import BANDS, Band, busbw_by_size
 from diagnose.history.storage import Reference, load_results, open_db, run_references
 
-REGRESSION_ID = "history.regression"
+REGRESSION_ID = HISTORY_REGRESSION
 DEFAULT_BUSBW_DROP_PCT = 10.0
 VERSION_FIELDS = ("driver", "cuda", "nccl", "torch")
 
@@ -57,7 +58,7 @@ def snapshot(results: Mapping[str, Any]) -> Snapshot:
     for host in results.get("hosts", []):
         snap.hosts[host["name"]] = dict(host.get("environment") or {})
     for check in results.get("checks", []):
-        if check["id"].startswith("history."):
+        if check["id"].startswith(HISTORY_PREFIX):
             continue
         key = (check["id"], check.get("host") or "")
         seen = snap.checks.get(key)

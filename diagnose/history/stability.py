@@ -22,12 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from diagnose.catalog.stage_ids import HISTORY_PREFIX, HISTORY_UNSTABLE
 from diagnose.core.model import SEVERITY, CheckResult
 from diagnose.core.vars import Vars
 from diagnose.history.comparison import Regression
 from diagnose.history.storage import epoch_seconds, open_db, series_key
 
-UNSTABLE_ID = "history.unstable"
+UNSTABLE_ID = HISTORY_UNSTABLE
 DEFAULT_FLIPS = 3
 DEFAULT_WINDOW = 6
 #: Statuses that are verdicts; the others (ERROR, SKIP) say nothing about the host's health.
@@ -54,7 +55,7 @@ def statuses_of(checks: Sequence[Mapping[str, Any]]) -> dict[CheckKey, str]:
     """The worst status per (check, host) of one run; history's own findings left out."""
     folded: dict[CheckKey, str] = {}
     for check in checks:
-        if str(check["id"]).startswith("history."):
+        if str(check["id"]).startswith(HISTORY_PREFIX):
             continue
         key = (str(check["id"]), str(check.get("host") or ""))
         status = str(check["status"])

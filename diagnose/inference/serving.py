@@ -21,9 +21,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from diagnose.catalog.stage_ids import INFER_SERVING
 from diagnose.core.model import CheckResult, worst
 
-CHECK_ID = "infer.serving"
+CHECK_ID = INFER_SERVING
 CHECKLIST = "5"
 METRICS = ("ttft", "tpot", "itl", "e2el")
 _STAT = re.compile(r"(?P<stat>mean|median|std|p\d+(?:\.\d+)?)_(?P<metric>ttft|tpot|itl|e2el)_ms\Z")

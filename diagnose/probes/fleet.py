@@ -42,6 +42,7 @@ from typing import Any
 
 from diagnose.benchmarks.expect import expected_busbw
 from diagnose.benchmarks.setup import Setup, startup_timeout_s
+from diagnose.catalog.stage_ids import FLEET_BUSBW, FLEET_H2D, FLEET_MEMCPY, FLEET_NVLINK
 from diagnose.config.host_settings import parse_bench_env
 from diagnose.core.hosts import Host
 from diagnose.core.model import SEVERITY, CheckResult, worst
@@ -74,37 +75,37 @@ class CheckSpec:
 
 
 CHECKS = {
-    "fleet.busbw": CheckSpec(
-        "fleet.busbw",
+    FLEET_BUSBW: CheckSpec(
+        FLEET_BUSBW,
         "3",
         "single-node busbw",
         "Compare this host with a peer: NVLink/NVSwitch state and errors (gpu.nvlink, gpu.fabricmanager), "
         "clocks and throttling (gpu.clocks), and its NCCL environment (nccl.env). A host slower than identical "
         "peers in its own node's collectives has a local fault.",
     ),
-    "fleet.h2d": CheckSpec(
-        "fleet.h2d",
+    FLEET_H2D: CheckSpec(
+        FLEET_H2D,
         "H",
         "host↔device copy bandwidth",
         "Check the named GPU's PCIe link (gpu.pcie: width, and generation under load; `lspci -vv -s <bus id>` "
         "LnkSta against LnkCap), the BIOS PCIe/IOMMU settings and the PCIe switch or riser behind it.",
     ),
-    "fleet.nvlink": CheckSpec(
-        "fleet.nvlink",
+    FLEET_NVLINK: CheckSpec(
+        FLEET_NVLINK,
         "H",
         "GPU peer copy bandwidth",
         "Check `nvidia-smi nvlink --status` and the NVLink error counters of the named pair (gpu.nvlink), the "
         "fabric manager (gpu.fabricmanager), and whether the pair has peer access at all (p2p in the record).",
     ),
-    "fleet.memcpy": CheckSpec(
-        "fleet.memcpy",
+    FLEET_MEMCPY: CheckSpec(
+        FLEET_MEMCPY,
         "H",
         "host memory copy bandwidth",
         "Check the host's memory population (`dmidecode -t memory`: every channel filled alike), the CPU "
         "frequency governor and power capping, and processes competing for the CPUs.",
     ),
 }
-METRIC_CHECK = {"h2d": "fleet.h2d", "d2h": "fleet.h2d", "peer": "fleet.nvlink", "memcpy": "fleet.memcpy"}
+METRIC_CHECK = {"h2d": FLEET_H2D, "d2h": FLEET_H2D, "peer": FLEET_NVLINK, "memcpy": FLEET_MEMCPY}
 SHORTFALL_REMEDIATION = (
     "The whole fleet falls short of the profile's floor: check that the profile matches this hardware "
     "(nvlink_busbw_gbps, min_host_copy_gbps, min_peer_copy_gbps) and the settings every host shares "
@@ -113,7 +114,7 @@ SHORTFALL_REMEDIATION = (
 
 
 def check_of(metric: str) -> str:
-    return "fleet.busbw" if metric.startswith("busbw.") else METRIC_CHECK[metric]
+    return FLEET_BUSBW if metric.startswith("busbw.") else METRIC_CHECK[metric]
 
 
 def metric_order(metric: str) -> tuple[int, str]:
@@ -177,11 +178,11 @@ def copy_figures(figures: HostFigures, outcome: LaunchOutcome) -> None:
         figures.values[metric] = min(float(r["gbps"]) for r in rows)
     evidence = outcome.evidence.get(f"{figures.host}:out.txt")
     if evidence:
-        for check in ("fleet.h2d", "fleet.nvlink", "fleet.memcpy"):
+        for check in (FLEET_H2D, FLEET_NVLINK, FLEET_MEMCPY):
             figures.evidence[check] = evidence
     if outcome.status != "done":
         why = outcome.message or f"the copy probe ended {outcome.status}"
-        for check in ("fleet.h2d", "fleet.nvlink", "fleet.memcpy"):
+        for check in (FLEET_H2D, FLEET_NVLINK, FLEET_MEMCPY):
             figures.errors.setdefault(check, f"copy probe: {why}")
 
 
@@ -197,12 +198,12 @@ def busbw_figures(figures: HostFigures, outcome: LaunchOutcome, collectives: Seq
             ]
     evidence = outcome.evidence.get(f"{figures.host}:out.txt")
     if evidence:
-        figures.evidence["fleet.busbw"] = evidence
+        figures.evidence[FLEET_BUSBW] = evidence
     wrong = [r["collective"] for r in outcome.rows if r.get("wrong")]
     if wrong:
-        figures.errors["fleet.busbw"] = f"wrong results in {', '.join(sorted(set(wrong)))} on this host alone"
+        figures.errors[FLEET_BUSBW] = f"wrong results in {', '.join(sorted(set(wrong)))} on this host alone"
     elif outcome.status != "done":
-        figures.errors["fleet.busbw"] = outcome.message or f"the single-node launch ended {outcome.status}"
+        figures.errors[FLEET_BUSBW] = outcome.message or f"the single-node launch ended {outcome.status}"
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -499,19 +500,19 @@ def skipped_checks(setup: Setup, collectives: Sequence[str]) -> dict[str, str]:
     """Checks that cannot be measured with this setup, and why."""
     skipped = {}
     if not collectives:
-        skipped["fleet.busbw"] = "not measured: the playbook names no collective diagnose's program runs"
+        skipped[FLEET_BUSBW] = "not measured: the playbook names no collective diagnose's program runs"
     elif setup.nproc < 2:
-        skipped["fleet.busbw"] = (
+        skipped[FLEET_BUSBW] = (
             f"not measured: one rank per host ({setup.backend}), so a single-node collective moves nothing "
             "between ranks (bench_procs_per_host ≥ 2 measures it on CPU hosts)"
         )
     if setup.backend != "nccl":
-        skipped["fleet.h2d"] = (
+        skipped[FLEET_H2D] = (
             "not measured: no GPU on these hosts (gloo backend); memory copy measured instead"
         )
-        skipped["fleet.nvlink"] = "not measured: no GPU on these hosts (gloo backend)"
+        skipped[FLEET_NVLINK] = "not measured: no GPU on these hosts (gloo backend)"
     elif setup.nproc < 2:
-        skipped["fleet.nvlink"] = "not measured: one GPU per host, no GPU pair"
+        skipped[FLEET_NVLINK] = "not measured: one GPU per host, no GPU pair"
     return skipped
 
 
@@ -569,7 +570,7 @@ class FleetProbes:
         ctx, setup = self.ctx, self.setup
         skipped = skipped_checks(setup, self.collectives)
         hosts = list(setup.hosts)
-        busbw = "fleet.busbw" not in skipped
+        busbw = FLEET_BUSBW not in skipped
         with ThreadPoolExecutor(max_workers=max(1, min(MAX_PARALLEL_HOSTS, len(hosts)))) as pool:
             futures = [pool.submit(self.measure, i, h, busbw) for i, h in enumerate(hosts)]
             figures = [f.result() for f in futures]

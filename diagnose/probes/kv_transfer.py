@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from diagnose.benchmarks.setup import Setup, launch_env, startup_timeout_s
-from diagnose.config.host_settings import parse_pair_env
+from diagnose.catalog.stage_ids import INFER_KV_TRANSFER, INFER_PLACEMENT, INFER_STAGING, KV_TRANSFER
 from diagnose.config.profiles import no_gpu_reason
 from diagnose.core.hosts import Host
 from diagnose.core.model import CheckResult
@@ -55,11 +55,12 @@ from diagnose.inference.pairs import Pair, plan_pairs
 from diagnose.launchers.base import LaunchOutcome, LaunchSpec
 from diagnose.launchers.torchrun import launch
 from diagnose.parsers.nccl_log import parse_nccl_log
+from diagnose.probes.kv_settings import parse_pair_env
 from diagnose.shipped import kv_probe
 
 CHECKLIST = "5"
 SECTION = "inference"
-CHECK_IDS = ("infer.kv_transfer", "infer.placement", "infer.staging")
+CHECK_IDS = KV_TRANSFER
 # A row may take this long on top of its repetitions at the floor bandwidth before the launch counts as hung.
 ROW_BASE_S = 60.0
 FLOOR_GBPS = {"nccl": 0.5, "gloo": 0.01}
@@ -282,9 +283,9 @@ class KVBench:
         if notes:
             summary += f"; {'; '.join(notes)}"
         verdicts = {
-            "infer.kv_transfer": judge_transfer(records, limits(self.first.vars), backend),
-            "infer.placement": judge_placement(records, backend),
-            "infer.staging": judge_staging(records, backend),
+            INFER_KV_TRANSFER: judge_transfer(records, limits(self.first.vars), backend),
+            INFER_PLACEMENT: judge_placement(records, backend),
+            INFER_STAGING: judge_staging(records, backend),
         }
         evidence = next((r["evidence"] for r in records if r["evidence"]), None)
         for check_id, verdict in verdicts.items():
@@ -311,15 +312,15 @@ class KVBench:
 
 
 REMEDIATION = {
-    "infer.kv_transfer": (
+    INFER_KV_TRANSFER: (
         "Compare the slow pair's link with `nvidia-smi topo -m` and `nvidia-smi nvlink --status`; a tail "
         "(p99 far above p50) points at contention on the pair's GPUs or NICs during the run."
     ),
-    "infer.placement": (
+    INFER_PLACEMENT: (
         "Put each prefill worker's decode partner on an NV# GPU of the same node (or, across nodes, on the "
         "GPU whose NIC is on the same rail), and pin the serving ranks to those GPUs."
     ),
-    "infer.staging": (
+    INFER_STAGING: (
         "Remove NCCL_P2P_DISABLE / NCCL_P2P_LEVEL limits and NCCL_SHM-only settings from the pair's "
         "environment and /etc/nccl.conf; across nodes, load nvidia_peermem (or use DMA-BUF) so the NIC "
         "reads GPU memory directly; check that the KV connector is configured for device-to-device transfer."

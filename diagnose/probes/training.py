@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from diagnose.benchmarks.setup import Setup, launch_env, startup_timeout_s
+from diagnose.catalog.stage_ids import TRAIN_OVERLAP, TRAINING
 from diagnose.config.profiles import no_gpu_reason
 from diagnose.core.model import CheckResult
 from diagnose.launchers.base import LaunchOutcome, LaunchSpec
@@ -46,7 +47,7 @@ from diagnose.trace.analyze import RankAnalysis, analyze_trace
 from diagnose.trace.judge import CHECKLIST, baseline_from_benchmarks, judge_training, training_record
 from diagnose.trace.reader import TraceFormatError
 
-CHECKS = ("train.overlap", "train.tail", "train.sync", "train.input")
+CHECKS = TRAINING
 # On gloo the probe's job runs on CPUs and talks TCP, as the collectives on gloo do: it proves the plumbing
 # and its numbers are kept, but a CPU job's overlap says nothing about GPU training on this cluster, so
 # its verdicts are not given (section 4 stays uncovered rather than passed or failed by a stand-in).
@@ -286,7 +287,7 @@ class TrainingProbe:
             self.emit_all("ERROR", f"{SOURCE}: {why}{kept}", observed)
             return
         for check in judge_training(list(judged.analyses.values()), self.first.vars, baseline, SOURCE):
-            if sweep and check.id == "train.overlap":
+            if sweep and check.id == TRAIN_OVERLAP:
                 check.message += f"; {sweep['sentence']}"
             if judged.evidence:
                 check.evidence = judged.evidence[min(judged.evidence)]

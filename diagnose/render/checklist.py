@@ -14,6 +14,19 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from diagnose.catalog.stage_ids import (
+    BENCH_PREFIX,
+    INFER_KV_TRANSFER,
+    INFER_PLACEMENT,
+    INFER_STAGING,
+    NCCL_TRANSPORT,
+    TRAIN_INPUT,
+    TRAIN_OVERLAP,
+    TRAIN_SYNC,
+    TRAIN_TAIL,
+    bench_id,
+    stage_titles,
+)
 from diagnose.core.model import SEVERITY, worst
 from diagnose.core.units import gbps, human_bytes
 from diagnose.render.hostlist import summarize
@@ -24,6 +37,8 @@ CLUSTER = "cluster-wide"
 CURVE_DIP_RATIO = 0.7
 # Below this size busbw is latency-bound and jumps around on any fabric; dips there mean nothing.
 CURVE_MIN_BYTES = 1 << 20
+#: The sources of the bandwidth items: every ``bench.<collective>`` verdict.
+BENCHMARKS = (f"{BENCH_PREFIX}*",)
 
 
 @dataclass(frozen=True)
@@ -62,28 +77,28 @@ SECTIONS: tuple[tuple[str, str, tuple[ItemSpec, ...]], ...] = (
         "3",
         "NCCL baseline",
         (
-            ItemSpec("3.1", "NET/IB between nodes, not NET/Socket", ("nccl.transport",)),
-            ItemSpec("3.2", "algbw / busbw at the hardware baseline", ("bench.*",)),
-            ItemSpec("3.3", "Normal busbw curve over message sizes", ("bench.*",), curve=True),
+            ItemSpec("3.1", "NET/IB between nodes, not NET/Socket", (NCCL_TRANSPORT,)),
+            ItemSpec("3.2", "algbw / busbw at the hardware baseline", BENCHMARKS),
+            ItemSpec("3.3", "Normal busbw curve over message sizes", BENCHMARKS, curve=True),
         ),
     ),
     (
         "4",
         "Training trace",
         (
-            ItemSpec("4.1", "Compute / communication overlap", ("train.overlap",)),
-            ItemSpec("4.2", "Last-bucket tail after the backward pass", ("train.tail",)),
-            ItemSpec("4.3", "No host sync (.item(), synchronize) every step", ("train.sync",)),
-            ItemSpec("4.4", "Input pipeline (DataLoader, storage) not stalling the step", ("train.input",)),
+            ItemSpec("4.1", "Compute / communication overlap", (TRAIN_OVERLAP,)),
+            ItemSpec("4.2", "Last-bucket tail after the backward pass", (TRAIN_TAIL,)),
+            ItemSpec("4.3", "No host sync (.item(), synchronize) every step", (TRAIN_SYNC,)),
+            ItemSpec("4.4", "Input pipeline (DataLoader, storage) not stalling the step", (TRAIN_INPUT,)),
         ),
     ),
     (
         "5",
         "Inference trace",
         (
-            ItemSpec("5.1", "KV-cache transfer latency", ("infer.kv_transfer",)),
-            ItemSpec("5.2", "Prefill / decode placement topology-aware", ("infer.placement",)),
-            ItemSpec("5.3", "KV path not staged through CPU or storage", ("infer.staging",)),
+            ItemSpec("5.1", "KV-cache transfer latency", (INFER_KV_TRANSFER,)),
+            ItemSpec("5.2", "Prefill / decode placement topology-aware", (INFER_PLACEMENT,)),
+            ItemSpec("5.3", "KV path not staged through CPU or storage", (INFER_STAGING,)),
         ),
     ),
 )
@@ -104,8 +119,8 @@ HEALTH_SECTION: tuple[str, str, tuple[ItemSpec, ...]] = (
     ),
 )
 OTHER_SECTION = ("–", "Other checks")
-# Plain-language lines for catalog checks that answer no item of the paper checklist by themselves; an id
-# not listed here (a site's own check) is shown by its id.
+# Plain-language lines for checks that answer no item of the paper checklist by themselves (the stages'
+# ids take theirs from catalog/stage_ids.py); an id not listed here (a site's own check) is shown by its id.
 TITLES = {
     "host.reachable": "Host reachable over SSH (or locally)",
     "gpu.gpudirect": "GPUDirect RDMA available (nvidia_peermem or DMA-BUF)",
@@ -113,14 +128,7 @@ TITLES = {
     "nccl.version": "NCCL present, same version on every host",
     "versions.consistency": "Same driver, CUDA and torch on every host",
     "nccl.env": "No NCCL setting that disables a transport",
-    "history.regression": "No regression against the last good run",
-    "history.unstable": "No check flipping PASS↔FAIL between runs",
-    "fleet.busbw": "Single-node busbw in line with the fleet",
-    "fleet.h2d": "Host↔GPU copy bandwidth in line with the fleet",
-    "fleet.nvlink": "GPU peer copy bandwidth in line with the fleet",
-    "fleet.memcpy": "Host memory copy bandwidth in line with the fleet",
-    "bench.link": "No slow link between hosts",
-    "infer.serving": "Serving latency (TTFT, TPOT) within the SLOs",
+    **stage_titles(),
 }
 
 
@@ -247,7 +255,7 @@ def build_checklist(results: dict[str, Any]) -> list[SectionResult]:
     mapped = {s for _, _, items in (*SECTIONS, HEALTH_SECTION) for spec in items for s in spec.sources}
     # gloo on CPU hosts shows the ranks can talk, not what the GPU fabric delivers: its sweeps answer no
     # bandwidth item, which then reads NOT COVERED rather than passed.
-    cpu_only = {f"bench.{b.get('collective')}" for b in benchmarks if b.get("backend") == "gloo"}
+    cpu_only = {bench_id(b.get("collective")) for b in benchmarks if b.get("backend") == "gloo"}
     benchmarks = [b for b in benchmarks if b.get("backend") != "gloo"]
     sections: list[SectionResult] = []
     extra: dict[str, dict[str, list[dict[str, Any]]]] = {}
@@ -270,18 +278,18 @@ def build_checklist(results: dict[str, Any]) -> list[SectionResult]:
                 r
                 for r in checks
                 if _matches(str(r.get("id", "?")), spec.sources)
-                and not (spec.sources == ("bench.*",) and r.get("id") in cpu_only)
+                and not (spec.sources == BENCHMARKS and r.get("id") in cpu_only)
             ]
-            if not rows and spec.sources == ("bench.*",):
+            if not rows and spec.sources == BENCHMARKS:
                 rows = [
-                    {**b, "id": f"bench.{b.get('collective')}", "host": None}
+                    {**b, "id": bench_id(b.get("collective")), "host": None}
                     for b in benchmarks
                     if b.get("status")
                 ]
             if not spec.sources and own_extra:
                 continue  # the section's own checks below answer it
             item = judge_item(spec.key, spec.title, list(spec.sources), rows)
-            if cpu_only and item.status == NOT_COVERED and spec.sources == ("bench.*",):
+            if cpu_only and item.status == NOT_COVERED and spec.sources == BENCHMARKS:
                 item.note = "only gloo on CPU hosts ran: bandwidth is not judged against a GPU fabric"
             items.append(item)
         for index, (check_id, rows) in enumerate(sorted(own_extra.items()), start=len(items) + 1):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import Any
 
+from diagnose.catalog.stage_ids import bench_id
 from diagnose.render.checklist import CLUSTER
 from diagnose.render.hostlist import natural_key
 from diagnose.render.text import show
@@ -98,7 +99,7 @@ def render_junit(results: dict[str, Any]) -> bytes:
         outcomes = [
             _case(
                 suite,
-                f"bench.{b.get('collective')}",
+                bench_id(b.get("collective")),
                 f"{b.get('collective')} {b.get('nodes')} node(s) {b.get('ranks')} ranks ({b.get('tool')}/"
                 f"{b.get('backend')})",
                 str(b.get("status")),

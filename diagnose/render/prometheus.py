@@ -12,6 +12,7 @@ import math
 from datetime import datetime
 from typing import Any
 
+from diagnose.catalog.stage_ids import bench_id
 from diagnose.core.model import SEVERITY
 from diagnose.render.hostlist import natural_key
 
@@ -111,7 +112,7 @@ def render_prometheus(results: dict[str, Any]) -> bytes:
         if not isinstance(bench, dict):
             continue
         labels: dict[str, object] = {
-            "check": f"bench.{bench.get('collective')}",
+            "check": bench_id(bench.get("collective")),
             "collective": bench.get("collective"),
             "tool": bench.get("tool"),
             "backend": bench.get("backend"),

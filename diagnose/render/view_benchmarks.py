@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from diagnose.catalog.stage_ids import BENCH_STRAGGLER
 from diagnose.core.units import MISSING, human_bytes, is_number, number
 from diagnose.render.checklist import curve_shape
 from diagnose.render.hostlist import summarize
@@ -61,7 +62,7 @@ def _straggler(bench: dict[str, Any], checks: list[dict[str, Any]]) -> list[str]
     return [
         f"{host_label(row.get('host'))} ({row.get('status')}): {show(row.get('message') or '', MESSAGE_CHARS)}"
         for row in checks
-        if row.get("id") == "bench.straggler" and collective and collective in str(row.get("message") or "")
+        if row.get("id") == BENCH_STRAGGLER and collective and collective in str(row.get("message") or "")
     ]
 
 

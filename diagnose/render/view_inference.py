@@ -10,9 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from diagnose.catalog.stage_ids import INFER_SERVING, KV_TRANSFER
 from diagnose.core.units import MISSING, decimal_bytes, gbps, number, tokens_label
 
-VERDICT_IDS = ("infer.kv_transfer", "infer.placement", "infer.staging", "infer.serving")
+VERDICT_IDS = (*KV_TRANSFER, INFER_SERVING)
 METHOD_NAMES = {"block": "block by block", "packed": "packed", "staged": "staged via host"}
 
 

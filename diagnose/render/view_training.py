@@ -10,9 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from diagnose.catalog.stage_ids import TRAINING
 from diagnose.core.units import number, significant
 
-VERDICT_IDS = ("train.overlap", "train.tail", "train.sync", "train.input")
+VERDICT_IDS = TRAINING
 # Steps shown per rank: a long trace's steps look alike, and the medians above already sum them up.
 MAX_STEPS_SHOWN = 12
 

@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from diagnose.catalog.stage_ids import TRAIN_INPUT, TRAIN_OVERLAP, TRAIN_SYNC, TRAIN_TAIL
 from diagnose.trace import intervals
 from diagnose.trace.intervals import Span
 from diagnose.trace.reader import TraceFormatError, TraceReader
@@ -432,7 +433,7 @@ def _gpu_steps(kept, windows, notes, not_judged, skipped) -> list[StepMetrics]:
             "no NCCL kernels in the trace (a single-GPU job, or communication outside the profiled steps)"
         )
         not_judged.append(f"overlap and tail: {reason}")
-        skipped["train.overlap"] = skipped["train.tail"] = reason
+        skipped[TRAIN_OVERLAP] = skipped[TRAIN_TAIL] = reason
     _no_dataloader(kept, not_judged, skipped)
     return steps
 
@@ -445,7 +446,7 @@ def _no_dataloader(kept: _Collected, not_judged: list[str], skipped: dict[str, s
         "outside the profiled steps): input waits cannot be told from other idle time"
     )
     not_judged.append(f"input pipeline: {reason}")
-    skipped["train.input"] = reason
+    skipped[TRAIN_INPUT] = reason
 
 
 def _backward_kernels(kept, backward, starts, windows) -> list[list[Span]]:
@@ -541,7 +542,7 @@ def _cpu_steps(kept, windows, notes, not_judged, skipped) -> list[StepMetrics]:
         "cudaStreamSynchronize / .item() stalls cannot occur or be seen"
     )
     not_judged.append(f"host sync points per step: {reason}")
-    skipped["train.sync"] = reason
+    skipped[TRAIN_SYNC] = reason
     not_judged.append(
         "GPU idle during input waits: a CPU-only trace; input is judged by DataLoader time alone"
     )
@@ -549,9 +550,9 @@ def _cpu_steps(kept, windows, notes, not_judged, skipped) -> list[StepMetrics]:
     if not comm_items:
         why = "no gloo:* ranges nor c10d calls in the trace (a single-process job?)"
         not_judged.append(f"overlap and tail: {why}")
-        skipped["train.overlap"] = skipped["train.tail"] = why
+        skipped[TRAIN_OVERLAP] = skipped[TRAIN_TAIL] = why
     elif not backward:
         why = "no autograd::engine ops in the trace, so the end of the backward pass is unknown"
         not_judged.append(f"last-bucket tail: {why}")
-        skipped["train.tail"] = why
+        skipped[TRAIN_TAIL] = why
     return steps

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from diagnose.catalog.stage_ids import TRAIN_INPUT, TRAIN_OVERLAP, TRAIN_SYNC, TRAIN_TAIL
 from diagnose.core.model import SEVERITY, CheckResult, worst
 from diagnose.core.vars import Vars
 from diagnose.trace.analyze import RankAnalysis
@@ -283,7 +284,7 @@ class _Spec:
 
 SPECS = (
     _Spec(
-        "train.overlap",
+        TRAIN_OVERLAP,
         "comm_ms",
         "communication hidden behind compute",
         _overlap,
@@ -296,7 +297,7 @@ SPECS = (
         REMEDY_OVERLAP,
     ),
     _Spec(
-        "train.tail",
+        TRAIN_TAIL,
         "tail_ms",
         "last-bucket tail",
         _tail,
@@ -304,7 +305,7 @@ SPECS = (
         REMEDY_TAIL,
     ),
     _Spec(
-        "train.sync",
+        TRAIN_SYNC,
         "syncs_per_step",
         "host syncs per step",
         _sync,
@@ -312,7 +313,7 @@ SPECS = (
         REMEDY_SYNC,
     ),
     _Spec(
-        "train.input",
+        TRAIN_INPUT,
         "input_wait_ms",
         "input pipeline",
         _input,
@@ -377,7 +378,7 @@ def _judge_one(
 
 
 def _remediation(spec: _Spec, shown: list[_Finding]) -> str:
-    if spec.check_id != "train.overlap":
+    if spec.check_id != TRAIN_OVERLAP:
         return spec.remediation
     kinds = {f.kind for f in shown}
     if "fabric" in kinds:
@@ -390,7 +391,7 @@ def _remediation(spec: _Spec, shown: list[_Finding]) -> str:
 
 
 _OBSERVED = {
-    "train.overlap": (
+    TRAIN_OVERLAP: (
         "step_ms",
         "step_cpu_ms",
         "compute_ms",
@@ -400,9 +401,9 @@ _OBSERVED = {
         "overlap_ratio",
         "comm_bytes",
     ),
-    "train.tail": ("step_ms", "step_cpu_ms", "tail_ms"),
-    "train.sync": ("syncs_per_step", "sync_causes"),
-    "train.input": ("step_ms", "input_wait_ms", "input_stall_ms"),
+    TRAIN_TAIL: ("step_ms", "step_cpu_ms", "tail_ms"),
+    TRAIN_SYNC: ("syncs_per_step", "sync_causes"),
+    TRAIN_INPUT: ("step_ms", "input_wait_ms", "input_stall_ms"),
 }
 
 
