@@ -6,6 +6,10 @@ is also the gate between inventory text and the places it ends up: a remote shel
 interpreter paths), a generated ssh_config (address, user, key file, ProxyJump/ProxyCommand) and mpirun's command line (``-H``
 names). Values are quoted where they are used; what cannot be quoted — an environment variable's name,
 a line of ssh_config — must be valid here or the run does not start.
+
+:data:`SETTINGS` holds the variables of the transports and the benchmark stage. A benchmark after the sweep
+declares its own beside it (:mod:`diagnose.probes.kv_settings`, :mod:`diagnose.probes.training_settings`)
+with the helpers here, and :data:`diagnose.probes.registry.HOST_SETTINGS` is the table a run checks.
 """
 
 from __future__ import annotations
@@ -17,10 +21,10 @@ from typing import Any
 from diagnose.connectors.ssh_args import SSHArgsError, host_ssh_args, parse_variable
 from diagnose.core.errors import ConfigError
 from diagnose.core.vars import Vars
-from diagnose.inference.model import parse_model, parse_tokens
-from diagnose.inference.pairs import parse_endpoint, parse_pair
 from diagnose.k8s.target import KubectlArgsError, parse_extra_args
-from diagnose.shipped.train_probe import parse_caps
+
+#: Checks one variable of one host: None when its value is valid, else the message saying why not.
+Validator = Callable[[Vars, str], str | None]
 
 CONNECTIONS = ("ssh", "paramiko", "smart", "local", "kubectl", "srun")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -72,27 +76,8 @@ def parse_bench_env(value: Any, host: str = "") -> dict[str, str]:
     return dict(items)
 
 
-def parse_pair_env(value: Any) -> dict[str, dict[str, str]]:
-    """``kv_pair_env``: a mapping of prefill->decode pairs (``GPU2->GPU3``) to their extra environment
-    (each a mapping or ``K=V,K=V``); raises ValueError naming the offending pair or variable."""
-    if value is None or value == "":
-        return {}
-    if not isinstance(value, Mapping):
-        raise ValueError(
-            'kv_pair_env must be a mapping of pairs to environment, e.g. {"GPU2->GPU3": {"NCCL_P2P_DISABLE": "1"}}'
-        )
-    pairs = {}
-    for spec, env in value.items():
-        parse_pair(str(spec), "first-host")
-        try:
-            pairs[str(spec)] = parse_bench_env(env)
-        except ValueError as exc:
-            raise ValueError(f"kv_pair_env {spec}: {str(exc).replace('bench_env ', '')}") from None
-    return pairs
-
-
-def _kv_value(parse: Callable[[Any], Any]) -> Callable[[Vars, str], str | None]:
-    """A KV-transfer setting checked by the parser that will read it (diagnose.inference)."""
+def parsed_by(parse: Callable[[Any], Any]) -> Validator:
+    """A setting checked by the parser that will read it: its ValueError is the message."""
 
     def check(values: Vars, name: str) -> str | None:
         try:
@@ -104,20 +89,9 @@ def _kv_value(parse: Callable[[Any], Any]) -> Callable[[Vars, str], str | None]:
     return check
 
 
-def _gpu_group(values: Vars, name: str) -> str | None:
-    for item in values.list(name, []) or []:
-        try:
-            parse_endpoint(item, "first-host")
-        except ValueError as exc:
-            return f"{name}: {exc}"
-    other = "kv_decode_gpus" if name == "kv_prefill_gpus" else "kv_prefill_gpus"
-    mine, theirs = values.list(name, []) or [], values.list(other, []) or []
-    if len(mine) != len(theirs):
-        return "kv_prefill_gpus and kv_decode_gpus pair GPUs in order: give both, with as many GPUs each"
-    return None
+def bounded(kind: Callable[[Vars, str], Any], lowest: float, highest: float | None = None) -> Validator:
+    """A number (read with ``kind``, e.g. ``Vars.int``) from ``lowest``, up to ``highest`` when given."""
 
-
-def _positive(kind: Callable[[Vars, str], Any], lowest: float, highest: float | None = None) -> Callable:
     def check(values: Vars, name: str) -> str | None:
         value = kind(values, name)
         if value is None:
@@ -202,20 +176,11 @@ def _ssh_args(values: Vars, name: str) -> str | None:
     return None
 
 
-def _bucket_caps(values: Vars, name: str) -> str | None:
-    """The training probe's DDP bucket sizes (diagnose.probes.training): positive numbers of MB."""
-    try:
-        parse_caps(",".join(values.list(name) or []))
-    except ValueError as exc:
-        return f"{name} must list bucket sizes in MB, e.g. 100,400: {exc}"
-    return None
-
-
-_PORT = _positive(Vars.int, 1, 65535)
-_SECONDS = _positive(Vars.float, 0.001)
+_PORT = bounded(Vars.int, 1, 65535)
+_SECONDS = bounded(Vars.float, 0.001)
 _ADDRESS_CHECK = _matching(_ADDRESS, "a host name or an IP address")
 
-SETTINGS: dict[str, Callable[[Vars, str], str | None]] = {
+SETTINGS: dict[str, Validator] = {
     "ansible_port": _PORT,
     "ansible_ssh_port": _PORT,
     "bench_master_port": _PORT,
@@ -236,7 +201,7 @@ SETTINGS: dict[str, Callable[[Vars, str], str | None]] = {
     "diagnose_connect_timeout": _SECONDS,
     "command_timeout_s": _SECONDS,
     "bench_startup_timeout_s": _SECONDS,
-    "max_output_bytes": _positive(Vars.int, 1024),
+    "max_output_bytes": bounded(Vars.int, 1024),
     "bench_env": _bench_env,
     "ansible_ssh_common_args": _ssh_args,
     "ansible_ssh_extra_args": _ssh_args,
@@ -259,27 +224,17 @@ SETTINGS: dict[str, Callable[[Vars, str], str | None]] = {
     "slurm_qos": _matching(_SLURM_NAME, "a Slurm QOS name"),
     "slurm_account": _matching(_SLURM_NAME, "a Slurm account name"),
     "slurm_time": _matching(_SLURM_TIME, "a Slurm time limit (minutes, H:MM:SS or D-HH:MM:SS)"),
-    "slurm_nodes": _positive(Vars.int, 1),
-    "slurm_gpus_per_node": _positive(Vars.int, 1),
-    # KV-cache transfer (diagnose.probes.kv_transfer)
-    "kv_model": _kv_value(parse_model),
-    "kv_request_tokens": _kv_value(lambda v: parse_tokens(v) if v not in (None, "") else None),
-    "kv_prefill_gpus": _gpu_group,
-    "kv_decode_gpus": _gpu_group,
-    "kv_pair_env": _kv_value(parse_pair_env),
-    "kv_repeats": _positive(Vars.int, 1, 100000),
-    "kv_staged_max_tokens": _positive(Vars.int, 0),
-    # Training probe (diagnose.probes.training); steps stay below DDP's hundredth, timed iteration
-    "train_probe_params_m": _positive(Vars.float, 0.01, 100000),
-    "train_probe_batch": _positive(Vars.int, 1, 4096),
-    "train_probe_steps": _positive(Vars.int, 1, 50),
-    "train_probe_bucket_caps": _bucket_caps,
+    "slurm_nodes": bounded(Vars.int, 1),
+    "slurm_gpus_per_node": bounded(Vars.int, 1),
 }
 
 
-def first_problem(values: Vars) -> tuple[str, str] | None:
-    """(variable, message) of the first invalid setting of one host, or None when all are valid."""
-    for name, check in SETTINGS.items():
+def first_problem(values: Vars, settings: Mapping[str, Validator] = SETTINGS) -> tuple[str, str] | None:
+    """(variable, message) of the first invalid setting of one host, or None when all are valid.
+
+    ``settings``: the table to check against; a run's is :data:`diagnose.probes.registry.HOST_SETTINGS`.
+    """
+    for name, check in settings.items():
         if name not in values:
             continue
         try:

@@ -46,6 +46,7 @@ from diagnose.engine.reporter import Reporter
 from diagnose.engine.run_ids import make_run_dir, new_run_id, run_header
 from diagnose.history.coverage import record_coverage
 from diagnose.k8s.pods import PodSource
+from diagnose.probes.registry import HOST_SETTINGS
 from diagnose.render.render import DEFAULT_FORMATS, FORMATS, render
 from diagnose.slurm import hosts as slurm_hosts
 from diagnose.targets.loading import InventoryFiles
@@ -144,7 +145,7 @@ def prepare(options: RunOptions) -> RunRequest:
     sources = host_sources(options)
     if options.known_hosts and not Path(options.known_hosts).expanduser().is_file():
         raise ConfigError(f"--known-hosts {options.known_hosts}: no such file")
-    hosts = resolve_hosts(sources, HostContext(playbook, options.limit, extra_vars))
+    hosts = resolve_hosts(sources, HostContext(playbook, options.limit, extra_vars, settings=HOST_SETTINGS))
     slurm = next((s for s in sources if isinstance(s, slurm_hosts.SlurmNodes)), None)
     inventories = [Path(i) for i in options.inventories] or ([] if slurm else [default_inventory()])
     catalog = load_catalog()

@@ -5,7 +5,8 @@ They share the stage's hosts, setup (backend, ranks per host) and launcher, and 
 measured (:attr:`diagnose.benchmarks.stage.Stage.records`: the training probe judges exposed communication
 against the busbw the fabric just delivered). Each module named here has ``run(stage, setup) -> None`` and
 emits its own checks and results.json records; modules are imported only when their key is on, so a
-playbook without them never loads their code.
+playbook without them never loads their code. Their host variables are checked on every run, from light
+modules of their own (:data:`HOST_SETTINGS`), so a typo stops the run whether or not the extra is on.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from diagnose.benchmarks.setup import Setup
+from diagnose.config.host_settings import SETTINGS, Validator
+from diagnose.probes import kv_settings, training_settings
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,11 @@ EXTRAS: tuple[Extra, ...] = (
     Extra("training_probe", "diagnose.probes.training"),
     Extra("kv_transfer", "diagnose.probes.kv_transfer"),
 )
+
+
+#: Every host variable a run checks before any host is touched: the transports' and the benchmark stage's
+#: (diagnose.config.host_settings), then each extra's own.
+HOST_SETTINGS: dict[str, Validator] = {**SETTINGS, **kv_settings.SETTINGS, **training_settings.SETTINGS}
 
 
 def enabled(plan: Any) -> list[Extra]:

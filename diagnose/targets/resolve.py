@@ -98,7 +98,7 @@ def resolve_hosts(sources: Sequence[HostSource], context: HostContext) -> list[H
                 _GETTERS[variable.kind](merged, key)
             except ConfigError as err:
                 raise origins.error(err.message, name, key) from None
-        problem = first_problem(merged)
+        problem = first_problem(merged, context.settings)
         if problem is not None:
             raise origins.error(problem[1], name, problem[0])
         hosts.append(Host(name=name, groups=inventory.groups_of(name), vars=merged))

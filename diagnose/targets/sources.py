@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from diagnose.config.host_settings import SETTINGS, Validator
 from diagnose.config.playbook import Playbook
 from diagnose.core.hosts import Host
 
@@ -28,13 +29,14 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class HostContext:
     """What every source is given: the playbook (its ``vars`` and ``profile``; a playbook file's folder lends
-    its group_vars/ and host_vars/), ``--limit``, the ``-e`` values and where profiles are looked up (None: the
-    packaged ones)."""
+    its group_vars/ and host_vars/), ``--limit``, the ``-e`` values, where profiles are looked up (None: the
+    packaged ones) and the host settings each host's variables are checked against."""
 
     playbook: Playbook
     limit: str | None = None
     extra_vars: Mapping[str, Any] = field(default_factory=dict)
     profile_dirs: Sequence[Path | Traversable] | None = None
+    settings: Mapping[str, Validator] = field(default_factory=lambda: SETTINGS)
 
 
 class HostSource:

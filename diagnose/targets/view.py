@@ -16,8 +16,11 @@ from diagnose.parsers.pod import POD_VARIABLE
 from diagnose.targets.model import ALL
 
 # Variables a dry run shows besides the connection (ansible_*), the profile and the expected values: the
-# settings that change what a run does or how long it may take.
-_RELEVANT_PREFIXES = ("ansible_", "diagnose_", "bench_", "nccl_tests_", "expected_", "min_", "max_")
+# settings that change what a run does or how long it may take (the benchmarks after the sweep: kv_,
+# train_probe_).
+_RELEVANT_PREFIXES = (
+    "ansible_", "diagnose_", "bench_", "nccl_tests_", "expected_", "min_", "max_", "kv_", "train_probe_",
+)  # fmt: skip
 _RELEVANT_NAMES = {"command_timeout_s", "mpirun", "line_rate_gbps", "nvlink_busbw_gbps"}
 # Read from the cluster, not configured: the whole pod object, whose env may hold literal secrets.
 _NOT_SHOWN = {POD_VARIABLE}

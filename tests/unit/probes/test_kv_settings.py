@@ -9,7 +9,7 @@ import pytest
 
 from diagnose.benchmarks.setup import BenchContext, Setup
 from diagnose.benchmarks.stage import Stage
-from diagnose.config.host_settings import first_problem, parse_pair_env
+from diagnose.config.host_settings import first_problem
 from diagnose.config.profile_files import load_profile
 from diagnose.core.hosts import Host
 from diagnose.core.model import CheckResult
@@ -17,7 +17,9 @@ from diagnose.core.vars import Vars
 from diagnose.inference.model import KVModel
 from diagnose.inference.pairs import Endpoint, Pair
 from diagnose.probes import kv_transfer
+from diagnose.probes.kv_settings import parse_pair_env
 from diagnose.probes.kv_transfer import Settings, expected_rows, limits, program_args
+from diagnose.probes.registry import HOST_SETTINGS
 
 
 @pytest.mark.parametrize(
@@ -40,7 +42,7 @@ from diagnose.probes.kv_transfer import Settings, expected_rows, limits, program
     ],
 )
 def test_bad_values_stop_the_run_before_any_host_is_touched(values: dict, problem: str) -> None:
-    found = first_problem(Vars(values, "node1"))
+    found = first_problem(Vars(values, "node1"), HOST_SETTINGS)
     assert found is not None and problem in found[1]
 
 
@@ -56,7 +58,7 @@ def test_good_values_pass_and_are_read_per_backend() -> None:
         },
         "node1",
     )
-    assert first_problem(values) is None
+    assert first_problem(values, HOST_SETTINGS) is None
     settings = Settings.read(values, "nccl")
     assert settings.model == KVModel(layers=32) and settings.tokens == [2048, 8192]
     assert (settings.sizing.repeats, settings.sizing.min_samples) == (50, 20)

@@ -9,6 +9,7 @@ from diagnose.benchmarks.setup import Setup
 from diagnose.config.host_settings import first_problem
 from diagnose.core.hosts import Host
 from diagnose.core.vars import Vars
+from diagnose.probes.registry import HOST_SETTINGS
 from diagnose.probes.training import ProbeSettings, phase_budget, skip_reason
 from diagnose.shipped.train_probe import (
     GPU_DEFAULTS,
@@ -32,7 +33,7 @@ from diagnose.shipped.train_probe import (
     ],
 )
 def test_a_bad_probe_setting_stops_the_run_naming_it(name: str, value: object, words: str) -> None:
-    problem = first_problem(Vars({name: value}, "node1"))
+    problem = first_problem(Vars({name: value}, "node1"), HOST_SETTINGS)
     assert problem is not None
     assert problem[0] == name and words in problem[1] and "node1" in problem[1]
 
@@ -44,7 +45,7 @@ def test_good_settings_pass_and_become_program_arguments() -> None:
         "train_probe_params_m": 50,
         "train_probe_batch": 2,
     }
-    assert first_problem(Vars(values, "node1")) is None
+    assert first_problem(Vars(values, "node1"), HOST_SETTINGS) is None
     settings = ProbeSettings.from_vars(Vars(values))
     assert settings.bucket_caps == [25.0, 100.0, 400.0], "the default first, each size once"
     args = settings.program_args("nccl")
