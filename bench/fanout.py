@@ -1,39 +1,50 @@
-"""Fan-out bench: the per-host stage over 64 loopback sshd hosts, timed three ways in one run.
+"""Fan-out bench: the per-host stage over loopback sshd hosts, timed three ways in one run.
 
 1. diagnose's host stage (connect, one batched round trip of every check command, parse, judge, write);
-2. ansible-playbook with the same commands as separate `shell` tasks and `-f 64` (ansible-core is
-   installed into this bench's own virtual environment, never a project dependency);
-3. the floor: one combined command per host over Fabric, nothing else.
+2. the floor: the very batch script diagnose sends each host (same commands, same `timeout` wrappers and
+   frame markers, checked byte for byte against what diagnose sent in an untimed first run), one exec per
+   host over Fabric, nothing else;
+3. ansible-playbook with the same commands as separate `shell` tasks and `-f <hosts>` (ansible-core is
+   installed into this bench's own virtual environment, never a project dependency); optional.
 
-Targets (issue 2): diagnose <= 1.3 x the floor, and >= 20 x faster than ansible-playbook.
+Diagnose and the floor alternate, so both see the same load; each reports its wall time and the
+controller's CPU time (this process, all its threads: the sshd hosts are other processes) per host.
+Targets (issue 22): diagnose <= 1.1 x the floor; (issue 2) >= 20 x faster than ansible-playbook.
 
 Every host is a healthy 8x H100 node of tests/support/hostkit.py. Its Python interpreter for the torch probe is a
 fake that prints the probe's output captured on a lent H200 machine: a real `import torch` costs about
 1.5 CPU-seconds per host, the same for all three methods, and on this 2-core machine 64 of them would
 measure torch's import time rather than the orchestration the bench compares.
 
-    python3 bench/fanout.py [--hosts 64] [--repeat 3] [--skip-ansible] [--without-node-health]
+    python3 bench/fanout.py [--hosts 16 64] [--repeat 3] [--skip-ansible] [--without-node-health]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
+import secrets
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import paramiko  # noqa: E402
 import yaml  # noqa: E402
 from fabric import Connection  # noqa: E402
 
 from diagnose.config.playbook import load_playbook  # noqa: E402
+from diagnose.connectors import batch_script  # noqa: E402
+from diagnose.core.hosts import Host  # noqa: E402
 from diagnose.engine import stages as engine  # noqa: E402
 from diagnose.engine.results import ResultsStore  # noqa: E402
 from diagnose.targets.loading import InventoryFiles  # noqa: E402
@@ -44,6 +55,33 @@ from tests.support.testbed import HostSpec, Reply, TestBed, memlock_ceiling_kib 
 
 ANSIBLE_VENV = ROOT / "bench" / ".venv-ansible"
 PROBE_PYTHON = "bench-python"
+TARGET_RATIO = 1.1
+_TOKEN = re.compile(r"@@diagnose-[0-9a-f]{16}")
+
+
+@dataclass
+class Timing:
+    """One method's runs at one size: wall seconds and controller CPU seconds, run by run."""
+
+    wall: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+
+    def add(self, measured: tuple[float, float]) -> None:
+        self.wall.append(measured[0])
+        self.cpu.append(measured[1])
+
+    def median_wall(self) -> float:
+        return statistics.median(self.wall)
+
+    def cpu_ms_per_host(self, hosts: int) -> float:
+        return 1000 * statistics.median(self.cpu) / hosts
+
+
+def timed(work: Callable[[], object]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this whole process, every thread) that ``work`` took."""
+    cpu, wall = time.process_time(), time.perf_counter()
+    work()
+    return time.perf_counter() - wall, time.process_time() - cpu
 
 
 def bench_host(name: str) -> HostSpec:
@@ -61,25 +99,77 @@ def ansible_playbook() -> Path:
     return binary
 
 
-def time_diagnose(hosts, checks, workdir: Path, forks: int) -> tuple[float, int]:
+def host_script(host: Host, checks) -> str:
+    """The batch script diagnose's connector sends ``host``, with a fresh token of the same form."""
+    commands = engine.commands_of(checks, host.vars)
+    token = "@@diagnose-" + secrets.token_hex(8)
+    return batch_script(commands, token, host.vars.float("command_timeout_s", None))
+
+
+def diagnose_run(hosts: list[Host], checks, workdir: Path) -> tuple[Callable[[], object], ResultsStore]:
+    """The host stage as ``diagnose run`` drives it (forks = hosts), and the store it writes."""
     out = Path(tempfile.mkdtemp(dir=workdir, prefix="diagnose-"))
     store = ResultsStore(out / "results.json", {"id": "bench"})
-    started = time.perf_counter()
-    states = engine.run_host_stage(hosts, checks, out, store, forks, False, None, show_progress=False)
-    elapsed = time.perf_counter() - started
-    engine.close_all(states)
-    failed = sum(1 for c in store.checks if c["status"] in ("FAIL", "ERROR"))
-    return elapsed, failed
+
+    def work() -> None:
+        states = engine.run_host_stage(hosts, checks, out, store, len(hosts), False, None)
+        engine.close_all(states)
+
+    return work, store
 
 
-def time_floor(bed: TestBed, combined: str, forks: int) -> float:
-    """One Fabric connection and one command per host: what any SSH-based tool must at least pay."""
+class WireRecorder:
+    """The first batch script (token masked) each host's sshd received through paramiko's exec request,
+    by port: the bytes on the wire, whoever sent them."""
 
-    def one(host) -> None:
+    def __init__(self) -> None:
+        self.sent: dict[int, str] = {}
+        self._original = paramiko.Channel.exec_command
+
+    def __enter__(self) -> WireRecorder:
+        original, sent = self._original, self.sent
+
+        def recording(channel: paramiko.Channel, command: str) -> None:
+            if " OUT " in command:
+                sent.setdefault(channel.get_transport().getpeername()[1], _TOKEN.sub("@@TOKEN", command))
+            original(channel, command)
+
+        paramiko.Channel.exec_command = recording
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        paramiko.Channel.exec_command = self._original
+
+
+def check_same_bytes(bed: TestBed, hosts: list[Host], checks, scripts: dict[str, str], workdir: Path) -> int:
+    """Run diagnose and the floor once, untimed, and stop unless every host received the same script from
+    both; how many FAIL/ERROR results diagnose gave (healthy hosts: none expected)."""
+    with WireRecorder() as from_diagnose:
+        work, store = diagnose_run(hosts, checks, workdir)
+        work()
+    with WireRecorder() as from_floor:
+        floor_run(bed, hosts, scripts)()
+    ports = [bed.hosts[h.name].port for h in hosts]
+    differing = [
+        h.name
+        for h, port in zip(hosts, ports, strict=True)
+        if port not in from_diagnose.sent or from_diagnose.sent.get(port) != from_floor.sent.get(port)
+    ]
+    if differing:
+        raise SystemExit(f"the floor did not send diagnose's batch script to {', '.join(differing)}")
+    return sum(1 for c in store.checks if c["status"] in ("FAIL", "ERROR"))
+
+
+def floor_run(bed: TestBed, hosts: list[Host], scripts: dict[str, str]) -> Callable[[], object]:
+    """One Fabric connection and one exec of the host's batch script per host, ``len(hosts)`` at once:
+    what any SSH-based tool sending that script must at least pay."""
+
+    def one(host: Host) -> None:
+        spec = bed.hosts[host.name]
         connection = Connection(
-            host.address,
-            user=host.user,
-            port=host.port,
+            spec.address,
+            user=spec.user,
+            port=spec.port,
             connect_kwargs={
                 "key_filename": [str(bed.client_key)],
                 "look_for_keys": False,
@@ -88,14 +178,15 @@ def time_floor(bed: TestBed, combined: str, forks: int) -> float:
         )
         connection.client.load_host_keys(str(bed.known_hosts))
         try:
-            connection.run(combined, hide=True, warn=True, in_stream=False)
+            connection.run(scripts[host.name], hide=True, warn=True, in_stream=False)
         finally:
             connection.close()
 
-    started = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=forks) as pool:
-        list(pool.map(one, bed.hosts.values()))
-    return time.perf_counter() - started
+    def work() -> None:
+        with ThreadPoolExecutor(max_workers=len(hosts)) as pool:
+            list(pool.map(one, hosts))
+
+    return work
 
 
 def time_ansible(inventory: Path, commands: list[str], workdir: Path, forks: int) -> float:
@@ -135,21 +226,25 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--hosts", type=int, default=64)
     parser.add_argument(
-        "--repeat", type=int, default=3, help="runs of diagnose and of the floor (median kept)"
+        "--hosts", type=int, nargs="+", default=[64], help="fan-out sizes (one bed, the largest)"
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="runs of diagnose and of the floor per size (median kept)"
     )
     parser.add_argument("--skip-ansible", action="store_true")
     parser.add_argument(
         "--without-node-health", action="store_true", help="leave the node-health checks (section H) out"
     )
     args = parser.parse_args()
+    sizes = sorted(set(args.hosts))
+    load_before = os.getloadavg()
 
     with tempfile.TemporaryDirectory(prefix="fanout-") as tmp, TestBed(Path(tmp)) as bed:
         workdir = Path(tmp)
         started = time.perf_counter()
-        bed.add_many([bench_host(f"node{i:02d}") for i in range(1, args.hosts + 1)])
-        print(f"started {args.hosts} sshd hosts in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+        bed.add_many([bench_host(f"node{i:02d}") for i in range(1, sizes[-1] + 1)])
+        print(f"started {sizes[-1]} sshd hosts in {time.perf_counter() - started:.1f} s", file=sys.stderr)
         inventory = bed.write_inventory(
             workdir / "inventory.yaml",
             extra_vars={
@@ -162,39 +257,64 @@ def main() -> int:
         # Ansible runs its modules with the interpreter variable, so its inventory keeps the real one.
         ansible_inventory = bed.write_inventory(workdir / "ansible-inventory.yaml")
         playbook = load_playbook("acceptance")
-        hosts = resolve_hosts([InventoryFiles(inventory)], HostContext(playbook))
+        all_hosts = resolve_hosts([InventoryFiles(inventory)], HostContext(playbook))
         checks, _ = engine.selected_catalog(playbook.checks)
         if args.without_node_health:  # the catalog as it was before the node-health checks
             checks = [c for c in checks if c.checklist != "H"]
-        commands = [c.script for c in engine.commands_of(checks, hosts[0].vars)]
-        combined = " ; ".join(f"( {c} )" for c in commands)
+        commands = [c.script for c in engine.commands_of(checks, all_hosts[0].vars)]
 
-        diagnose_times, floor_times, failed = [], [], 0
-        for _ in range(args.repeat):
-            elapsed, failed = time_diagnose(hosts, checks, workdir, args.hosts)
-            diagnose_times.append(elapsed)
-            floor_times.append(time_floor(bed, combined, args.hosts))
-        diag, floor = statistics.median(diagnose_times), statistics.median(floor_times)
-        ansible = (
-            None if args.skip_ansible else time_ansible(ansible_inventory, commands, workdir, args.hosts)
+        # The floor's scripts are built here, independently; an untimed run of both checks the wire.
+        scripts = {h.name: host_script(h, checks) for h in all_hosts}
+        failed = check_same_bytes(bed, all_hosts, checks, scripts, workdir)
+        print(
+            f"floor sent diagnose's batch script byte for byte to all {len(scripts)} hosts "
+            f"({len(commands)} commands, {len(next(iter(scripts.values())))} bytes each)",
+            file=sys.stderr,
         )
 
-    print(f"\nper-host stage, {args.hosts} hosts, {len(commands)} commands each, forks {args.hosts}")
-    print(f"{'method':<34}{'seconds':>9}{'vs floor':>10}")
-    print(f"{'floor (1 combined cmd, Fabric)':<34}{floor:>9.2f}{1.0:>10.2f}")
-    print(f"{'diagnose host stage':<34}{diag:>9.2f}{diag / floor:>10.2f}")
-    if ansible is not None:
-        print(f"{'ansible-playbook -f ' + str(args.hosts):<34}{ansible:>9.2f}{ansible / floor:>10.2f}")
-    print()
-    ok_floor = diag <= 1.3 * floor
-    print(f"diagnose / floor    = {diag / floor:.2f}  (target <= 1.30) {'PASS' if ok_floor else 'MISS'}")
-    if ansible is not None:
-        speedup = ansible / diag
-        print(f"ansible / diagnose  = {speedup:.1f}  (target >= 20)   {'PASS' if speedup >= 20 else 'MISS'}")
-    if failed:
-        print(f"note: {failed} FAIL/ERROR results in the last diagnose run (healthy hosts expected none)")
+        timings: dict[int, tuple[Timing, Timing]] = {}
+        for size in sizes:
+            hosts = all_hosts[:size]
+            diag, floor = Timing(), Timing()
+            for _ in range(args.repeat):
+                work, _store = diagnose_run(hosts, checks, workdir)
+                diag.add(timed(work))
+                floor.add(timed(floor_run(bed, hosts, scripts)))
+            timings[size] = (diag, floor)
+        ansible = None if args.skip_ansible else time_ansible(ansible_inventory, commands, workdir, sizes[-1])
+
+    print(f"\nper-host stage, {len(commands)} commands per host, forks = hosts, median of {args.repeat}")
     print(
-        f"runs: diagnose {', '.join(f'{t:.2f}' for t in diagnose_times)}; floor {', '.join(f'{t:.2f}' for t in floor_times)}"
+        f"{'hosts':>5} {'diagnose s':>10} {'floor s':>8} {'ratio':>6} "
+        f"{'diagnose CPU ms/host':>21} {'floor CPU ms/host':>18}"
+    )
+    for size, (diag, floor) in timings.items():
+        print(
+            f"{size:>5} {diag.median_wall():>10.2f} {floor.median_wall():>8.2f} "
+            f"{diag.median_wall() / floor.median_wall():>6.2f} "
+            f"{diag.cpu_ms_per_host(size):>21.1f} {floor.cpu_ms_per_host(size):>18.1f}"
+        )
+    print()
+    for size, (diag, floor) in timings.items():
+        ratio = diag.median_wall() / floor.median_wall()
+        verdict = "PASS" if ratio <= TARGET_RATIO else "MISS"
+        print(f"{size} hosts: diagnose / floor = {ratio:.2f}  (target <= {TARGET_RATIO:.2f}) {verdict}")
+        print(
+            f"  runs: diagnose {', '.join(f'{t:.2f}' for t in diag.wall)} s; "
+            f"floor {', '.join(f'{t:.2f}' for t in floor.wall)} s"
+        )
+    if ansible is not None:
+        diag_wall = timings[sizes[-1]][0].median_wall()
+        speedup = ansible / diag_wall
+        print(
+            f"ansible-playbook -f {sizes[-1]}: {ansible:.2f} s; ansible / diagnose = {speedup:.1f}  "
+            f"(target >= 20) {'PASS' if speedup >= 20 else 'MISS'}"
+        )
+    if failed:
+        print(f"note: {failed} FAIL/ERROR results in the untimed diagnose run (healthy hosts expected none)")
+    load_after = os.getloadavg()
+    print(
+        f"load average (1 min) before {load_before[0]:.1f}, after {load_after[0]:.1f} on {os.cpu_count()} CPUs"
     )
     return 0
 
