@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import select
 import shlex
 import subprocess
 import time
@@ -29,6 +30,7 @@ from diagnose.connectors.base import (
 from diagnose.connectors.jump import JUMPS, JumpLogin, ProxyCommandSock
 from diagnose.connectors.ssh_args import Hop, SSHArgs, SSHArgsError, expand_proxy_command, parse_jump_spec
 from diagnose.connectors.ssh_common import (
+    PRIVATE_KEYS,
     AcceptUnknown,
     describe_connect_error,
     load_host_keys,
@@ -36,6 +38,10 @@ from diagnose.connectors.ssh_common import (
 )
 from diagnose.connectors.ssh_login import Proxy, choose_proxy, ssh_login
 from diagnose.core.hosts import Host
+
+# The longest a command's thread sleeps when nothing arrives before it looks at the session and the
+# deadline again; output, EOF and a dropped session (paramiko closes its channels) wake it sooner.
+WAKE_S = 1.0
 
 
 class SSHConnection(Connection):
@@ -199,8 +205,22 @@ class SSHConnection(Connection):
         ended = f"exit {proxy.process.returncode}" + (f": {said}" if said else "")
         return f"ProxyCommand `{' '.join(proxy.cmd[2:])}` failed ({ended})"
 
+    def _offer_loaded_key(self) -> None:
+        """Offer the first key file (after Fabric added ~/.ssh/config's) as the key loaded once for the
+        run, tried first as paramiko would try that file; the other files stay for paramiko to read."""
+        kwargs = self._fabric.connect_kwargs
+        files = kwargs.get("key_filename") or []
+        files = [files] if isinstance(files, str) else list(files)
+        if not files or kwargs.get("pkey") is not None:
+            return
+        key = PRIVATE_KEYS.load(files[0])
+        if key is not None:
+            kwargs["pkey"] = key
+            kwargs["key_filename"] = files[1:]
+
     def open(self) -> None:
         self._prepare_host_keys()
+        self._offer_loaded_key()
         try:
             self._open_socket()
             self._fabric.open()
@@ -235,32 +255,9 @@ class SSHConnection(Connection):
             if stdin:
                 channel.sendall(stdin)
             channel.shutdown_write()
-            channel.settimeout(0.05)
-            while True:
-                if time.monotonic() > deadline():
-                    channel.close()
-                    return Exec(timed_out=True)
-                got = False
-                try:
-                    data = channel.recv(65536)
-                    if data:
-                        out(data)
-                        got = True
-                except TimeoutError:
-                    pass
-                while channel.recv_stderr_ready():
-                    err(channel.recv_stderr(65536))
-                    got = True
-                if got:
-                    continue
-                if channel.exit_status_ready() and (channel.eof_received or channel.closed):
-                    break
-                if not transport.is_active():
-                    return Exec(error="connection lost: the SSH session dropped")
-                if channel.eof_received:  # output done, exit status on its way: recv no longer waits
-                    time.sleep(0.01)
-            while channel.recv_stderr_ready():
-                err(channel.recv_stderr(65536))
+            ended = _pump(channel, transport, out, err, deadline)
+            if ended is not None:
+                return ended
             code = channel.recv_exit_status()
             channel.close()
         except (paramiko.SSHException, OSError, EOFError) as exc:
@@ -284,3 +281,54 @@ class SSHConnection(Connection):
             self._channel = None
         keys, self._jump_keys = self._jump_keys, []
         JUMPS.release(keys)
+
+
+def _pump(
+    channel: paramiko.Channel,
+    transport: paramiko.Transport,
+    out: Sink,
+    err: Sink,
+    deadline: Callable[[], float],
+) -> Exec | None:
+    """Hand a running command's two outputs to their sinks until its exit status is in (None), the
+    deadline passes or the session drops (how it ended).
+
+    The thread sleeps in ``poll`` on the channel's event pipe, which paramiko sets when either output
+    has data and for good once EOF or the close arrives, so a host fanned out among hundreds costs the
+    controller a wake-up per chunk of output rather than one per polling tick. (``poll``, not
+    ``select``: a run of a thousand hosts holds descriptors past select's limit of 1024.)
+    """
+    ready = select.poll()
+    ready.register(channel.fileno(), select.POLLIN)
+    channel.settimeout(0.0)  # only drained when ready: a read never waits
+    while True:
+        now, limit = time.monotonic(), deadline()
+        if now > limit:
+            channel.close()
+            return Exec(timed_out=True)
+        if _drain(channel, out, err):
+            continue
+        wait = min(WAKE_S, limit - now)
+        if channel.eof_received or channel.closed:  # output done, the exit status on its way
+            if channel.exit_status_ready():
+                _drain(channel, out, err)  # what arrived since the last look, with the EOF
+                return None
+            if not transport.is_active():
+                return Exec(error="connection lost: the SSH session dropped")
+            channel.status_event.wait(wait)
+            continue
+        if not transport.is_active():
+            return Exec(error="connection lost: the SSH session dropped")
+        ready.poll(max(0, wait) * 1000)
+
+
+def _drain(channel: paramiko.Channel, out: Sink, err: Sink) -> bool:
+    """Hand on whatever output the channel holds now; whether there was any."""
+    got = False
+    while channel.recv_ready():
+        out(channel.recv(65536))
+        got = True
+    while channel.recv_stderr_ready():
+        err(channel.recv_stderr(65536))
+        got = True
+    return got

@@ -115,6 +115,45 @@ class KnownHostsCache:
 KNOWN_HOSTS = KnownHostsCache()
 
 
+class PrivateKeyCache:
+    """Private key files read once per run and shared by every connection that offers them.
+
+    Loading an RSA key is not cheap: the cryptography library checks the key's numbers, about a tenth of
+    a CPU-second for 3072 bits, which paramiko would pay again for each of N hosts given the same
+    ``ansible_ssh_private_key_file``. A file that cannot be read here without help (encrypted, a
+    certificate beside it, not a key) is left to paramiko, which knows the passphrase and the rest.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._keys: dict[str, tuple[tuple[int, int], paramiko.PKey | None]] = {}
+
+    def load(self, path: str) -> paramiko.PKey | None:
+        if path.endswith("-cert.pub") or os.path.isfile(path + "-cert.pub"):
+            return None
+        try:
+            stat = os.stat(path)
+        except OSError:
+            return None
+        version = (stat.st_mtime_ns, stat.st_size)
+        with self._lock:  # the others wait for the first load instead of each repeating it
+            cached = self._keys.get(path)
+            if cached is not None and cached[0] == version:
+                return cached[1]
+            key = None
+            for kind in (paramiko.RSAKey, paramiko.ECDSAKey, paramiko.Ed25519Key):  # paramiko's order
+                try:
+                    key = kind.from_private_key_file(path)
+                    break
+                except (paramiko.SSHException, OSError, ValueError):
+                    continue
+            self._keys[path] = (version, key)
+            return key
+
+
+PRIVATE_KEYS = PrivateKeyCache()
+
+
 class AcceptUnknown(paramiko.MissingHostKeyPolicy):
     """Admit a host that known_hosts does not list, for this connection only and without a warning on
     stderr (cron mails stderr); a listed host whose key differs never reaches a policy: paramiko refuses
