@@ -2,6 +2,9 @@
 
 Every addition rewrites ``results.json`` atomically (temporary file + rename, at most once a second while
 results pour in), so a crash, a kill or Ctrl-C leaves a valid document holding everything measured so far.
+Each check row is turned into JSON text once, as it is added (the row as it stands then); a rewrite joins
+those texts, so a run of thousands of rows costs each rewrite a copy of the file rather than encoding
+every row again.
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ from diagnose.core.model import CheckResult, HostRecord
 
 SCHEMA = 1
 _MIN_WRITE_INTERVAL_S = 1.0
+# Rewrites may take at most this share of the time while results pour in: once one takes longer than
+# 50 ms (a document of very many rows), the next waits twenty times as long as it took, not a second.
+_MAX_WRITE_SHARE = 0.05
 
 
 #: The verdict of a run that was interrupted (Ctrl-C, SIGTERM): whatever it found so far, hosts or stages
@@ -40,13 +46,35 @@ def verdict_of(
     return "PASS"
 
 
-def write_json_atomic(path: Path, document: Any, durable: bool = True) -> None:
+def to_json(value: Any) -> str:
+    """``value`` as results.json spells it: indented by one space, non-ASCII kept, anything else as str."""
+    return json.dumps(value, indent=1, ensure_ascii=False, default=str)
+
+
+def row_json(row: dict[str, Any]) -> str:
+    """A check row's text as it stands in the document's ``checks`` list (two levels deep)."""
+    return to_json(row).replace("\n", "\n  ")  # JSON escapes newlines inside strings: only layout here
+
+
+def document_json(document: dict[str, Any], check_rows: list[str]) -> str:
+    """``document`` as :func:`to_json` writes it, its ``checks`` given as the rows' texts (:func:`row_json`)."""
+    parts = []
+    for key, value in document.items():
+        if key == "checks":
+            text = "[\n  " + ",\n  ".join(check_rows) + "\n ]" if check_rows else "[]"
+        else:
+            text = to_json(value).replace("\n", "\n ")
+        parts.append(f" {to_json(key)}: {text}")
+    return "{\n" + ",\n".join(parts) + "\n}"
+
+
+def write_text_atomic(path: Path, text: str, durable: bool = True) -> None:
     """Replace ``path`` in one rename. ``durable`` also survives a power cut (fsync), which the many
     intermediate writes of a run skip: our own crash is what they guard against."""
     fd, tmp = tempfile.mkstemp(prefix=".results-", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(document, handle, indent=1, ensure_ascii=False, default=str)
+            handle.write(text)
             if durable:
                 handle.flush()
                 os.fsync(handle.fileno())
@@ -64,11 +92,13 @@ class ResultsStore:
         self.run = run
         self.hosts: dict[str, HostRecord] = {}
         self.checks: list[dict[str, Any]] = []
+        self._check_json: list[str] = []  # row_json of each of self.checks, in the same order
         self.benchmarks: list[dict[str, Any]] = []
         self.extra: dict[str, Any] = {}
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()  # one writer at a time: the newest document lands last
         self._last_write = 0.0
+        self._interval = _MIN_WRITE_INTERVAL_S
         self._timer: threading.Timer | None = None
         self._seq = 0
         self._written_seq = 0
@@ -80,26 +110,30 @@ class ResultsStore:
         self.flush()
 
     def add_check(self, result: CheckResult) -> None:
-        with self._lock:
-            self.checks.append(result.to_dict())
-        self.flush()
+        self.add_checks([result])
 
     def add_checks(self, results: list[CheckResult]) -> None:
+        rows = [r.to_dict() for r in results]
+        texts = [row_json(row) for row in rows]  # encoded outside the lock: other hosts keep adding
         with self._lock:
-            self.checks.extend(r.to_dict() for r in results)
+            self.checks.extend(rows)
+            self._check_json.extend(texts)
         self.flush()
 
     def replace_check(self, result: CheckResult) -> None:
         """Put ``result`` in place of the earlier result of the same check on the same host (a verdict
         revised by a later stage), or add it if there is none."""
         row = result.to_dict()
+        text = row_json(row)
         with self._lock:
             for index, old in enumerate(self.checks):
                 if old["id"] == row["id"] and old["host"] == row["host"]:
                     self.checks[index] = row
+                    self._check_json[index] = text
                     break
             else:
                 self.checks.append(row)
+                self._check_json.append(text)
         self.flush()
 
     def annotate_benchmarks(self, statuses: tuple[str, ...], note: str) -> None:
@@ -146,7 +180,7 @@ class ResultsStore:
         """Write results.json now, or soon: callers add results from many threads at once."""
         now = time.monotonic()
         with self._lock:
-            wait = _MIN_WRITE_INTERVAL_S - (now - self._last_write)
+            wait = self._interval - (now - self._last_write)
             if not force and wait > 0:
                 if self._timer is None:  # held back now, written within the interval: never lost
                     self._timer = threading.Timer(wait, self.flush, kwargs={"force": True})
@@ -154,27 +188,33 @@ class ResultsStore:
                     self._timer.start()
                 return
             self._last_write = now
-            document, seq = self._snapshot_locked()
-        self._write(document, seq, durable=False)
+            document, rows, seq = self._snapshot_locked()
+        took = self._write(document, rows, seq, durable=False)
+        with self._lock:
+            self._interval = max(_MIN_WRITE_INTERVAL_S, took / _MAX_WRITE_SHARE)
 
     def finish(self, **run_fields: Any) -> dict[str, Any]:
         with self._lock:
             self.run.update(run_fields)
-            document, seq = self._snapshot_locked()
-        self._write(document, seq)
+            document, rows, seq = self._snapshot_locked()
+        self._write(document, rows, seq)
         return document
 
-    def _snapshot_locked(self) -> tuple[dict[str, Any], int]:
-        """The document to write now and its sequence number; a pending delayed write becomes moot."""
+    def _snapshot_locked(self) -> tuple[dict[str, Any], list[str], int]:
+        """The document to write now, its check rows' texts and its sequence number; a pending delayed
+        write becomes moot."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         self._seq += 1
-        return self._document_locked(), self._seq
+        return self._document_locked(), list(self._check_json), self._seq
 
-    def _write(self, document: dict[str, Any], seq: int, durable: bool = True) -> None:
-        """Write unless a newer snapshot already landed (a timer's flush may lose the race to finish)."""
+    def _write(self, document: dict[str, Any], rows: list[str], seq: int, durable: bool = True) -> float:
+        """Write unless a newer snapshot already landed (a timer's flush may lose the race to finish);
+        the seconds the write took."""
         with self._write_lock:
+            started = time.monotonic()
             if seq > self._written_seq:
-                write_json_atomic(self.path, document, durable)
+                write_text_atomic(self.path, document_json(document, rows), durable)
                 self._written_seq = seq
+            return time.monotonic() - started

@@ -38,3 +38,23 @@ def test_verdict_order() -> None:
     assert verdict_of([{"status": "PASS"}, {"status": "WARN"}, {"status": "SKIP"}], []) == "PASS"
     assert verdict_of([{"status": "ERROR"}], [{"status": "PASS"}]) == "ERROR"
     assert verdict_of([{"status": "ERROR"}], [{"status": "FAIL"}]) == "FAIL"
+
+
+def test_the_file_is_the_document_as_json_writes_it(tmp_path: Path) -> None:
+    """Rows are encoded once as they arrive; the file must still read exactly as one json.dumps of the
+    whole document (indent 1, non-ASCII kept), revised rows and top-level lists included."""
+    store = ResultsStore(tmp_path / "results.json", {"id": "r", "argv": ["-e", "x=ü"]})
+    store.add_checks(
+        [
+            CheckResult(
+                "gpu.nvlink", "n1", "H", "FAIL", {"0": {"links": [1, 2]}, "empty": {}}, [], "a\nb «c»"
+            ),
+            CheckResult("net.port_range", None, "3", "PASS", observed=Path("/x")),
+        ]
+    )
+    store.replace_check(CheckResult("gpu.nvlink", "n1", "H", "PASS", message="revised"))
+    store.add_record("fleet", {"hosts": []})
+    document = store.finish(finished="now")
+    text = (tmp_path / "results.json").read_text(encoding="utf-8")
+    assert text == json.dumps(document, indent=1, ensure_ascii=False, default=str)
+    assert json.loads(text)["checks"][0]["message"] == "revised"
