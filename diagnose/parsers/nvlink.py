@@ -12,6 +12,7 @@ pick counters by kind (replay, recovery, CRC) whatever the driver calls them.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -25,8 +26,14 @@ _COUNTER_NESTED = re.compile(r"^\s+(?P<name>[A-Za-z][^:]*?)\s*: (?P<value>-?\d+)
 NOT_SUPPORTED = ("not supported", "no nvlink", "unable to retrieve nvlink")
 
 
+_NOT_WORD = re.compile(r"[^a-z0-9]+")
+
+
+@functools.lru_cache(maxsize=1024)
 def snake(name: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "_", name.strip().lower()).strip("_")
+    """A counter's name in snake_case. Cached: a node prints the same few names for each of its hundreds
+    of links, and this was most of the parser's time."""
+    return _NOT_WORD.sub("_", name.strip().lower()).strip("_")
 
 
 def parse_nvlink_status(text: str) -> dict[str, Any]:
