@@ -166,6 +166,16 @@ def prepare(options: RunOptions) -> RunRequest:
     )
 
 
+def _port_counters(observed: Any) -> dict[str, Any] | None:
+    """ib.counters' observed values of one host ({"mlx5_0 port 1": {counter: value}}), from its
+    after-benchmark result ({"after": ..., "delta": ...}) or its single snapshot; None when it saw none."""
+    if isinstance(observed, dict) and isinstance(observed.get("after"), dict):
+        observed = observed["after"]
+    if not isinstance(observed, dict) or not all(isinstance(v, dict) for v in observed.values()):
+        return None
+    return observed or None
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
@@ -235,13 +245,20 @@ class Run:
         return header
 
     def _nightly_xid_window(self, db: Path, header: dict[str, Any]) -> None:
-        """Xid events count from the previous run of the series on, so each is reported once."""
+        """Xid events and link flaps count from the previous run of the series on, so each is reported once;
+        ib.flaps also gets that run's IB port counters, to judge their growth per hour since."""
         since = history.previous_run_started(db, header)
         if since is None:
             return
+        previous = history.previous_check_observed(db, header, "ib.counters")
         for host in self.request.hosts:
             if "xid_since" not in host.vars and "xid_window" not in host.vars:
                 host.vars = host.vars.with_values(xid_since=since)
+            if "flap_since" not in host.vars:
+                host.vars = host.vars.with_values(flap_since=since)
+            ports = _port_counters(previous[1].get(host.name)) if previous else None
+            if ports and "ib_counters_before" not in host.vars:
+                host.vars = host.vars.with_values(ib_counters_before={"at": previous[0], "ports": ports})
 
     def _locked(self, db: Path | None) -> RunOutcome:
         try:

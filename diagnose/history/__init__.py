@@ -27,6 +27,7 @@ from diagnose.history.stability import UNSTABLE_ID, instability
 from diagnose.history.storage import (
     SCHEMA_VERSION,
     default_db_path,
+    previous_check_observed,
     previous_run_started,
     record_run,
     schema_version,
@@ -44,6 +45,7 @@ __all__ = [
     "history_list",
     "history_trend",
     "instability",
+    "previous_check_observed",
     "previous_run_started",
     "protected_run_dirs",
     "prune",

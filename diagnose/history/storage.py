@@ -211,6 +211,32 @@ def previous_run_started(db_path: str | Path, run: Mapping[str, Any]) -> str | N
     return str(row[0]) if row else None
 
 
+def previous_check_observed(
+    db_path: str | Path, run: Mapping[str, Any], check_id: str
+) -> tuple[str, dict[str, Any]] | None:
+    """The newest earlier run of this run's series: when it started (ISO time) and what one check observed
+    there, per host (the host's last result of that check: for counters, the snapshot after the
+    benchmarks when there was one). None without such a run. The nightly hands ib.flaps the IB counters
+    of the previous run this way, to judge their growth per hour."""
+    if not Path(db_path).exists():
+        return None
+    inventory, playbook = series_key(run)
+    with open_db(db_path) as conn:
+        row = conn.execute(
+            "SELECT id, started FROM runs WHERE inventory = ? AND playbook = ? AND id != ?"
+            " ORDER BY started_ts DESC LIMIT 1",
+            (inventory, playbook, str(run.get("id") or "")),
+        ).fetchone()
+        if row is None:
+            return None
+        rows = conn.execute(
+            "SELECT host, observed FROM checks WHERE run_id = ? AND check_id = ? ORDER BY rowid",
+            (row[0], check_id),
+        ).fetchall()
+    observed = {str(host): json.loads(text) for host, text in rows if text}
+    return str(row[1]), observed
+
+
 def record_run(db_path: str | Path, results: Mapping[str, Any], run_dir: str | Path | None) -> None:
     """Store one complete results document (schema 1). Recording the same run id again replaces it."""
     run = results["run"]
