@@ -24,11 +24,11 @@ import yaml
 from diagnose.engine.unattended import acquire_lock, lock_path
 from tests.support.cli import diagnose
 from tests.support.hostkit import PROFILE, healthy_h100, memlock_vars, port_down
+from tests.support.paths import REPO
 from tests.support.testbed import HostSpec, TestBed
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[2]
 DATED = re.compile(r"\d{4}-\d\d-\d\dT\d\d-\d\d-\d\dZ")
 PLAYBOOK_NAME = "nightly-testbed"
 
@@ -39,7 +39,7 @@ def nightly_playbook(path: Path) -> Path:
     ``busbw_drop_pct: 95``: gloo over loopback on a shared machine swings by far more than the shipped
     10 % from one run to the next; a bandwidth finding here would be noise, not the regression under test.
     """
-    shipped = yaml.safe_load((ROOT / "playbooks" / "nightly.yaml").read_text())
+    shipped = yaml.safe_load((REPO / "playbooks" / "nightly.yaml").read_text())
     sweep = {"min_bytes": "4K", "max_bytes": "256K", "step_factor": 4, "warmup_iters": 1, "iters": 3}
     playbook = {
         "name": PLAYBOOK_NAME,

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import diagnose
+from tests.support.paths import FIXTURES
 
-TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
+TRACES = FIXTURES / "traces"
 CPU = TRACES / "cpu"
 
 

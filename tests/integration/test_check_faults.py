@@ -21,13 +21,14 @@ import pytest
 
 from diagnose.cli import main
 from tests.support.hostkit import FAULTS, FLAP, FLAP_PORT, PROFILE, healthy_h100, memlock_vars
-from tests.support.testbed import TestBed, memlock_ceiling_kib
+from tests.support.nshost import memlock_ceiling_kib
+from tests.support.paths import REPO
+from tests.support.testbed import TestBed
 
 pytestmark = pytest.mark.integration
 
 HEALTHY = ("node1", "node2")
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE = ROOT / "checks" / "custom" / "example_sysctl.py"
+EXAMPLE = REPO / "checks" / "custom" / "example_sysctl.py"
 NODE_HEALTH = (
     "gpu.xid",
     "gpu.memory",
@@ -220,7 +221,7 @@ def test_custom_testinfra_check(run: dict[str, Any]) -> None:
 
 # ------------------------------------------------------------------------------------------ link flap
 
-# A short gloo sweep on the two hosts (as in test_safety): the benchmark stage is the window between the
+# A short gloo sweep on the two hosts (as GLOO_BENCH of tests/support/playbooks.py): the benchmark stage is the window between the
 # host stage's counter snapshot and the one taken after the benchmarks.
 FLAP_PLAYBOOK = (
     "name: flap\ndescription: IB counters before and after a short gloo benchmark\n"
@@ -254,7 +255,7 @@ def test_link_flap_during_the_run_fails_ib_counters(testbed: TestBed, tmp_path: 
     proc = subprocess.Popen(
         [sys.executable, "-m", "diagnose.cli", *argv],
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": str(REPO)},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -36,8 +36,10 @@ from diagnose.connectors import connect
 from diagnose.core.model import CheckResult
 from diagnose.launchers.base import remote_dir
 from diagnose.probes import fleet as fleet_probes
-from tests.integration.test_bench_testbed import hosts_of
-from tests.support.testbed import HostSpec, TestBed, TestHost, _pids_in
+from tests.support.bedhosts import hosts_of
+from tests.support.nshost import pids_in
+from tests.support.prerequisites import require
+from tests.support.testbed import HostSpec, TestBed, TestHost
 
 pytestmark = pytest.mark.integration
 
@@ -133,7 +135,7 @@ def throttled(host: TestHost) -> Iterator[Path]:
         (group / "cpu.cfs_period_us").write_text(str(PERIOD_US))
         (group / "cpu.cfs_quota_us").write_text(str(QUOTA_US))
         assert host.pid_namespace is not None
-        for pid in _pids_in({host.pid_namespace}):
+        for pid in pids_in({host.pid_namespace}):
             try:
                 (group / "cgroup.procs").write_text(str(pid))
             except ProcessLookupError:
@@ -214,8 +216,8 @@ def test_diagnose_run_probes_every_host_at_once_and_reports_the_fleet(
     assert not list(Path("/tmp").glob(f"diagnose-{results['run']['id']}*")), "remote folders removed"
 
 
-@pytest.mark.skipif(cgroup_problem() is not None, reason=f"needs a writable cpu cgroup: {cgroup_problem()}")
 def test_a_cpu_throttled_host_is_named_among_its_peers(testbed: TestBed, tmp_path: Path) -> None:
+    require("throttling a host through a cpu cgroup", cgroup_problem())
     testbed.add_many([HostSpec(f"node{i}") for i in range(1, 6)])
     run = Probes(testbed, tmp_path)
     progress = progress_file(run, [h.name for h in run.hosts].index("node3"))

@@ -10,7 +10,7 @@ import pytest
 
 from diagnose.connectors import LocalConnection, connect
 from diagnose.core.hosts import Host
-from tests.integration.test_bench_testbed import hosts_of
+from tests.support.bedhosts import hosts_of
 from tests.support.testbed import HostSpec, TestBed
 
 

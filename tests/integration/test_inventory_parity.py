@@ -16,7 +16,6 @@ every value holding ``{{`` came back raw, so the day that changes this test says
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -30,11 +29,13 @@ from diagnose.targets.model import ALL
 from diagnose.targets.resolve import resolve_hosts
 from diagnose.targets.sources import HostContext
 from tests.support.cli import diagnose
+from tests.support.paths import FIXTURES
+from tests.support.prerequisites import unavailable
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "inventories"
+INVENTORIES = FIXTURES / "inventories"
 VENV = Path(__file__).resolve().parent.parent / ".venv-ansible"
 
-# name: (inventory sources in -i order, playbook folder or None), relative to FIXTURES
+# name: (inventory sources in -i order, playbook folder or None), relative to INVENTORIES
 CASES: dict[str, tuple[list[str], str | None]] = {
     "ansible-docs-ini": (["ansible-docs/hosts"], None),
     "ansible-docs-yaml": (["ansible-docs-yaml/hosts.yml"], None),
@@ -51,14 +52,10 @@ CASES: dict[str, tuple[list[str], str | None]] = {
 TEMPLATED_AT_LIST_TIME: dict[str, set[str]] = {}
 
 
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in {"true", "1", "yes"}
-
-
 @pytest.fixture(scope="module")
 def ansible_inventory() -> Path:
     """ansible-inventory from the test's own virtual environment, created on first use. Where it cannot
-    be installed the test fails under CI=true (parity must never pass by skipping) and skips elsewhere."""
+    be installed the test fails under CI (parity must never pass by skipping) and skips elsewhere."""
     binary = VENV / "bin" / "ansible-inventory"
     if not binary.exists():
         try:
@@ -74,9 +71,7 @@ def ansible_inventory() -> Path:
             reason = (
                 f"cannot install ansible-core into {VENV}: {err} {detail.decode(errors='replace')[-300:]}"
             )
-            if _in_ci():
-                pytest.fail(reason)
-            pytest.skip(reason)
+            unavailable("ansible-inventory", reason)
     return binary
 
 
@@ -138,8 +133,8 @@ def _raw_templates(value: Any) -> list[str]:
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_diagnose_reads_inventory_as_ansible_does(case: str, ansible_inventory: Path, tmp_path: Path) -> None:
     names, playbook_name = CASES[case]
-    sources = [FIXTURES / n for n in names]
-    playbook_dir = FIXTURES / playbook_name if playbook_name else None
+    sources = [INVENTORIES / n for n in names]
+    playbook_dir = INVENTORIES / playbook_name if playbook_name else None
     listing = _ansible_view(ansible_inventory, sources, playbook_dir, tmp_path)
     ansible_hostvars: dict[str, dict[str, Any]] = listing["_meta"]["hostvars"]
     ansible_groups = _ansible_groups(listing)
@@ -174,7 +169,7 @@ def test_diagnose_reads_inventory_as_ansible_does(case: str, ansible_inventory: 
 
 def test_every_fixture_names_its_source() -> None:
     for names, _ in CASES.values():
-        top = FIXTURES / names[0].split("/")[0]
+        top = INVENTORIES / names[0].split("/")[0]
         text = (top / "SOURCE").read_text()
         assert "repository:" in text and "commit:" in text, top
 
@@ -211,7 +206,7 @@ def _ansible_hosts(binary: Path, source: Path, pattern: str, cwd: Path) -> set[s
 def test_limit_selects_the_hosts_ansible_selects(
     pattern: str, ansible_inventory: Path, tmp_path: Path
 ) -> None:
-    source = FIXTURES / "ansible-docs" / "hosts"
+    source = INVENTORIES / "ansible-docs" / "hosts"
     expected = _ansible_hosts(ansible_inventory, source, pattern, tmp_path)
     assert expected, pattern
     assert set(load_inventories([source]).select(pattern)) == expected

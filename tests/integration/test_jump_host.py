@@ -19,7 +19,7 @@ import pytest
 
 from diagnose.cli import main
 from diagnose.connectors import open_jump_hosts
-from tests.support.cli import ROOT
+from tests.support.paths import REPO
 from tests.support.testbed import HostSpec, TestBed, TestHost
 
 pytestmark = pytest.mark.integration
@@ -69,7 +69,7 @@ def run_cli(
     """``diagnose run`` in a fresh process (HOME replaced when given); its results, if it wrote any."""
     out = tmp_path / "out"
     argv = ["run", "-i", str(inventory), "--playbook", str(playbook(tmp_path, custom)), "-o", str(out)]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), **({"HOME": str(home)} if home else {})}
+    env = {**os.environ, "PYTHONPATH": str(REPO), **({"HOME": str(home)} if home else {})}
     done = subprocess.run(
         [sys.executable, "-m", "diagnose.cli", *argv, "--format", "json"],
         cwd=tmp_path,

@@ -20,14 +20,14 @@ from typing import Any
 import pytest
 
 from diagnose.render.checklist import NOT_COVERED, build_checklist
-from tests.support.cli import ROOT
 from tests.support.hostkit import healthy_h100, memlock_vars
 from tests.support.kubekit import FakeCluster, FakePod
+from tests.support.paths import CAPTURED, REPO
 from tests.support.testbed import Reply, TestBed
 
 pytestmark = pytest.mark.integration
 
-POD_FIXTURES = ROOT / "tests" / "fixtures" / "captured" / "k8s_pod"
+POD_FIXTURES = CAPTURED / "k8s_pod"
 CHECKS = (
     "host.reachable, ib.devices, host.memlock, k8s.rdma_devices, k8s.resources, k8s.networks, k8s.shm, "
     "k8s.host_parity"
@@ -116,7 +116,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             "-o", str(out), "--format", "json,html", *memlock_vars(),
         ]  # fmt: skip
         done = subprocess.run(
-            argv, cwd=work, env={**cluster.env(), "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+            argv, cwd=work, env={**cluster.env(), "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
             timeout=600,
         )  # fmt: skip
         yield {"done": done, "results": json.loads((out / "results.json").read_text()), "out": out}

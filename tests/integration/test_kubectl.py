@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_safety import GLOO_BENCH, PORTS_ONLY, _processes, _wait_for, playbook
-from tests.support.cli import ROOT
+from tests.support.bedhosts import command_lines, wait_until
 from tests.support.kubekit import FakeCluster, FakePod, parses_with_real_kubectl, real_kubectl
+from tests.support.paths import REPO
+from tests.support.playbooks import GLOO_BENCH, PORTS_ONLY, write_playbook
 from tests.support.testbed import HostSpec, Reply, TestBed
 
 pytestmark = pytest.mark.integration
@@ -22,12 +23,12 @@ pytestmark = pytest.mark.integration
 def _argv(tmp_path: Path, inventory: Path, text: str, *extra: str) -> list[str]:
     return [
         sys.executable, "-m", "diagnose.cli", "run", "-i", str(inventory),
-        "--playbook", str(playbook(tmp_path, text)), "-o", str(tmp_path / "out"), "--format", "json", *extra,
+        "--playbook", str(write_playbook(tmp_path, text)), "-o", str(tmp_path / "out"), "--format", "json", *extra,
     ]  # fmt: skip
 
 
 def run_with(cluster: FakeCluster, tmp_path: Path, inventory: Path, text: str = PORTS_ONLY, *extra: str):  # type: ignore[no-untyped-def]
-    env = {**cluster.env(), "PYTHONPATH": str(ROOT)}
+    env = {**cluster.env(), "PYTHONPATH": str(REPO)}
     argv = _argv(tmp_path, inventory, text, *extra)
     return subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
 
@@ -69,8 +70,6 @@ def test_checks_run_in_two_pods_as_over_ssh_and_every_command_line_parses(
     assert ["-n", "ml", "get", "pod", "train-0", "-o", "json"] in calls
     assert any(c[:6] == ["-n", "ml", "exec", "-i", "train-0", "-c"] for c in calls)
     kubectl = real_kubectl()
-    if kubectl is None:
-        pytest.skip("no real kubectl here to check the command lines against")
     for call in {tuple(c) for c in calls}:
         argv = ["kubectl", *call]
         if "exec" in argv:
@@ -163,15 +162,15 @@ def test_sigint_stops_the_batch_inside_the_pod(testbed: TestBed, tmp_path: Path)
     inventory = pods_inventory(tmp_path / "inv.yaml", ["stuck-0"])
     text = "name: hang\ndescription: one hanging tool\nchecks: [host.reachable, ib.port_state]\n"
     argv = _argv(tmp_path, inventory, text, "-e", "command_timeout_s=300")
-    env = {**cluster.env(), "PYTHONPATH": str(ROOT)}
+    env = {**cluster.env(), "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(
         argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
-    _wait_for(lambda: _processes(stuck, "ibstat"), 60, "ibstat to hang in the pod")
+    wait_until(lambda: command_lines(stuck, "ibstat"), 60, "ibstat to hang in the pod")
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 130, stderr
-    _wait_for(lambda: not _processes(stuck, "ibstat"), 5, "the batch in the pod to be gone")
+    wait_until(lambda: not command_lines(stuck, "ibstat"), 5, "the batch in the pod to be gone")
     assert "everything started on the hosts was stopped" in stderr
 
 

@@ -23,7 +23,7 @@ from diagnose.core.model import CheckResult
 from diagnose.engine.results import ResultsStore
 from diagnose.inference.model import KVModel
 from diagnose.render.render import render
-from tests.integration.test_bench_testbed import hosts_of
+from tests.support.bedhosts import hosts_of
 from tests.support.testbed import HostSpec, TestBed
 
 pytestmark = pytest.mark.integration

@@ -24,7 +24,7 @@ from diagnose.benchmarks.stage import Stage
 from diagnose.connectors import connect
 from diagnose.core.hosts import Host
 from diagnose.core.model import CheckResult
-from tests.integration.test_bench_testbed import hosts_of
+from tests.support.bedhosts import hosts_of
 from tests.support.testbed import HostSpec, TestBed
 
 pytestmark = pytest.mark.integration

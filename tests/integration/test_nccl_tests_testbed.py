@@ -32,13 +32,14 @@ from diagnose.core.hosts import Host
 from diagnose.core.model import CheckResult
 from diagnose.core.vars import Vars
 from diagnose.launchers.base import TOKEN_VAR
+from tests.support.paths import FACTS
 from tests.support.testbed import TOOLS_DIR, HostSpec, TestBed, TestHost
 
 pytestmark = pytest.mark.integration
 
-FACTS = Path(__file__).resolve().parents[1] / "facts" / "nccl_tests"
-TWO_NODES = FACTS / "efa_p4d_two_nodes_mpirun_info" / "input.txt"
-ONE_NODE = FACTS / "old_no_redop_allgather" / "input.txt"
+NCCL_TESTS_CASES = FACTS / "nccl_tests"
+TWO_NODES = NCCL_TESTS_CASES / "efa_p4d_two_nodes_mpirun_info" / "input.txt"
+ONE_NODE = NCCL_TESTS_CASES / "old_no_redop_allgather" / "input.txt"
 # The captured run: all_reduce, 8 B .. 1 GiB by 2, 5 warm-up and 1000 timed iterations, 8 GPUs per node.
 PLAN = SimpleNamespace(
     enabled=True,

@@ -18,32 +18,21 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_bench_testbed import Run, bench_processes
-from tests.support.cli import ROOT, diagnose
-from tests.support.testbed import HostSpec, Reply, TestBed, TestHost
+from tests.support.bedhosts import bench_processes, command_lines, wait_until
+from tests.support.cli import diagnose
+from tests.support.paths import REPO
+from tests.support.playbooks import GLOO_BENCH, PORTS_ONLY, write_playbook
+from tests.support.stagerun import StageRun
+from tests.support.testbed import HostSpec, Reply, TestBed
 
 pytestmark = pytest.mark.integration
-
-PORTS_ONLY = "name: ports\ndescription: reachability and ports\nchecks: [host.reachable, net.port_range]\n"
-GLOO_BENCH = (
-    "name: gloo\ndescription: a short gloo sweep\n"
-    "checks: [host.reachable, net.port_range, nccl.version]\n"
-    "benchmarks:\n  collectives: [all_reduce]\n  min_bytes: 4096\n  max_bytes: 16384\n"
-    "  step_factor: 4\n  warmup_iters: 1\n  iters: 2\n"
-)
-
-
-def playbook(tmp_path: Path, text: str = PORTS_ONLY) -> Path:
-    path = tmp_path / "playbook.yaml"
-    path.write_text(text)
-    return path
 
 
 def run_diagnose(
     tmp_path: Path, inventory: Path, text: str = PORTS_ONLY, *extra: str, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
     """`diagnose run` in a fresh process over ``inventory`` with the playbook ``text``, into tmp/out."""
-    argv = ["run", "-i", str(inventory), "--playbook", str(playbook(tmp_path, text))]
+    argv = ["run", "-i", str(inventory), "--playbook", str(write_playbook(tmp_path, text))]
     return diagnose(*argv, "-o", str(tmp_path / "out"), *extra, cwd=tmp_path, timeout=timeout)
 
 
@@ -194,21 +183,6 @@ def test_a_secret_given_with_e_is_in_no_file_and_no_output(testbed: TestBed, tmp
 # ---------------------------------------------------------------------------------------- 3. interrupts
 
 
-def _processes(host: TestHost, needle: str) -> list[str]:
-    """Command lines inside one test host's pid namespace that contain ``needle``."""
-    from tests.support.testbed import _pids_in
-
-    found = []
-    for pid in _pids_in({host.pid_namespace or ""}):
-        try:
-            args = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if needle in args:
-            found.append(args)
-    return found
-
-
 def _checked_hosts(out: Path) -> set[str]:
     try:
         return {c["host"] for c in json.loads((out / "results.json").read_text())["checks"]}
@@ -217,7 +191,7 @@ def _checked_hosts(out: Path) -> set[str]:
 
 
 def _start(argv: list[str], cwd: Path) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.Popen(
         [sys.executable, "-m", "diagnose.cli", *argv],
         cwd=cwd,
@@ -226,15 +200,6 @@ def _start(argv: list[str], cwd: Path) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
     )
-
-
-def _wait_for(condition, limit: float, what: str) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
@@ -254,7 +219,7 @@ def test_interrupt_stops_the_batch_still_running_on_a_hanging_host(
             "-i",
             str(inventory),
             "--playbook",
-            str(playbook(tmp_path, text)),
+            str(write_playbook(tmp_path, text)),
             "-o",
             str(out),
             "--format",
@@ -264,13 +229,13 @@ def test_interrupt_stops_the_batch_still_running_on_a_hanging_host(
         ],
         tmp_path,
     )
-    _wait_for(lambda: _processes(stuck, "ibstat"), 60, "ibstat to hang on the stuck host")
-    _wait_for(lambda: quick.name in _checked_hosts(out), 60, "the quick host's results")
+    wait_until(lambda: command_lines(stuck, "ibstat"), 60, "ibstat to hang on the stuck host")
+    wait_until(lambda: quick.name in _checked_hosts(out), 60, "the quick host's results")
     proc.send_signal(signum)
     _, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 130, stderr
-    _wait_for(lambda: not _processes(stuck, "ibstat"), 5, "the stuck batch to be gone")
-    assert not _processes(stuck, "timeout ")
+    wait_until(lambda: not command_lines(stuck, "ibstat"), 5, "the stuck batch to be gone")
+    assert not command_lines(stuck, "timeout ")
     assert "everything started on the hosts was stopped" in stderr
     results = json.loads((out / "results.json").read_text())
     assert results["verdict"] == "INCOMPLETE" and results["run"]["interrupted"] is True
@@ -296,7 +261,7 @@ def test_interrupt_during_the_benchmark_stops_torchrun_on_every_host(
             "-i",
             str(inventory),
             "--playbook",
-            str(playbook(tmp_path, long_sweep)),
+            str(write_playbook(tmp_path, long_sweep)),
             "-o",
             str(out),
             "--format",
@@ -304,11 +269,11 @@ def test_interrupt_during_the_benchmark_stops_torchrun_on_every_host(
         ],
         tmp_path,
     )
-    _wait_for(lambda: all(_processes(h, "program.py") for h in hosts), 180, "the ranks to start")
+    wait_until(lambda: all(command_lines(h, "program.py") for h in hosts), 180, "the ranks to start")
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
-    _wait_for(lambda: not any(bench_processes(testbed, h) for h in hosts), 5, "the ranks to be gone")
+    wait_until(lambda: not any(bench_processes(testbed, h) for h in hosts), 5, "the ranks to be gone")
     results = json.loads((out / "results.json").read_text())
     assert results["verdict"] == "INCOMPLETE"
 
@@ -359,7 +324,7 @@ def test_a_frozen_host_costs_one_timeout_and_is_named(testbed: TestBed, tmp_path
             "-i",
             str(inventory),
             "--playbook",
-            str(playbook(tmp_path, text)),
+            str(write_playbook(tmp_path, text)),
             "-o",
             str(out),
             "--format",
@@ -368,7 +333,7 @@ def test_a_frozen_host_costs_one_timeout_and_is_named(testbed: TestBed, tmp_path
         tmp_path,
     )
     try:
-        _wait_for(flag.exists, 60, "ibstat to start on the frozen host")
+        wait_until(flag.exists, 60, "ibstat to start on the frozen host")
         frozen.freeze()
         _, stderr = proc.communicate(timeout=60)
     finally:
@@ -403,7 +368,7 @@ def test_hosts_without_an_sftp_subsystem_run_the_benchmark(testbed: TestBed, tmp
         timeout=30,
     )
     assert sftp.returncode != 0, "the host must really have no SFTP subsystem"
-    run = Run(testbed, tmp_path, "it-nosftp")
+    run = StageRun(testbed, tmp_path, "it-nosftp")
     run()
     entry = run.bench("all_reduce")
     assert entry["status"] in ("PASS", "WARN"), entry["message"]
@@ -467,7 +432,7 @@ def test_the_nightly_time_budget_stops_a_hanging_batch_on_the_host(testbed: Test
     done = run_diagnose(tmp_path, inventory, text, "--format", "json", "--history", str(tmp_path / "h.db"))
     assert time.monotonic() - began < 60, "the budget, not the 300 s command timeout, ends the run"
     assert done.returncode == 1, done.stderr
-    _wait_for(lambda: not _processes(stuck, "ibstat"), 5, "the stuck batch to be gone")
+    wait_until(lambda: not command_lines(stuck, "ibstat"), 5, "the stuck batch to be gone")
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     reach = {c["host"]: c for c in results["checks"] if c["id"] == "host.reachable"}
     assert reach["stuck"]["status"] == "ERROR" and "time budget" in reach["stuck"]["message"]

@@ -29,8 +29,8 @@ from diagnose.connectors import connect
 from diagnose.core.hosts import Host
 from diagnose.core.model import CheckResult
 from diagnose.core.vars import Vars
-from tests.support.cli import ROOT
 from tests.support.hostkit import PROFILE, healthy_h100, memlock_vars, port_down
+from tests.support.paths import REPO
 from tests.support.slurmbed import SlurmBed, slurm_bed
 
 pytestmark = pytest.mark.integration
@@ -71,7 +71,7 @@ LONG_PLAYBOOK = PLAYBOOK.replace("max_bytes: 256K", "max_bytes: 64M").replace(
 @pytest.fixture
 def bed(tmp_path: Path) -> Iterator[SlurmBed]:
     with slurm_bed(tmp_path / "slurm", [healthy_h100("n1"), healthy_h100("n2"), port_down("n3")]) as started:
-        started.env["PYTHONPATH"] = str(ROOT)
+        started.env["PYTHONPATH"] = str(REPO)
         yield started
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from diagnose.core.errors import ConfigError
 from diagnose.slurm.hosts import SlurmQuery, expand_hostlist, find_nodes
-from tests.support.cli import ROOT
+from tests.support.paths import REPO
 from tests.support.slurmbed import SlurmBed, slurm_bed
 
 pytestmark = pytest.mark.integration
@@ -29,7 +29,7 @@ def bed(tmp_path: Path) -> SlurmBed:  # type: ignore[misc]
     with slurm_bed(tmp_path / "slurm", ["n1", "n2", "n3"]) as started:
         started.scontrol("create", "PartitionName=gpu", "Nodes=n2,n3", "State=UP", "MaxTime=INFINITE")
         started.drain("n3", ADMIN_REASON)
-        started.env["PYTHONPATH"] = str(ROOT)
+        started.env["PYTHONPATH"] = str(REPO)
         yield started
 
 

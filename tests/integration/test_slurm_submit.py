@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from diagnose.history.coverage import last_covered
-from tests.support.cli import ROOT
+from tests.support.paths import REPO
 from tests.support.slurmbed import SlurmBed, slurm_bed
 
 pytestmark = pytest.mark.integration
@@ -63,7 +63,7 @@ def test_submitted_runs_land_their_results_and_rotate_over_the_nodes(tmp_path: P
     submit += ["-e", "diagnose_profile=cpu-testbed", "-e", "bench_backend=gloo", "-e", "slurm_nodes=2"]
     submit += ["-e", "slurm_time=10", "-e", f"api_token={SECRET}", "--format", "json"]
     with slurm_bed(tmp_path / "slurm", ["n1", "n2", "n3"]) as bed:
-        bed.env["PYTHONPATH"] = str(ROOT)
+        bed.env["PYTHONPATH"] = str(REPO)
         unrotated = [arg for arg in submit if arg != "--slurm-rotate"]
         refused = bed.run([*unrotated, "--slurm-state", "idle", "--check"])
         assert refused.returncode == 2 and "--slurm-state narrows --slurm-rotate's nodes" in refused.stderr

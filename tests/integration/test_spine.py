@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from diagnose.cli import main
+from tests.support.paths import REPO
 from tests.support.testbed import HostSpec, Reply, TestBed
 
 pytestmark = pytest.mark.integration
@@ -170,7 +171,7 @@ def test_ctrl_c_keeps_what_was_measured_and_exits_130(testbed: TestBed, tmp_path
 def test_malformed_inventory_exits_2_naming_file_and_line_before_any_host(tmp_path: Path) -> None:
     inventory = tmp_path / "broken.yaml"
     inventory.write_text("all:\n  hosts:\n    node1:\n      ansible_port: [1, 2\n")
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
     done = subprocess.run(
         [sys.executable, "-m", "diagnose.cli", "run", "-i", str(inventory), "-o", str(tmp_path / "out")],
         capture_output=True,

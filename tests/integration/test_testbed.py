@@ -20,6 +20,8 @@ import paramiko
 import pytest
 import yaml
 
+from tests.support.nshost import memlock_ceiling_kib
+from tests.support.paths import REPO
 from tests.support.testbed import (
     NO_REPLY_RC,
     SYSFS_INFINIBAND,
@@ -29,13 +31,11 @@ from tests.support.testbed import (
     TestBed,
     TestbedError,
     TestHost,
-    memlock_ceiling_kib,
 )
 
 pytestmark = pytest.mark.integration
 
 PORT_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"
-REPO = Path(__file__).resolve().parents[2]
 
 
 def connect(bed: TestBed, host: TestHost, **kwargs: object) -> paramiko.SSHClient:

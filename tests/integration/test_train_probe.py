@@ -23,7 +23,7 @@ from diagnose.benchmarks.stage import BenchContext, run_benchmark_stage
 from diagnose.connectors import connect
 from diagnose.core.model import CheckResult
 from diagnose.probes.training import CHECKS, CPU_NOT_JUDGED
-from tests.integration.test_bench_testbed import hosts_of
+from tests.support.bedhosts import hosts_of
 from tests.support.testbed import HostSpec, TestBed, TestHost
 
 pytestmark = pytest.mark.integration

@@ -20,12 +20,13 @@ import shlex
 import sys
 from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 
 from diagnose.parsers.gpu_query import FIELD_TIERS, canonical
-from tests.support.testbed import HostSpec, Reply, Tool, memlock_ceiling_kib
+from tests.support.nshost import memlock_ceiling_kib
+from tests.support.paths import CAPTURED
+from tests.support.platformkit import platform_files, platform_tools
+from tests.support.testbed import HostSpec, Reply, Tool
 
-CAPTURED = Path(__file__).resolve().parents[1] / "fixtures" / "captured"
 PROFILE = "h100-8x-ndr400"
 # What /dev/infiniband holds on an 8-HCA ConnectX node: one uverbs/umad per HCA, plus rdma_cm.
 DEV_INFINIBAND = ["rdma_cm", *(f"uverbs{i}" for i in range(8)), *(f"umad{i}" for i in range(8))]
@@ -227,6 +228,9 @@ def healthy_h100(name: str) -> HostSpec:
     memlock unlimited (where the machine allows, see testbed.memlock_ceiling_kib), a
     /sys/class/infiniband of 8 Active InfiniBand ports plus the Ethernet bond without link errors, and
     mlxlink answering for every port (healthy BER, passive cables without a temperature sensor).
+
+    Platform (tests/support/platformkit.py): lspci with ACS off between GPU and NIC, the IOMMU in
+    passthrough, NUMA balancing off, performance governors, chrony 22 µs behind, / read-write, 8 NVMe drives.
     """
     libs = captured("nccl_version/libs_h200x4.txt")
     package = next(line for line in libs.splitlines() if line.startswith("libnccl2\t")) + "\n"
@@ -246,7 +250,9 @@ def healthy_h100(name: str) -> HostSpec:
             "dmesg": {DMESG_ISO: Reply(stdout=captured(H100_DMESG))},
             "systemctl": {SYSTEMCTL_FM: Reply(stdout="active\n")},
             "mlxlink": _mlxlink(mlxlink_outputs()),
+            **platform_tools(),
         },
+        files=platform_files(),
         infiniband=list(DEV_INFINIBAND),
         memlock_kib=None,
         sysfs_infiniband=sysfs_from_lines(captured(H100_IB_SYSFS)),
@@ -306,7 +312,8 @@ def other_nccl(name: str) -> HostSpec:
 
 
 def p2p_disabled_in_nccl_conf(name: str) -> HostSpec:
-    return replace(healthy_h100(name), files={"/etc/nccl.conf": "NCCL_DEBUG=WARN\nNCCL_P2P_DISABLE=1\n"})
+    spec = healthy_h100(name)
+    return replace(spec, files={**spec.files, "/etc/nccl.conf": "NCCL_DEBUG=WARN\nNCCL_P2P_DISABLE=1\n"})
 
 
 def no_dev_infiniband(name: str) -> HostSpec:

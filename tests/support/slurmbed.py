@@ -61,9 +61,19 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import pytest
-
 from diagnose.parsers.scontrol_node import parse_scontrol_node
+from tests.support.nshost import (
+    check_target,
+    hold_pid_namespace,
+    infiniband_nodes,
+    memlock_word,
+    overlays,
+    pids_in,
+    shell_join,
+    sysfs_relative,
+    write_sysfs_tree,
+)
+from tests.support.prerequisites import require
 from tests.support.testbed import (
     LOOPBACK,
     NS_SCRIPT,
@@ -71,16 +81,7 @@ from tests.support.testbed import (
     SYSFS_INFINIBAND,
     TOOLS_DIR,
     HostSpec,
-    _check_target,
-    _hold_pid_namespace,
-    _infiniband_nodes,
-    _join,
-    _memlock_word,
-    _overlays,
-    _pids_in,
-    _sysfs_relative,
-    _write_sysfs_tree,
-    _write_tool,
+    write_tool,
 )
 
 SLURM_NS_SCRIPT = Path(__file__).with_name("slurmbed_ns.sh")
@@ -259,7 +260,7 @@ class SlurmBed:
 
     def leftover_pids(self) -> list[int]:
         """Machine pids of live processes in any namespace of the bed (daemons, job steps, tasks)."""
-        return _pids_in(self._namespaces)
+        return pids_in(self._namespaces)
 
     def _write_common(self) -> None:
         names = " ".join([CONTROLLER, *self.nodes])
@@ -340,9 +341,9 @@ class SlurmBed:
                 [
                     f". {shlex.quote(str(NS_SCRIPT))}",
                     f". {shlex.quote(str(SLURM_NS_SCRIPT))}",
-                    _join("ns_hostname", CONTROLLER),
-                    _join("mount", "--bind", str(self.hosts_file), "/etc/hosts"),
-                    _join(
+                    shell_join("ns_hostname", CONTROLLER),
+                    shell_join("mount", "--bind", str(self.hosts_file), "/etc/hosts"),
+                    shell_join(
                         MUNGED,
                         "--foreground",
                         f"--socket={self.munge_socket}",
@@ -352,8 +353,8 @@ class SlurmBed:
                         f"--seed-file={munge / 'munged.seed'}",
                     )
                     + " &",
-                    _join("ns_wait_socket", str(self.munge_socket)),
-                    _join("ns_serve", SLURMCTLD, "-D", "-f", str(self.conf)),
+                    shell_join("ns_wait_socket", str(self.munge_socket)),
+                    shell_join("ns_serve", SLURMCTLD, "-D", "-f", str(self.conf)),
                 ]
             )
             + "\n"
@@ -380,13 +381,13 @@ class SlurmBed:
         files = directory / "files"
         files.mkdir()
         for index, (target, content) in enumerate(sorted(spec.files.items())):
-            _check_target(target, self.workdir)
+            check_target(target, self.workdir)
             source = files / str(index)
             source.write_text(content)
             binds.append((source, target))
         sysfs = directory / "sysfs_infiniband"
         if spec.sysfs_infiniband is not None:
-            _write_sysfs_tree(sysfs, spec.sysfs_infiniband)
+            write_sysfs_tree(sysfs, spec.sysfs_infiniband)
         wanted = {target: "f" for _, target in binds}
         wanted[TOOLS_DIR] = "d"
         if spec.sysfs_infiniband is not None:
@@ -394,23 +395,23 @@ class SlurmBed:
         lines = [
             f". {shlex.quote(str(NS_SCRIPT))}",
             f". {shlex.quote(str(SLURM_NS_SCRIPT))}",
-            _join("ns_hostname", node.name),
-            _join("ns_scratch", str(directory / "ns")),
+            shell_join("ns_hostname", node.name),
+            shell_join("ns_scratch", str(directory / "ns")),
             "ns_proc",
-            _join("ns_dev", *_infiniband_nodes(spec.infiniband)),
+            shell_join("ns_dev", *infiniband_nodes(spec.infiniband)),
         ]
         lines += [
-            _join("ns_overlay", parent, *entries) for parent, entries in _overlays(wanted, self.workdir)
+            shell_join("ns_overlay", parent, *entries) for parent, entries in overlays(wanted, self.workdir)
         ]
         lines.append(
-            _join("ns_bind", str(directory / "port_range"), "/proc/sys/net/ipv4/ip_local_port_range")
+            shell_join("ns_bind", str(directory / "port_range"), "/proc/sys/net/ipv4/ip_local_port_range")
         )
-        lines.append(_join("ns_tools", str(node.tools), TOOLS_DIR))
-        lines += [_join("ns_bind", str(source), target) for source, target in binds]
+        lines.append(shell_join("ns_tools", str(node.tools), TOOLS_DIR))
+        lines += [shell_join("ns_bind", str(source), target) for source, target in binds]
         if spec.sysfs_infiniband is not None:
-            lines.append(_join("ns_bind", str(sysfs), SYSFS_INFINIBAND))
-        lines.append(_join("ns_memlock", _memlock_word(spec.memlock_kib)))
-        lines.append(_join("ns_serve", SLURMD, "-D", "-N", node.name, "-f", str(self.conf)))
+            lines.append(shell_join("ns_bind", str(sysfs), SYSFS_INFINIBAND))
+        lines.append(shell_join("ns_memlock", memlock_word(spec.memlock_kib)))
+        lines.append(shell_join("ns_serve", SLURMD, "-D", "-N", node.name, "-f", str(self.conf)))
         (directory / "init.sh").write_text("\n".join(lines) + "\n")
 
     def _write_tools(self, node: SlurmNode, spec: HostSpec) -> None:
@@ -418,7 +419,7 @@ class SlurmBed:
             shutil.rmtree(old, ignore_errors=True)
             old.mkdir()
         for name, tool in spec.tools.items():
-            _write_tool(node.tools, node.dir / "tooldata", node.name, name, tool)
+            write_tool(node.tools, node.dir / "tooldata", node.name, name, tool)
 
     def _start_node(self, node: SlurmNode) -> None:
         (self.workdir / "spool" / node.name).mkdir(exist_ok=True)
@@ -443,7 +444,7 @@ class SlurmBed:
                 os.close(read_end)
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline and proc.poll() is None:
-            held = _hold_pid_namespace(proc.pid)
+            held = hold_pid_namespace(proc.pid)
             if held:
                 self._namespaces.add(held[0])
                 self._namespace_fds.append(held[1])
@@ -554,7 +555,7 @@ class SlurmBed:
                 else:
                     entry.unlink()
             for relative, content in sorted(spec.sysfs_infiniband.items()):
-                path = sysfs / _sysfs_relative(relative)
+                path = sysfs / sysfs_relative(relative)
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(content)
         node.spec = spec
@@ -642,18 +643,10 @@ def _find_prerequisite_problem() -> str | None:
     return None
 
 
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in {"true", "1", "yes"}
-
-
 def require_slurm() -> None:
-    """Fail the calling test under CI when the bed cannot run here (the integration suite never passes
-    by skipping); skip it, with the reason, elsewhere."""
-    problem = prerequisite_problem()
-    if problem:
-        if _in_ci():
-            pytest.fail(f"the Slurm test bed cannot run under CI: {problem}")
-        pytest.skip(f"the Slurm test bed cannot run here: {problem}")
+    """Fail the calling test under CI when the bed cannot run here, skip it elsewhere
+    (tests/support/prerequisites.py)."""
+    require("the Slurm test bed", prerequisite_problem())
 
 
 @contextlib.contextmanager

@@ -43,7 +43,6 @@ import ctypes
 import os
 import pwd
 import re
-import resource
 import selectors
 import shlex
 import shutil
@@ -59,6 +58,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
+
+from tests.support.nshost import (
+    check_target,
+    hold_pid_namespace,
+    infiniband_nodes,
+    memlock_word,
+    overlays,
+    pids_in,
+    shell_join,
+    sysfs_relative,
+    write_sysfs_tree,
+)
 
 SSHD = "/usr/sbin/sshd"
 LOOPBACK = "127.0.0.1"
@@ -207,7 +218,7 @@ class TestHost:
             raise TestbedError(f"host {self.name!r} has no known pid namespace")
         parents: dict[int, int] = {}
         names: dict[int, str] = {}
-        for pid in _pids_in({self.pid_namespace}):
+        for pid in pids_in({self.pid_namespace}):
             with contextlib.suppress(OSError):
                 stat = Path(f"/proc/{pid}/stat").read_text()
                 names[pid] = stat[stat.index("(") + 1 : stat.rindex(")")]
@@ -239,7 +250,7 @@ class TestHost:
         """
         if self.spec.sysfs_infiniband is None:
             raise TestbedError(f"host {self.name!r} shows the machine's /sys/class/infiniband, not its own")
-        target = self.sysfs_infiniband / _sysfs_relative(relative)
+        target = self.sysfs_infiniband / sysfs_relative(relative)
         if not target.is_file():
             raise TestbedError(f"host {self.name!r} has no /sys/class/infiniband/{relative}")
         temporary = target.with_name(f".{target.name}.new")
@@ -252,7 +263,7 @@ class TestHost:
 
     def ib_counter(self, device: str, port: int | str, counter: str) -> int:
         """The value the host reads now for one port counter."""
-        relative = _sysfs_relative(f"{device}/ports/{port}/counters/{counter}")
+        relative = sysfs_relative(f"{device}/ports/{port}/counters/{counter}")
         return int((self.sysfs_infiniband / relative).read_text())
 
     def restart(self) -> None:
@@ -292,7 +303,7 @@ class TestBed:
         self._trusted: dict[str, str] = {}
         self._namespaces: set[str] = set()
         self._namespace_fds: list[int] = []
-        # Held for the bed's whole life (see _hold_pid_namespace), released when it is collected.
+        # Held for the bed's whole life (see hold_pid_namespace), released when it is collected.
         weakref.finalize(self, _close_all, self._namespace_fds)
         self._ports: set[int] = set()
         self._stopped = False
@@ -438,7 +449,7 @@ class TestBed:
         """Machine pids of live processes in any namespace of a host this bed started (killed ones too)."""
         with self._lock:
             namespaces = set(self._namespaces)
-        return _pids_in(namespaces)
+        return pids_in(namespaces)
 
     def stop(self) -> None:
         """Stop every host; raise if any process of the bed's namespaces is still alive afterwards."""
@@ -471,12 +482,12 @@ class TestBed:
         data = directory / "tooldata"
         data.mkdir()
         for name, tool in spec.tools.items():
-            _write_tool(tools, data, spec.name, name, tool)
+            write_tool(tools, data, spec.name, name, tool)
         files = directory / "files"
         files.mkdir()
         binds: list[tuple[Path, str]] = []
         for index, (target, content) in enumerate(sorted(spec.files.items())):
-            _check_target(target, self.workdir)
+            check_target(target, self.workdir)
             source = files / str(index)
             source.write_text(content)
             binds.append((source, target))
@@ -486,7 +497,7 @@ class TestBed:
             (source, target) for target, source in self._login_files.items() if target not in spec.files
         ]
         if spec.sysfs_infiniband is not None:
-            _write_sysfs_tree(host.sysfs_infiniband, spec.sysfs_infiniband)
+            write_sysfs_tree(host.sysfs_infiniband, spec.sysfs_infiniband)
         (directory / "ns").mkdir()
         wanted = {target: "f" for _, target in binds}
         wanted["/run/sshd"] = "d"
@@ -498,18 +509,18 @@ class TestBed:
             f"ns_scratch {shlex.quote(str(directory / 'ns'))}",
             "ns_proc",
         ]
-        lines.append(_join("ns_dev", *_infiniband_nodes(spec.infiniband)))
-        for parent, entries in _overlays(wanted, self.workdir):
-            lines.append(_join("ns_overlay", parent, *entries))
+        lines.append(shell_join("ns_dev", *infiniband_nodes(spec.infiniband)))
+        for parent, entries in overlays(wanted, self.workdir):
+            lines.append(shell_join("ns_overlay", parent, *entries))
         lines.append(
-            _join("ns_bind", str(directory / "port_range"), "/proc/sys/net/ipv4/ip_local_port_range")
+            shell_join("ns_bind", str(directory / "port_range"), "/proc/sys/net/ipv4/ip_local_port_range")
         )
-        lines.append(_join("ns_tools", str(tools), TOOLS_DIR))
-        lines += [_join("ns_bind", str(source), target) for source, target in binds]
+        lines.append(shell_join("ns_tools", str(tools), TOOLS_DIR))
+        lines += [shell_join("ns_bind", str(source), target) for source, target in binds]
         if spec.sysfs_infiniband is not None:
-            lines.append(_join("ns_bind", str(host.sysfs_infiniband), SYSFS_INFINIBAND))
-        lines.append(_join("ns_memlock", _memlock_word(spec.memlock_kib)))
-        lines.append(_join("ns_sshd", SSHD, str(directory / "sshd_config")))
+            lines.append(shell_join("ns_bind", str(host.sysfs_infiniband), SYSFS_INFINIBAND))
+        lines.append(shell_join("ns_memlock", memlock_word(spec.memlock_kib)))
+        lines.append(shell_join("ns_sshd", SSHD, str(directory / "sshd_config")))
         (directory / "init.sh").write_text("\n".join(lines) + "\n")
 
     def _make_host_key(self, host: TestHost) -> None:
@@ -603,7 +614,7 @@ class TestBed:
             if self._wait_ready(host):
                 if host._port_map is not None:
                     host._port_map.start()
-                held = _hold_pid_namespace(proc.pid)
+                held = hold_pid_namespace(proc.pid)
                 with self._lock:
                     if held:
                         host.pid_namespace = held[0]
@@ -955,7 +966,7 @@ def _login_files(workdir: Path) -> dict[str, Path]:
     return files
 
 
-def _write_tool(tools: Path, data: Path, host: str, name: str, tool: Tool) -> None:
+def write_tool(tools: Path, data: Path, host: str, name: str, tool: Tool) -> None:
     """Write one fake tool into the host's tools dir; its outputs go to files the script cats."""
     if "/" in name or not name:
         raise ValueError(f"bad tool name {name!r}")
@@ -1000,128 +1011,6 @@ def _write_tool(tools: Path, data: Path, host: str, name: str, tool: Tool) -> No
     path.chmod(0o755)
 
 
-def _infiniband_nodes(names: list[str] | None) -> list[str]:
-    """ns_dev arguments: "noib", or "ib" then (name, major, minor) per device, with the real numbers
-    for uverbs/umad/issm/rdma_cm so ``ls -l`` looks like a real host; other names become plain files."""
-    if names is None:
-        return ["noib"]
-    args = ["ib"]
-    for name in names:
-        if "/" in name or not name or name.startswith("."):
-            raise ValueError(f"bad /dev/infiniband name {name!r}")
-        numbered = re.fullmatch(r"(uverbs|umad|issm)(\d+)", name)
-        if numbered:
-            base = {"umad": 0, "issm": 64, "uverbs": 192}[numbered.group(1)]
-            args += [name, "231", str(base + int(numbered.group(2)))]
-        elif name == "rdma_cm":
-            args += [name, "10", "58"]
-        else:
-            args += [name, "-", "-"]
-    return args
-
-
-def _sysfs_relative(relative: str) -> str:
-    """A path under /sys/class/infiniband, refused if it is absolute or climbs out."""
-    normal = os.path.normpath(relative)
-    if not relative or relative.startswith("/") or normal != relative or normal.split("/")[0] == "..":
-        raise ValueError(f"/sys/class/infiniband entry must be a normalized relative path: {relative!r}")
-    return normal
-
-
-def _write_sysfs_tree(root: Path, entries: Mapping[str, str]) -> None:
-    """The host's /sys/class/infiniband as plain directories and files (real ones are a symlink per
-    device into /sys/devices; the checks only glob and read through them)."""
-    root.mkdir()
-    for relative, content in sorted(entries.items()):
-        path = root / _sysfs_relative(relative)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(content)
-
-
-def memlock_ceiling_kib() -> int | None:
-    """The highest ``ulimit -l`` (KiB) a host can get here; None: unlimited.
-
-    Raising RLIMIT_MEMLOCK above the hard limit needs CAP_SYS_RESOURCE in the machine's own user
-    namespace; some containers (the dev container: hard limit 8192 KiB) drop it even for root, and then
-    no host can be made ``unlimited`` for real. Tests that judge memlock read this to know what a
-    healthy host shows.
-    """
-    hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)[1]
-    if hard == resource.RLIM_INFINITY or _has_capability(_CAP_SYS_RESOURCE):
-        return None
-    return hard // 1024
-
-
-_CAP_SYS_RESOURCE = 24
-
-
-def _has_capability(bit: int) -> bool:
-    with contextlib.suppress(OSError, ValueError, StopIteration):
-        status = Path("/proc/self/status").read_text().splitlines()
-        effective = next(line for line in status if line.startswith("CapEff:"))
-        return bool(int(effective.split()[1], 16) >> bit & 1)
-    return False
-
-
-def _memlock_word(kib: int | None) -> str:
-    """ns_memlock's argument: KiB, "unlimited", or "keep" (the machine's limit, where unlimited is refused)."""
-    if kib is None:
-        return "unlimited" if memlock_ceiling_kib() is None else "keep"
-    if isinstance(kib, bool) or not isinstance(kib, int) or kib < 0:
-        raise ValueError(f"memlock_kib must be a number of KiB or None, got {kib!r}")
-    return str(kib)
-
-
-def _check_target(target: str, workdir: Path) -> None:
-    if not target.startswith("/") or os.path.normpath(target) != target:
-        raise ValueError(f"file target must be an absolute normalized path: {target!r}")
-    if target == "/dev" or target.startswith("/dev/"):
-        raise ValueError(f"{target}: /dev is private to each host; use HostSpec.infiniband")
-    if os.path.isdir(target):
-        raise ValueError(f"file target {target} is a directory")
-    if str(workdir).startswith(target + "/"):
-        raise ValueError(f"file target {target} contains the bed's work directory")
-
-
-def _overlays(wanted: Mapping[str, str], workdir: Path) -> list[tuple[str, list[str]]]:
-    """Group missing paths by their nearest existing ancestor, merging an ancestor's groups into it,
-    so each directory gets one overlay: ``[(dir, ["d:rel", "f:rel", ...]), ...]``, shallow first."""
-    groups: dict[str, dict[str, str]] = {}
-    for path, kind in wanted.items():
-        if os.path.lexists(path):
-            continue
-        parent = os.path.dirname(path)
-        missing = [(path, kind)]
-        while not os.path.lexists(parent):
-            missing.append((parent, "d"))
-            parent = os.path.dirname(parent)
-        if parent == "/":
-            raise ValueError(f"{path}: only / exists above it; the bed will not overlay /")
-        root = str(workdir)
-        if root == parent or root.startswith(parent + "/"):
-            raise ValueError(f"{path}: {parent} contains the bed's work directory; use another workdir")
-        entries = groups.setdefault(parent, {})
-        for item, item_kind in missing:
-            entries[os.path.relpath(item, parent)] = item_kind
-    for parent in sorted(groups, key=len, reverse=True):
-        for other in groups:
-            if other != parent and parent.startswith(other.rstrip("/") + "/"):
-                prefix = os.path.relpath(parent, other)
-                for rel, kind in groups.pop(parent).items():
-                    groups[other][f"{prefix}/{rel}"] = kind
-                break
-    result = []
-    for parent in sorted(groups, key=len):
-        entries = groups[parent]
-        ordered = sorted(entries, key=lambda rel: (entries[rel] != "d", rel.count("/"), rel))
-        result.append((parent, [f"{entries[rel]}:{rel}" for rel in ordered]))
-    return result
-
-
-def _join(*words: str) -> str:
-    return " ".join(shlex.quote(word) for word in words)
-
-
 def _setenv_word(key: str, value: str) -> str:
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
         raise ValueError(f"bad environment variable name {key!r}")
@@ -1130,35 +1019,9 @@ def _setenv_word(key: str, value: str) -> str:
     return f'"{key}={value}"'
 
 
-def _hold_pid_namespace(holder: int) -> tuple[str, int] | None:
-    """The pid namespace of the first process inside the host (the child of ``unshare``), and an open
-    fd on it. The fd keeps the namespace's inode number from being given to another namespace (of a
-    bed in a parallel test) after this one dies, so leftover_pids never reports strangers."""
-    try:
-        children = Path(f"/proc/{holder}/task/{holder}/children").read_text().split()
-        if not children:
-            return None
-        fd = os.open(f"/proc/{children[0]}/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    return f"pid:[{os.fstat(fd).st_ino}]", fd
-
-
 def _close_all(fds: list[int]) -> None:
     for fd in fds:
         os.close(fd)
-
-
-def _pids_in(namespaces: set[str]) -> list[int]:
-    if not namespaces:
-        return []
-    found = []
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                if os.readlink(f"/proc/{entry.name}/ns/pid") in namespaces:
-                    found.append(int(entry.name))
-    return sorted(found)
 
 
 def _inventory_yaml(
