@@ -161,7 +161,7 @@ CHECK = Check(
     id="ib.optics",
     checklist="H",
     summary="mlxlink per ConnectX port: effective BER <= max_effective_ber, module temperature under its alarm",
-    commands=(Command("mlxlink", MLXLINK_SCRIPT, timeout=40),),
+    commands=(Command("mlxlink", MLXLINK_SCRIPT, tool="mlxlink", timeout=40),),
     parse=parse,
     judge=judge,
     remediation=REMEDIATION,
