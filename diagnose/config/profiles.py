@@ -158,6 +158,23 @@ PROFILE_VARIABLES: dict[str, Variable] = {
         Variable(
             "min_shm_mib", int, "smallest /dev/shm in a pod, MiB, for NCCL's SHM transport; default 1024"
         ),
+        # Under load (checks/gpu_processes.py, checks/gpu_dcgm.py): set by the playbooks, not the hardware
+        Variable(
+            "foreign_processes_status",
+            str,
+            "what a compute process diagnose did not start on a GPU makes gpu.processes: FAIL (default; "
+            "acceptance) or WARN (nightly, node-check)",
+        ),
+        Variable(
+            "dcgm_diag_level",
+            int,
+            "dcgmi diag run level of gpu.dcgm: 0 off (default), 1 ~30 s, 2 ~2 min, 3 ~15 min, 4 ~1-2 h",
+        ),
+        Variable(
+            "dcgm_diag_timeout_s",
+            float,
+            "seconds before gpu.dcgm stops dcgmi as hung; default by level: 180, 600, 1800, 7200",
+        ),
         # Fleet-relative verdicts (diagnose/probes/fleet_judge.py, diagnose/probes/fleet.py, history instability)
         Variable(
             "fleet_mad_k",

@@ -32,7 +32,9 @@ class Command:
     ``required=False`` is a fallback source: its failure is left to the parser to weigh. An ``auxiliary``
     command only enriches a verdict its check reaches without it (the GPU index of an Xid found in the
     kernel log): even when it never completes — nvidia-smi hangs on the very GPU that fell off the bus —
-    the parser gets what there is, where any other unfinished command makes the check an ERROR.
+    the parser gets what there is, where any other unfinished command makes the check an ERROR. A
+    command marked ``last`` runs after every other command of the host's batch: a diagnostic that loads
+    the GPUs for minutes (DCGM's) must not be what the passive readings and the census of processes see.
     """
 
     key: str
@@ -41,6 +43,7 @@ class Command:
     timeout: float = 20.0
     required: bool = True
     auxiliary: bool = False
+    last: bool = False
 
 
 @dataclass(frozen=True)

@@ -80,12 +80,13 @@ def _save_evidence(out_dir: Path, host: str, command: Command, output: CommandOu
 
 
 def commands_of(checks: Iterable[Check], host_vars: Vars) -> list[Command]:
-    """Every command the host's checks need, once each: checks sharing a key share one run."""
+    """Every command the host's checks need, once each: checks sharing a key share one run; those
+    marked ``last`` (a diagnostic that loads the GPUs) after all the others."""
     by_key: dict[str, Command] = {}
     for check in checks:
         for command in check.host_commands(host_vars):
             by_key.setdefault(command.key, command)
-    return list(by_key.values())
+    return sorted(by_key.values(), key=lambda command: command.last)
 
 
 def assess_host(

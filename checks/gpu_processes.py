@@ -1,0 +1,119 @@
+"""gpu.processes — no compute process that diagnose did not start holds a GPU before the measurements.
+
+A second process on a GPU takes its SMs, memory bandwidth and memory: measured on a lent H100, a bf16
+matmul loop in another process left the verdict of ``diagnose run`` unchanged and only halved the host
+memcpy figure. A sign-off measured on a shared GPU is not one. The host stage runs before any benchmark
+or probe, so every compute process ``nvidia-smi --query-compute-apps`` lists then belongs to someone
+else (a job the scheduler still runs, a leftover of a crashed one, a monitoring agent).
+
+The verdict is ``foreign_processes_status``: FAIL (the default, and the acceptance playbooks: measurements
+taken beside another process do not accept a cluster) or WARN (nightly and node-check: the node works, the
+figures are marked). Either way the facts keep ``processes``, and the benchmark stage marks the entries
+measured on such a host ``shared_gpu`` in results.json and the report. GPUs are named by the index and
+bus id of the shared GPU query (the auxiliary command: without it, by bus id alone).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from diagnose.config.profiles import no_gpu_reason
+from diagnose.core.check import Check, Facts
+from diagnose.core.model import CommandOutput, Outcome
+from diagnose.core.units import human_bytes
+from diagnose.core.vars import Vars
+from diagnose.parsers.compute_apps import COMPUTE_APPS, parse_compute_apps
+from diagnose.parsers.gpu_query import GPU_QUERY, parse_gpu_query
+
+STATUSES = ("FAIL", "WARN")
+DEFAULT_STATUS = "FAIL"
+MIB = 1024 * 1024
+
+REMEDIATION = (
+    "Find who owns each process (`ps -o user,etime,args -p <pid>`) and stop it, or drain the node in the "
+    "scheduler and wait for its jobs to end before measuring; a context left by a crashed job goes away when "
+    "its process is killed. Then run again: figures measured beside another process do not describe the node."
+)
+
+
+def parse(outputs: Mapping[str, CommandOutput], host_vars: Vars) -> Facts:
+    processes = parse_compute_apps(outputs["compute_apps"].stdout)
+    query = outputs.get("gpu_query")
+    gpus: list[dict[str, Any]] = []
+    if query is not None and query.ok:
+        try:
+            gpus = [
+                {"index": r.get("index"), "bus_id": r.get("pci.bus_id")}
+                for r in parse_gpu_query(query.stdout)
+            ]
+        except ValueError:
+            gpus = []  # named by bus id alone; the GPU checks report the query's own problem
+    index = {str(g["bus_id"]).lower(): g["index"] for g in gpus if g["bus_id"]}
+    for process in processes:
+        process["gpu"] = index.get(process["bus_id"].lower())
+    return {"processes": processes, "gpus": gpus}
+
+
+def describe(process: dict[str, Any]) -> str:
+    """GPU, pid, name and memory of one process, as the message and the report name it."""
+    gpu = (
+        f"GPU {process['gpu']} ({process['bus_id']})"
+        if process.get("gpu") is not None
+        else f"GPU {process['bus_id']}"
+    )
+    used = process.get("used_mib")
+    memory = human_bytes(used * MIB) if used is not None else "memory not reported"
+    return f"{gpu}: pid {process['pid']} {process['process_name']}, {memory}"
+
+
+def judge(facts: Facts, host_vars: Vars) -> Outcome:
+    host = host_vars.host or "this host"
+    wanted = "no compute process on any GPU before diagnose measures"
+    reason = no_gpu_reason(host_vars)
+    if reason:
+        return Outcome("SKIP", f"GPU processes not looked for on {host}: {reason}", None, wanted)
+    status = (host_vars.str("foreign_processes_status") or DEFAULT_STATUS).strip().upper()
+    if status not in STATUSES:
+        return Outcome(
+            "ERROR",
+            f"foreign_processes_status must be FAIL or WARN, got {host_vars.str('foreign_processes_status')!r}",
+            None,
+            wanted,
+        )
+    processes = facts["processes"]
+    gpus = len(facts["gpus"])
+    if not processes:
+        of = f"the {gpus} GPU{'s' if gpus != 1 else ''} of {host}" if gpus else f"any GPU of {host}"
+        return Outcome("PASS", f"no compute process on {of}", [], wanted)
+    shared = len({p["bus_id"] for p in processes})
+    on = (
+        f"{shared} of its {gpus} GPU{'s' if gpus != 1 else ''}"
+        if gpus
+        else f"{shared} GPU{'s' if shared != 1 else ''}"
+    )
+    listed = "; ".join(describe(p) for p in processes)
+    what = "not a sign-off" if status == "FAIL" else "marked shared_gpu"
+    count = f"{len(processes)} compute process{'es' if len(processes) != 1 else ''}"
+    return Outcome(
+        status,
+        f"{host}: {count} diagnose did not start, on {on} ({listed}); measurements on this host are {what}",
+        processes,
+        wanted,
+        remediation=REMEDIATION,
+    )
+
+
+CHECK = Check(
+    id="gpu.processes",
+    checklist="H",
+    summary="no compute process diagnose did not start on any GPU (nvidia-smi --query-compute-apps); "
+    "foreign_processes_status FAIL|WARN",
+    commands=(COMPUTE_APPS, replace(GPU_QUERY, required=False, auxiliary=True)),
+    parse=parse,
+    judge=judge,
+    remediation=REMEDIATION,
+    no_hardware=no_gpu_reason,
+    folded_under="gpu.topology",
+)
