@@ -28,7 +28,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-PROGRAM = Path(__file__).resolve().parent.parent / "diagnose" / "bench" / "program.py"
+PROGRAM = Path(__file__).resolve().parent.parent / "diagnose" / "shipped" / "collective_bench.py"
 MIB, GIB = 1 << 20, 1 << 30
 REFERENCE = {
     ("all_reduce", 1 * MIB): 53.3,
