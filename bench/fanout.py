@@ -17,11 +17,13 @@ fake that prints the probe's output captured on a lent H200 machine: a real `imp
 measure torch's import time rather than the orchestration the bench compares.
 
     python3 bench/fanout.py [--hosts 16 64] [--repeat 3] [--skip-ansible] [--without-node-health]
+                            [--without ID ...]
 """
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import os
 import re
 import secrets
@@ -51,7 +53,8 @@ from diagnose.targets.loading import InventoryFiles  # noqa: E402
 from diagnose.targets.resolve import resolve_hosts  # noqa: E402
 from diagnose.targets.sources import HostContext  # noqa: E402
 from tests.support.hostkit import captured, healthy_h100  # noqa: E402
-from tests.support.testbed import HostSpec, Reply, TestBed, memlock_ceiling_kib  # noqa: E402
+from tests.support.nshost import memlock_ceiling_kib  # noqa: E402
+from tests.support.testbed import HostSpec, Reply, TestBed  # noqa: E402
 
 ANSIBLE_VENV = ROOT / "bench" / ".venv-ansible"
 PROBE_PYTHON = "bench-python"
@@ -236,6 +239,13 @@ def main() -> int:
     parser.add_argument(
         "--without-node-health", action="store_true", help="leave the node-health checks (section H) out"
     )
+    parser.add_argument(
+        "--without",
+        nargs="+",
+        default=[],
+        metavar="ID",
+        help="leave these check ids (fnmatch patterns) out, to price what they add",
+    )
     args = parser.parse_args()
     sizes = sorted(set(args.hosts))
     load_before = os.getloadavg()
@@ -261,6 +271,7 @@ def main() -> int:
         checks, _ = engine.selected_catalog(playbook.checks)
         if args.without_node_health:  # the catalog as it was before the node-health checks
             checks = [c for c in checks if c.checklist != "H"]
+        checks = [c for c in checks if not any(fnmatch.fnmatchcase(c.id, p) for p in args.without)]
         commands = [c.script for c in engine.commands_of(checks, all_hosts[0].vars)]
 
         # The floor's scripts are built here, independently; an untimed run of both checks the wire.
