@@ -271,11 +271,15 @@ def run_benchmark_stage(
 ) -> dict[str, dict[str, list[Facts]]]:
     """Collectives across the reachable hosts, over the connections the host stage opened; meanwhile the
     checks that judge under load sample the GPU hosts. Returns those samples, by host and check id."""
+    from diagnose.benchmarks.shared_gpu import mark_shared, shared_hosts
     from diagnose.benchmarks.stage import BenchContext
     from diagnose.benchmarks.stage import run_benchmark_stage as run_stage
     from diagnose.engine.sampling import LoadSampler
 
     healthy = [s for s in states.values() if s.healthy]
+    # Hosts where gpu.processes found compute processes diagnose did not start: what is measured there
+    # is marked shared_gpu (diagnose/benchmarks/shared_gpu.py).
+    shared = shared_hosts({s.host.name: s.facts for s in healthy})
     under_load = [c for c in checks or [] if c.judge_under_load is not None]
     sampled = [s.host for s in healthy if any(_has_gpus(s.facts.get(c.id)) for c in under_load)]
     remaining = deadline.remaining() if deadline is not None else float("inf")
@@ -287,8 +291,8 @@ def run_benchmark_stage(
         out_dir=out_dir,
         run_id=str(store.run["id"]),
         emit_check=store.add_check,
-        emit_benchmark=store.add_benchmark,
-        emit_record=store.add_record,
+        emit_benchmark=lambda entry: store.add_benchmark(mark_shared(entry, shared)),
+        emit_record=lambda section, entry: store.add_record(section, mark_shared(entry, shared)),
         deadline=None if remaining == float("inf") else time.monotonic() + remaining,
     )
     with LoadSampler(sampled, context.connections, under_load) as sampler:

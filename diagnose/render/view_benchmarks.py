@@ -53,6 +53,7 @@ class Benchmark:
     curve: tuple[str, str]
     rows: list[BenchRow]
     raw_rows: list[dict[str, Any]]
+    shared_gpu: str = ""  # why the figures describe a shared GPU, as the run recorded it; "" when not
     svg: str = ""  # filled in by the HTML renderer, which owns the plotting
 
 
@@ -64,6 +65,17 @@ def _straggler(bench: dict[str, Any], checks: list[dict[str, Any]]) -> list[str]
         for row in checks
         if row.get("id") == BENCH_STRAGGLER and collective and collective in str(row.get("message") or "")
     ]
+
+
+def _shared_gpu(bench: dict[str, Any]) -> str:
+    """The line a benchmark measured beside foreign compute processes carries (``shared_gpu``)."""
+    if bench.get("shared_gpu") is not True:
+        return ""
+    hosts = summarize(str(h) for h in bench.get("shared_gpu_hosts") or []) or "a host"
+    return (
+        f"Measured while compute processes diagnose did not start held GPUs of {hosts} (see gpu.processes): "
+        "these figures describe a shared GPU, not the node."
+    )
 
 
 def _normal_range(bench: dict[str, Any]) -> tuple[float, float] | None:
@@ -155,6 +167,7 @@ def build_benchmarks(results: dict[str, Any]) -> list[Benchmark]:
                 curve=curve_shape(raw_rows),
                 rows=[_row(r, normal, judged_from) for r in raw_rows],
                 raw_rows=raw_rows,
+                shared_gpu=_shared_gpu(bench),
             )
         )
     return out
