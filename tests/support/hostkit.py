@@ -21,6 +21,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import replace
 
+from diagnose.parsers.compute_apps import COMPUTE_APPS
 from diagnose.parsers.gpu_query import FIELD_TIERS, canonical
 from tests.support.nshost import memlock_ceiling_kib
 from tests.support.paths import CAPTURED
@@ -62,6 +63,10 @@ H100_NVLINK_STATUS = "hostkit/h100x8_nvlink_status.txt"
 H100_NVLINK_ERRORS = "hostkit/h100x8_nvlink_errors.txt"
 H100_DMESG = "hostkit/h100x8_dmesg_iso_nvrm.txt"
 H100_IB_SYSFS = "hostkit/h100_ib_sysfs_healthy.txt"
+#: gpu.processes' query as the fake nvidia-smi sees it, and its answer on idle GPUs (the header alone, as
+#: captured on the lent H100).
+COMPUTE_APPS_ARGS = COMPUTE_APPS.script.removeprefix("nvidia-smi ")
+IDLE_APPS = "compute_apps/h100x1_580_idle.txt"
 #: The argument string KERNEL_LOG_SCRIPT's dmesg branch uses first.
 DMESG_ISO = "--time-format iso"
 #: The kernel-log source KERNEL_LOG_SCRIPT tries first (answered like the dev container's journalctl).
@@ -172,7 +177,8 @@ def _graft_nvlink(fault: str) -> str:
 
 
 def _nvidia_smi(query: str, nvlink_status: str) -> str:
-    """The fake nvidia-smi: the plain table, topo -m, the GPU query's tiers, and nvlink."""
+    """The fake nvidia-smi: the plain table, topo -m, the GPU query's tiers, nvlink and the compute
+    processes (none)."""
     return _script(
         "nvidia-smi",
         {
@@ -181,6 +187,7 @@ def _nvidia_smi(query: str, nvlink_status: str) -> str:
             **_query_tiers(query),
             "nvlink --status": nvlink_status,
             "nvlink -e": captured(H100_NVLINK_ERRORS),
+            COMPUTE_APPS_ARGS: captured(IDLE_APPS),
         },
     )
 
