@@ -111,6 +111,28 @@ def wrong_summary(rows: list[dict[str, Any]], wrong: int) -> str:
     )
 
 
+def nothing_to_measure(setup: Setup) -> str | None:
+    """Why the sweep has nothing to measure on these hosts, or None when it has.
+
+    One host without GPUs: a gloo collective there copies memory, it crosses no fabric, and whether torch
+    happens to be installed must not decide the verdict. One rank in all (one host, one GPU): a collective
+    over a single rank moves no byte between ranks (its busbw is 0 by definition, the (n-1)/n factor) and
+    NCCL opens no connection, so neither the bandwidth nor the transport has anything to say.
+    """
+    if not setup.hosts:
+        return None
+    first = setup.hosts[0]
+    if setup.backend == "gloo" and len(setup.hosts) == 1 and no_gpu_reason(first.vars):
+        return f"one host without GPU ({no_gpu_reason(first.vars)}): no fabric to measure"
+    if len(setup.hosts) * setup.nproc < 2:
+        device = "GPU" if setup.backend == "nccl" else f"{setup.backend} process"
+        return (
+            f"one rank in all ({first.name}, one {device}): a collective over one rank moves nothing "
+            "between ranks and opens no connection, so there is no bandwidth or transport to judge"
+        )
+    return None
+
+
 class Stage:
     """The benchmark stage of one run.
 
@@ -362,10 +384,8 @@ class Stage:
                 )
             return
         setup = choose_setup(ctx.hosts, ctx.facts)
-        if setup.backend == "gloo" and len(setup.hosts) == 1 and no_gpu_reason(setup.hosts[0].vars):
-            # One host without GPUs: a gloo collective there copies memory, it crosses no fabric. Whether
-            # torch happens to be installed must not decide the verdict of such a run.
-            why = f"one host without GPU ({no_gpu_reason(setup.hosts[0].vars)}): no fabric to measure"
+        why = nothing_to_measure(setup)
+        if why:
             for check_id in (NCCL_TRANSPORT, *(bench_id(c) for c in collectives)):
                 ctx.emit_check(CheckResult(check_id, None, CHECKLIST, "SKIP", message=f"not measured: {why}"))
         else:

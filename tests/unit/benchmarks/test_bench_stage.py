@@ -6,7 +6,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from diagnose.benchmarks.setup import BenchContext, Setup, choose_setup
-from diagnose.benchmarks.stage import Stage
+from diagnose.benchmarks.stage import Stage, nothing_to_measure
 from diagnose.core.hosts import Host
 from diagnose.core.vars import Vars
 from diagnose.launchers.base import LaunchOutcome
@@ -95,3 +95,34 @@ def test_hosts_where_torch_does_not_import_are_named_before_any_launch(tmp_path:
     assert "gpu2 (/usr/bin/python3: ModuleNotFoundError)" in result.message and "gpu1" not in result.message
     hosts[1].vars = Vars({"bench_python": "/opt/venv/bin/python"}, host="gpu2")
     assert Stage(ctx).torch_missing(hosts) is None, "a host with its own bench_python was not probed"
+
+
+def test_one_gpu_in_all_skips_the_sweep_and_the_transport_without_launching(tmp_path: Path) -> None:
+    """The lent H100 VM's shape: one host, one GPU. A one-rank all_reduce moves nothing (busbw 0 by the
+    (n-1)/n factor) and NCCL opens no connection: both are SKIP with that reason, and nothing is launched
+    (a launch would need the hosts' connections, which this context does not have)."""
+    host = Host("localhost", vars=Vars({"nvlink_busbw_gbps": 340}, host="localhost"))
+    checks: list = []
+    plan = SimpleNamespace(
+        collectives=("all_reduce", "all_gather"), fleet_probes=False, training_probe=False, kv_transfer=False
+    )
+    facts = {"localhost": {"gpu.topology": {"gpu_count": 1}}}
+    ctx = BenchContext([host], {}, facts, plan, tmp_path, "t", checks.append, lambda b: None)
+    Stage(ctx).run()
+    assert [(c.id, c.status) for c in checks] == [
+        ("nccl.transport", "SKIP"),
+        ("bench.all_reduce", "SKIP"),
+        ("bench.all_gather", "SKIP"),
+    ]
+    for check in checks:
+        assert check.message.startswith("not measured: one rank in all (localhost, one GPU)"), check.message
+        assert "moves nothing between ranks and opens no connection" in check.message
+
+
+def test_one_gpu_on_each_of_two_hosts_is_measured() -> None:
+    hosts = [Host("a"), Host("b")]
+    assert nothing_to_measure(Setup("nccl", 1, hosts, [])) is None
+    assert nothing_to_measure(Setup("nccl", 2, hosts[:1], [])) is None
+    assert "one rank in all (a, one gloo process)" in (
+        nothing_to_measure(Setup("gloo", 1, hosts[:1], [])) or ""
+    )
