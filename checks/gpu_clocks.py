@@ -19,41 +19,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from diagnose.catalog.clock_events import BITS, FAULTS, LABELS, WARNINGS, decode
 from diagnose.config.profiles import no_gpu_reason
 from diagnose.core.check import Check, Facts
 from diagnose.core.model import CommandOutput, Outcome
 from diagnose.core.vars import Vars
 from diagnose.parsers.gpu_query import GPU_QUERY, flag, gpu_label, integer, parse_gpu_query
-
-BITS = {
-    "gpu_idle": 0x1,
-    "applications_clocks_setting": 0x2,
-    "sw_power_cap": 0x4,
-    "hw_slowdown": 0x8,
-    "sync_boost": 0x10,
-    "sw_thermal_slowdown": 0x20,
-    "hw_thermal_slowdown": 0x40,
-    "hw_power_brake_slowdown": 0x80,
-    "display_clock_setting": 0x100,
-}
-LABELS = {
-    "gpu_idle": "GPU idle",
-    "applications_clocks_setting": "applications clocks setting",
-    "sw_power_cap": "SW power cap",
-    "hw_slowdown": "HW slowdown",
-    "sync_boost": "sync boost",
-    "sw_thermal_slowdown": "SW thermal slowdown",
-    "hw_thermal_slowdown": "HW thermal slowdown",
-    "hw_power_brake_slowdown": "HW power brake slowdown",
-    "display_clock_setting": "display clock setting",
-}
-FAULTS = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
-WARNINGS = ("sw_thermal_slowdown",)
-
-
-def decode(mask: int) -> list[str]:
-    """Reason names of a clocks_event_reasons.active bitmask, in bit order."""
-    return [name for name, bit in BITS.items() if mask & bit]
 
 
 def parse(outputs: Mapping[str, CommandOutput], host_vars: Vars) -> Facts:
