@@ -68,6 +68,15 @@ def versions(torch: Any, device: Any) -> dict[str, Any]:
     return info
 
 
+def bus_id(torch: Any, gpu: int) -> str | None:
+    """GPU ``gpu``'s PCI address as nvidia-smi prints it (00000000:18:00.0), to match other checks' GPUs."""
+    props = torch.cuda.get_device_properties(gpu)
+    parts = [getattr(props, f"pci_{name}_id", None) for name in ("domain", "bus", "device")]
+    if any(not isinstance(p, int) for p in parts):
+        return None
+    return f"{parts[0]:08X}:{parts[1]:02X}:{parts[2]:02X}.0"
+
+
 def nccl_log_per_rank(log_dir: str | None, rank: int) -> None:
     """With NCCL_DEBUG set, send this rank's NCCL log to ``<log_dir>/nccl-rank<N>.log``, which the
     launcher brings home as evidence; NCCL reads the variable when it starts, so call this first."""

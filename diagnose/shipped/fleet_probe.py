@@ -166,17 +166,8 @@ class Probe:
             "not_measured": self.not_measured(),
         }
         if self.gpus:
-            record["pci_bus_ids"] = [self.bus_id(g) for g in range(self.gpus)]
+            record["pci_bus_ids"] = [common.bus_id(self.torch, g) for g in range(self.gpus)]
         return record
-
-    def bus_id(self, gpu: int) -> str | None:
-        """The GPU's PCI address as nvidia-smi prints it (00000000:00:06.0), to match other checks' GPUs."""
-        props = self.torch.cuda.get_device_properties(gpu)
-        parts = [getattr(props, f"pci_{name}_id", None) for name in ("domain", "bus", "device")]
-        if any(not isinstance(p, int) for p in parts):
-            return None
-        domain, bus, device = parts
-        return f"{domain:08X}:{bus:02X}:{device:02X}.0"
 
     def run(self) -> None:
         self.emit(self.start_record())
