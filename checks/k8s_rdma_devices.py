@@ -23,8 +23,9 @@ from diagnose.parsers.rdma import describe_kind, fabric_ports, natural_key, norm
 REMEDIATION = (
     "Give the pod its RDMA devices: request the device plugin's resource in the container's "
     "resources.limits (rdma/<name> from the RDMA shared device plugin, or the SR-IOV network device "
-    "plugin's VF resource with its Multus network), or mount the host's /dev/infiniband as a hostPath "
-    "volume with securityContext.privileged; add the IPC_LOCK capability so that memory can be registered."
+    "plugin's VF resource with its Multus network); add the IPC_LOCK capability so that memory can be "
+    "registered. Mounting the host's /dev/infiniband as a hostPath volume with securityContext.privileged also "
+    "works, but the scheduler then counts none of the HCAs in use (k8s.resources warns about it)."
 )
 
 

@@ -6,7 +6,10 @@ things go wrong: the pod spec never asks (a copied manifest without the RDMA res
 cannot give it (Pending, ``Insufficient rdma/...``: the plugin advertises no free unit). Then what the
 container sees is compared with what was allocated: a pod that requested 8 GPUs and shows fewer device
 nodes was not given its allocation, and one that shows more than it asked for is using GPUs the scheduler
-counts as free for others (privileged, or ``NVIDIA_VISIBLE_DEVICES=all``).
+counts as free for others (privileged, or ``NVIDIA_VISIBLE_DEVICES=all``). The HCAs likewise: a privileged
+pod that mounts the node's ``/dev/infiniband`` through a hostPath volume reaches every HCA without asking a
+device plugin for any, so NCCL works while the scheduler counts none of them in use; that is a WARN naming
+the pod, the volume and the resource it should request.
 """
 
 from __future__ import annotations
@@ -21,6 +24,10 @@ from diagnose.core.vars import Vars
 from diagnose.parsers.pod import NOT_A_POD, POD_VARIABLE, parse_gpu_devices, pod_label, pod_of
 
 GPU_RESOURCE = "nvidia.com/gpu"
+#: Extended resources through which a device plugin hands a pod RDMA devices or SR-IOV VFs: the RDMA shared
+#: device plugin (rdma/*), NVIDIA's network operator (nvidia.com/hostdev), the SR-IOV network device
+#: plugin's resource prefixes (openshift.io/*, intel.com/* by default, *sriov* by convention).
+RDMA_RESOURCES = ("rdma/*", "*/rdma*", "nvidia.com/hostdev", "openshift.io/*", "intel.com/*", "*sriov*")
 _INSUFFICIENT = re.compile(r"Insufficient (?P<resource>[\w.\-/]*\w)")
 REMEDIATION = (
     "Request every device the job needs in the container's resources.limits (nvidia.com/gpu, the RDMA "
@@ -95,17 +102,49 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
             remediation="Check that the pod runs with the NVIDIA container runtime (runtimeClassName "
             "nvidia where containerd's default is runc) and that the NVIDIA device plugin is healthy.",
         )
+    warnings, fixes = [], []
     if gpus["count"] > requested:
-        return Outcome(
-            "WARN",
+        warnings.append(
             f"{where} sees {gpus['count']} GPUs but requested {requested}: the extra GPUs count as free "
-            "for the scheduler and may be given to another pod",
-            observed,
-            wanted,
-            remediation="Request the GPUs the job uses (nvidia.com/gpu) rather than exposing all of them "
-            "through privileged mode or NVIDIA_VISIBLE_DEVICES=all.",
+            "for the scheduler and may be given to another pod"
         )
+        fixes.append(
+            "Request the GPUs the job uses (nvidia.com/gpu) rather than exposing all of them through "
+            "privileged mode or NVIDIA_VISIBLE_DEVICES=all."
+        )
+    bypass = rdma_bypass(pod)
+    if bypass:
+        warnings.append(bypass)
+        fixes.append(BYPASS_REMEDIATION)
+    if warnings:
+        return Outcome("WARN", "; ".join(warnings), observed, wanted, remediation=" ".join(fixes))
     return Outcome("PASS", f"{where} requests {asked}; sees {gpus['count']} GPUs", observed, wanted)
+
+
+BYPASS_REMEDIATION = (
+    "Request the HCAs through a device plugin instead of the node's /dev/infiniband: an rdma/* resource of the "
+    "RDMA shared device plugin (e.g. rdma/rdma_shared_device_a: 1) or the SR-IOV network device plugin's VF "
+    "resource with its Multus network, drop the hostPath volume, and keep only the IPC_LOCK capability instead "
+    "of privileged."
+)
+
+
+def rdma_bypass(pod: Facts) -> str | None:
+    """Why this pod uses the node's HCAs behind the scheduler's back, or None: privileged, with the node's
+    /dev/infiniband (or /dev) mounted from the host, and no RDMA or SR-IOV resource requested."""
+    mounts = pod.get("host_rdma_mounts") or []
+    if not (pod["privileged"] and mounts):
+        return None
+    if any(fnmatch.fnmatchcase(name, pattern) for name in pod["resources"] for pattern in RDMA_RESOURCES):
+        return None
+    shown = ", ".join(
+        f"hostPath {m['path']} (volume {m['volume']} in container {m['container']})" for m in mounts
+    )
+    return (
+        f"{pod_label(pod)} reaches the node's HCAs through privileged: true and {shown} without requesting "
+        "an RDMA or SR-IOV device-plugin resource (no rdma/*, nvidia.com/hostdev or SR-IOV VF resource): it "
+        "works, but the scheduler counts none of those HCAs in use and may give them to another pod"
+    )
 
 
 POD_COMMANDS = (

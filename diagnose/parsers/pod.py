@@ -50,6 +50,34 @@ def _resources(containers: list[dict[str, Any]]) -> dict[str, int | str]:
     return total
 
 
+# The host paths that hand a container the node's RDMA devices: /dev/infiniband itself, one of its device
+# nodes, or the whole /dev.
+_RDMA_HOST_PATHS = ("/dev", "/dev/infiniband")
+
+
+def _host_rdma_mounts(spec: dict[str, Any]) -> list[dict[str, str]]:
+    """Containers that mount the node's /dev/infiniband (or /dev) through a hostPath volume.
+
+    With ``privileged: true`` such a container reaches every HCA of the node without a device plugin
+    handing them out: NCCL works, but the scheduler counts nothing (what k8s.resources warns about).
+    """
+    host_paths = {}
+    for volume in spec.get("volumes") or []:
+        path = str(((volume or {}).get("hostPath") or {}).get("path") or "").rstrip("/") or None
+        if path and (path in _RDMA_HOST_PATHS or path.startswith("/dev/infiniband/")):
+            host_paths[volume.get("name")] = path
+    return [
+        {
+            "container": str(container.get("name")),
+            "volume": str(mount.get("name")),
+            "path": host_paths[mount.get("name")],
+        }
+        for container in spec.get("containers") or []
+        for mount in container.get("volumeMounts") or []
+        if mount.get("name") in host_paths
+    ]
+
+
 def _network_status(annotations: dict[str, str]) -> tuple[str | None, list[dict[str, Any]]]:
     for key in NETWORK_STATUS_KEYS:
         if key in annotations:
@@ -116,6 +144,7 @@ def parse_pod(pod: Any) -> dict[str, Any]:
             (c.get("securityContext") or {}).get("privileged") for c in spec.get("containers") or []
         ),
         "resources": _resources(spec.get("containers") or []),
+        "host_rdma_mounts": _host_rdma_mounts(spec),
         "unscheduled": (
             {"reason": unscheduled.get("reason"), "message": unscheduled.get("message") or ""}
             if unscheduled

@@ -97,6 +97,37 @@ def test_resource_not_requested_and_unallocated_gpus() -> None:
     assert few.status == "FAIL" and "requests 1 nvidia.com/gpu, expected 8" in few.message
 
 
+EIGHT_GPUS = {
+    "dev_nvidia": out(text="\n".join(f"nvidia{i}" for i in range(8)) + "\n"),
+    "gpu_list": out(text="".join(f"GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-{i})\n" for i in range(8))),
+}
+
+
+def test_privileged_pod_on_the_nodes_dev_infiniband_warns_naming_pod_and_resource() -> None:
+    """oci-hpc-oke's MPI worker (captured/k8s_pod/SOURCE): it works, NCCL finds every HCA, but no device
+    plugin handed them out, so the scheduler's accounting knows nothing of them."""
+    worker = pod_vars("privileged_hostpath_infiniband_pod.json", host="worker-0")
+    outcome = judge(k8s_resources.CHECK, worker, **EIGHT_GPUS)
+    assert outcome.status == "WARN", outcome.message
+    assert outcome.message.startswith(
+        "pod default/nccl-test-worker-0 on node worker-0 reaches the node's HCAs"
+    )
+    assert (
+        "privileged: true and hostPath /dev/infiniband (volume devinf in container mpi-worker)"
+        in outcome.message
+    )
+    assert "without requesting an RDMA or SR-IOV device-plugin resource (no rdma/*" in outcome.message
+    assert "rdma/rdma_shared_device_a" in (outcome.remediation or "")
+    the_same_pod = k8s_resources.CHECK.parse({**HEALTHY, **EIGHT_GPUS}, worker)["pod"]
+    for resource in ("rdma/rdma_shared_device_a", "nvidia.com/hostdev", "openshift.io/mlnxnics"):
+        asked = {**the_same_pod, "resources": {**the_same_pod["resources"], resource: 1}}
+        assert k8s_resources.rdma_bypass(asked) is None, resource
+    unprivileged = {**the_same_pod, "privileged": False}
+    assert k8s_resources.rdma_bypass(unprivileged) is None, (
+        "without privileged the hostPath gives no device access"
+    )
+
+
 def test_pending_pod_names_the_insufficient_resource() -> None:
     pending = pod_vars("pending_insufficient_rdma.json", host="trainer-1")
     pending = Vars({k: v for k, v in pending.items() if k != "diagnose_k8s_node"}, host="trainer-1")

@@ -52,3 +52,15 @@ def test_pod_object_both_annotation_spellings_and_resources() -> None:
 def test_not_a_pod_is_a_parse_error() -> None:
     with pytest.raises(ParseError, match="not a pod object"):
         parse_pod({"kind": "Node", "metadata": {}})
+
+
+def test_privileged_pod_with_the_nodes_dev_infiniband_mounted() -> None:
+    """oci-hpc-oke's MPI worker: privileged, hostPath /dev/infiniband, only nvidia.com/gpu requested."""
+    worker = parse_pod(json.loads((PODS / "privileged_hostpath_infiniband_pod.json").read_text()))
+    assert worker["privileged"] is True
+    assert worker["host_rdma_mounts"] == [
+        {"container": "mpi-worker", "volume": "devinf", "path": "/dev/infiniband"}
+    ]
+    assert worker["resources"] == {"nvidia.com/gpu": 8}
+    healthy = parse_pod(json.loads((PODS / "healthy_sriov_rdma_pod.json").read_text()))
+    assert healthy["host_rdma_mounts"] == [] and healthy["privileged"] is False
