@@ -1,6 +1,6 @@
 """One rank's torch.profiler trace → per-step metrics of compute, communication, host syncs and input.
 
-The trace is read in one streaming pass (:mod:`diagnose.trace.reader`) that keeps only the spans the
+The trace is read in one streaming pass (:mod:`diagnose.trace.collect`) that keeps only the spans the
 metrics need; the metrics are then interval arithmetic (:mod:`diagnose.trace.intervals`) per step:
 
 - steps are the ``ProfilerStep#N`` annotations that ``profiler.step()`` leaves on the CPU timeline, or,
@@ -40,26 +40,10 @@ from typing import Any
 
 from diagnose.catalog.stage_ids import TRAIN_INPUT, TRAIN_OVERLAP, TRAIN_SYNC, TRAIN_TAIL
 from diagnose.trace import intervals
+from diagnose.trace.collect import Collected, collect
 from diagnose.trace.intervals import Span
-from diagnose.trace.reader import TraceFormatError, TraceReader
+from diagnose.trace.reader import TraceReader
 
-COMM_KERNEL_PREFIXES = ("ncclKernel", "ncclDevKernel")
-GPU_COMPUTE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
-RUNTIME_CATEGORIES = ("cuda_runtime", "cuda_driver")
-SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
-ITEM_OPS = ("aten::item", "aten::_local_scalar_dense")
-BACKWARD_PREFIX = "autograd::engine::evaluate_function"
-DATALOADER_PREFIX = "enumerate(DataLoader)#"
-STEP_PREFIX = "ProfilerStep#"
-OPTIMIZER_PREFIX = "Optimizer.step#"
-CPU_COMM_PREFIXES = ("gloo:",)
-CPU_COMM_CALLS = ("record_param_comms", "c10d::")
-CPU_CATEGORIES = ("cpu_op", "user_annotation")
-# torch's dtype names in record_param_comms → bytes per element.
-DTYPE_BYTES = {
-    "Float": 4, "Half": 2, "BFloat16": 2, "Double": 8, "Int": 4, "Long": 8, "Byte": 1, "Char": 1,
-    "Short": 2, "Bool": 1, "Float8_e4m3fn": 1, "Float8_e5m2": 1,
-}  # fmt: skip
 _US_PER_MS = 1000.0
 # The per-step medians the summary holds, in this order.
 SUMMARY_KEYS = (
@@ -130,113 +114,7 @@ class RankAnalysis:
         return document
 
 
-@dataclass
-class _Collected:
-    """The spans one pass over the events keeps; everything else is dropped as it streams by."""
-
-    events: int = 0
-    first_us: float = float("inf")
-    last_us: float = float("-inf")
-    steps: list[tuple[int, float, float]] = field(default_factory=list)
-    optimizer: list[Span] = field(default_factory=list)
-    comm_kernels: list[tuple[float, float, int | None]] = field(default_factory=list)
-    compute_kernels: list[tuple[float, float, int | None]] = field(default_factory=list)
-    launches: dict[int, tuple[float, Any]] = field(default_factory=dict)
-    syncs: list[tuple[float, float, Any, str]] = field(default_factory=list)
-    items: dict[Any, list[Span]] = field(default_factory=lambda: defaultdict(list))
-    annotations: dict[Any, list[tuple[float, float, str]]] = field(default_factory=lambda: defaultdict(list))
-    backward: dict[Any, list[Span]] = field(default_factory=lambda: defaultdict(list))
-    dataloader: list[Span] = field(default_factory=list)
-    cpu_ops: dict[Any, list[Span]] = field(default_factory=lambda: defaultdict(list))
-    cpu_comm: list[tuple[float, float, Any]] = field(default_factory=list)
-    cpu_comm_calls: list[Span] = field(default_factory=list)
-    comm_sizes: list[tuple[float, int]] = field(default_factory=list)
-    devices: set[Any] = field(default_factory=set)  # Kineto's pid of a GPU activity is its device
-
-
-def _collect(reader: TraceReader) -> _Collected:
-    """The one streaming pass: keep the spans the metrics use, as compact tuples."""
-    kept = _Collected()
-    for event in reader.events():
-        kept.events += 1
-        if event.get("ph") != "X":
-            continue
-        try:
-            start = float(event["ts"])
-            end = start + float(event.get("dur") or 0.0)
-        except (KeyError, TypeError, ValueError):
-            continue
-        category = str(event.get("cat", "")).lower()
-        name = str(event.get("name", ""))
-        if category == "trace":  # the profiler's own span over the whole window
-            continue
-        kept.first_us = min(kept.first_us, start)
-        kept.last_us = max(kept.last_us, end)
-        args = event.get("args") or {}
-        if category in GPU_COMPUTE_CATEGORIES:
-            kept.devices.add(event.get("pid"))
-            correlation = args.get("correlation")
-            if category == "kernel" and name.startswith(COMM_KERNEL_PREFIXES):
-                kept.comm_kernels.append((start, end, correlation))
-            else:
-                kept.compute_kernels.append((start, end, correlation))
-        elif category in RUNTIME_CATEGORIES:
-            correlation = args.get("correlation")
-            if correlation is not None:
-                kept.launches[correlation] = (start, event.get("tid"))
-            if name in SYNC_CALLS:
-                kept.syncs.append((start, end, event.get("tid"), name))
-        elif category in CPU_CATEGORIES:
-            _collect_cpu(kept, category, name, start, end, event.get("tid"), args)
-    if kept.first_us == float("inf"):
-        raise TraceFormatError(reader.path, "no timed events (ph 'X'): not a torch.profiler trace")
-    return kept
-
-
-def _collect_cpu(
-    kept: _Collected, category: str, name: str, start: float, end: float, tid: Any, args: dict
-) -> None:
-    if name.startswith(STEP_PREFIX):
-        number = name[len(STEP_PREFIX) :]
-        if number.isdigit():
-            kept.steps.append((int(number), start, end))
-        return
-    if name.startswith(DATALOADER_PREFIX):
-        kept.dataloader.append((start, end))
-        return
-    if name.startswith(CPU_COMM_PREFIXES):
-        kept.cpu_comm.append((start, end, tid))
-        return
-    if name.startswith(CPU_COMM_CALLS):
-        kept.cpu_comm_calls.append((start, end))
-        if name == "record_param_comms":
-            size = _comm_bytes(args)
-            if size is not None:
-                kept.comm_sizes.append((start, size))
-        return
-    if category == "user_annotation":  # record_function ranges: what a sync inside them is blamed on
-        kept.annotations[tid].append((start, end, name))
-    if name.startswith(OPTIMIZER_PREFIX):
-        kept.optimizer.append((start, end))
-    elif name.startswith(BACKWARD_PREFIX):
-        kept.backward[tid].append((start, end))
-    elif name in ITEM_OPS:
-        kept.items[tid].append((start, end))
-    kept.cpu_ops[tid].append((start, end))
-
-
-def _comm_bytes(args: dict[str, Any]) -> int | None:
-    """Bytes one all-reduce moved, from record_param_comms' arguments (other collectives: None)."""
-    if "allreduce" not in str(args.get("Collective name", "")).replace("_", ""):
-        return None
-    try:
-        count = int(args.get("In msg nelems"))
-    except (TypeError, ValueError):
-        return None
-    return count * DTYPE_BYTES.get(str(args.get("dtype")), 4)
-
-
-def _windows(kept: _Collected, notes: list[str]) -> tuple[list[tuple[int, float, float]], str]:
+def _windows(kept: Collected, notes: list[str]) -> tuple[list[tuple[int, float, float]], str]:
     """The steps as (number, start, end) in µs, and where they came from."""
     if kept.steps:
         return sorted(kept.steps, key=lambda s: s[1]), "ProfilerStep#N annotations"
@@ -276,7 +154,7 @@ def _ms(us: float) -> float:
 def analyze_trace(path: Path, fallback_rank: int | None = None) -> RankAnalysis:
     """Stream ``path`` (.json or .json.gz) and measure every step; TraceFormatError if unreadable."""
     reader = TraceReader(Path(path))
-    kept = _collect(reader)
+    kept = collect(reader)
     notes: list[str] = []
     windows, step_source = _windows(kept, notes)
     device = "cuda" if kept.comm_kernels or kept.compute_kernels else "cpu"
@@ -438,7 +316,7 @@ def _gpu_steps(kept, windows, notes, not_judged, skipped) -> list[StepMetrics]:
     return steps
 
 
-def _no_dataloader(kept: _Collected, not_judged: list[str], skipped: dict[str, str]) -> None:
+def _no_dataloader(kept: Collected, not_judged: list[str], skipped: dict[str, str]) -> None:
     if kept.dataloader:
         return
     reason = (
