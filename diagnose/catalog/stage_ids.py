@@ -21,6 +21,11 @@ FLEET_BUSBW = "fleet.busbw"
 FLEET_H2D = "fleet.h2d"
 FLEET_NVLINK = "fleet.nvlink"
 FLEET_MEMCPY = "fleet.memcpy"
+GPU_GEMM = "gpu.gemm"
+GPU_HBM = "gpu.hbm"
+GPU_MEMTEST = "gpu.memtest"
+GPU_SDC = "gpu.sdc"
+GPU_BURNIN = "gpu.burnin"
 TRAIN_OVERLAP = "train.overlap"
 TRAIN_TAIL = "train.tail"
 TRAIN_SYNC = "train.sync"
@@ -29,6 +34,8 @@ INFER_KV_TRANSFER = "infer.kv_transfer"
 INFER_PLACEMENT = "infer.placement"
 INFER_STAGING = "infer.staging"
 INFER_SERVING = "infer.serving"
+IB_WRITE_BW = "ib.write_bw"
+IB_LATENCY = "ib.latency"
 HISTORY_PREFIX = "history."
 HISTORY_REGRESSION = "history.regression"
 HISTORY_UNSTABLE = "history.unstable"
@@ -36,6 +43,8 @@ CUSTOM_PREFIX = "custom."
 
 #: The training judgements (checklist section 4), in the checklist's order.
 TRAINING = (TRAIN_OVERLAP, TRAIN_TAIL, TRAIN_SYNC, TRAIN_INPUT)
+#: The GPU stress judgements (benchmarks.stress), in the order the program runs them.
+STRESS = (GPU_GEMM, GPU_HBM, GPU_MEMTEST, GPU_SDC, GPU_BURNIN)
 #: The KV-transfer judgements (checklist section 5); ``infer.serving`` comes from a serving benchmark.
 KV_TRANSFER = (INFER_KV_TRANSFER, INFER_PLACEMENT, INFER_STAGING)
 
@@ -110,6 +119,55 @@ STAGE_IDS: tuple[StageId, ...] = (
         "benchmarks.fleet_probes",
         "host memory copy bandwidth against the fleet",
         "Host memory copy bandwidth in line with the fleet",
+    ),
+    StageId(
+        GPU_GEMM,
+        "H",
+        "benchmarks.stress",
+        "dense GEMM TFLOP/s per GPU (bf16, tf32, fp8) vs a fraction of the model's peak and the fleet",
+        "GPU GEMM throughput at its model's level",
+    ),
+    StageId(
+        GPU_HBM,
+        "H",
+        "benchmarks.stress",
+        "HBM copy and triad GB/s per GPU vs a fraction of the model's bandwidth and the fleet",
+        "GPU memory bandwidth at its model's level",
+    ),
+    StageId(
+        GPU_MEMTEST,
+        "H",
+        "benchmarks.stress",
+        "pattern write/read-back over most of the free GPU memory: no mismatching word",
+        "GPU memory reads back what was written",
+    ),
+    StageId(
+        GPU_SDC,
+        "H",
+        "benchmarks.stress",
+        "the same seeded GEMM gives the same bits on every GPU, repeat and host",
+        "No silent data corruption (same bits on every GPU)",
+    ),
+    StageId(
+        GPU_BURNIN,
+        "H",
+        "benchmarks.stress, burnin_minutes",
+        "sustained load: clocks, temperature, power, clock-event reasons, ECC per GPU",
+        "GPUs hold their clocks under sustained load",
+    ),
+    StageId(
+        IB_WRITE_BW,
+        "1",
+        "benchmarks.perftest (ib_write_bw per NIC pair)",
+        "every NIC's RDMA write bandwidth against its line rate and its rail; slow NIC or link named",
+        "Every NIC writes at line rate (ib_write_bw per rail)",
+    ),
+    StageId(
+        IB_LATENCY,
+        "3",
+        "benchmarks.perftest_latency (ib_write_lat per NIC pair)",
+        "every rail's RDMA write latency p99 against max_ib_latency_p99_us",
+        "RDMA write latency p99 within bounds on every rail",
     ),
     StageId(
         TRAIN_OVERLAP,

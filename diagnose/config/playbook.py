@@ -59,6 +59,7 @@ class BenchmarkPlan:
     training_probe: bool = False
     kv_transfer: bool = False
     fleet_probes: bool = False
+    stress: bool = False
 
     def sizes(self) -> list[int]:
         """Message sizes of the sweep, as nccl-tests' ``-b/-e/-f`` walk them: min, min×f, ... ≤ max."""
@@ -141,6 +142,7 @@ _BENCHMARK_KEYS = (
     "training_probe",
     "kv_transfer",
     "fleet_probes",
+    "stress",
 )
 _NIGHTLY_KEYS = ("time_budget_s", "keep_runs", "keep_days", "busbw_drop_pct")
 
@@ -252,6 +254,7 @@ def _benchmark_plan(data: YamlMap | None, path: Path) -> BenchmarkPlan | None:
         training_probe=section.boolean("training_probe", False),
         kv_transfer=section.boolean("kv_transfer", False),
         fleet_probes=section.boolean("fleet_probes", False),
+        stress=section.boolean("stress", False),
     )
 
 

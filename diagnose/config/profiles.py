@@ -175,6 +175,56 @@ PROFILE_VARIABLES: dict[str, Variable] = {
             float,
             "seconds before gpu.dcgm stops dcgmi as hung; default by level: 180, 600, 1800, 7200",
         ),
+        # GPU stress (diagnose/probes/stress*.py): peaks by GPU model (stress_skus.py) unless set here
+        Variable(
+            "gpu_peak_bf16_tflops",
+            float,
+            "dense bf16 TFLOP/s gpu.gemm judges against (null: from the GPU's model, H100 SXM 989)",
+        ),
+        Variable(
+            "gpu_peak_tf32_tflops",
+            float,
+            "dense tf32 TFLOP/s peak (null: from the GPU's model, H100 SXM 494.5)",
+        ),
+        Variable(
+            "gpu_peak_fp8_tflops", float, "dense fp8 TFLOP/s peak (null: from the GPU's model, H100 SXM 1979)"
+        ),
+        Variable(
+            "gpu_hbm_gbps", float, "HBM bandwidth in GB/s gpu.hbm judges against (null: from the GPU's model)"
+        ),
+        Variable(
+            "gemm_min_fraction",
+            float,
+            "bf16 and tf32 GEMM below this share of the dense peak FAIL gpu.gemm; default 0.7",
+        ),
+        Variable(
+            "gemm_fp8_min_fraction", float, "fp8 GEMM below this share of its dense peak FAILs; default 0.6"
+        ),
+        Variable(
+            "hbm_min_fraction",
+            float,
+            "copy or triad below this share of the HBM bandwidth FAIL gpu.hbm; default 0.8",
+        ),
+        Variable(
+            "memtest_seconds",
+            float,
+            "seconds of pattern passes of gpu.memtest (at least one pass); default 30",
+        ),
+        Variable(
+            "memtest_min_fraction",
+            float,
+            "share of the free GPU memory gpu.memtest must cover, else WARN; default 0.9",
+        ),
+        Variable(
+            "burnin_minutes",
+            float,
+            "minutes of sustained load of gpu.burnin (0: none): acceptance playbooks 10, nightly 0",
+        ),
+        Variable(
+            "burnin_max_drop_pct",
+            float,
+            "a GPU whose last burn-in minute is this many % slower than its first WARNs gpu.burnin; default 10",
+        ),
         # Fleet-relative verdicts (diagnose/probes/fleet_judge.py, diagnose/probes/fleet.py, history instability)
         Variable(
             "fleet_mad_k",

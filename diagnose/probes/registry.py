@@ -32,6 +32,8 @@ EXTRAS: tuple[Extra, ...] = (
     Extra("fleet_probes", "diagnose.probes.fleet"),
     Extra("training_probe", "diagnose.probes.training"),
     Extra("kv_transfer", "diagnose.probes.kv_transfer"),
+    # Last: its burn-in heats the GPUs for minutes, and a GPU that fails under it costs no other figure.
+    Extra("stress", "diagnose.probes.stress"),
 )
 
 

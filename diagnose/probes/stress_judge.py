@@ -1,0 +1,523 @@
+"""Verdicts of gpu.gemm, gpu.hbm, gpu.memtest and gpu.sdc from what every host's GPUs measured. Pure.
+
+* gpu.gemm / gpu.hbm: each GPU against the floor, ``gemm_min_fraction`` (``hbm_min_fraction``) of its
+  model's dense peak (:mod:`diagnose.probes.stress_skus`, overridable), and against the median of every
+  GPU of its model in the fleet with :mod:`diagnose.probes.fleet_judge`'s robust statistics (a GPU is the
+  member, so one 8-GPU node already makes a fleet). Below the floor is FAIL; odd among its peers is FAIL
+  (WARN with fewer than four GPUs). The message names the slow GPU with its deficit.
+* gpu.memtest: any mismatching word is FAIL with the GPU, the count and the first byte offsets; a CUDA
+  error that says ECC or uncorrectable is FAIL (the test hit bad memory), any other error is ERROR; less
+  than ``memtest_min_fraction`` of the free memory tested is a WARN.
+* gpu.sdc: a GPU whose repeats of the seeded product differ, or whose checksum differs from the majority
+  of the same GPU model on its host, is FAIL; across hosts (same model, same torch and CUDA) a host whose
+  GPUs agree among themselves but not with the fleet's majority is FAIL from three hosts on, WARN with two.
+
+CPU hosts (torch CPU, the test bed) get SKIP with their numbers: "CPU host: not judged against a GPU".
+Every verdict of a host whose GPUs had a foreign compute process (gpu.processes) says so.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from diagnose.catalog.stage_ids import GPU_GEMM, GPU_HBM, GPU_MEMTEST, GPU_SDC
+from diagnose.core.model import CheckResult, worst
+from diagnose.core.units import decimal_bytes
+from diagnose.core.vars import Vars
+from diagnose.probes import fleet_judge
+from diagnose.probes.stress_figures import THROUGHPUT, GpuStress, HostStress
+from diagnose.probes.stress_skus import OVERRIDES, sku_of
+
+CHECKLIST = "H"
+CPU_NOTE = "CPU host: not judged against a GPU"
+DEFAULT_GEMM_FRACTION = 0.7
+#: fp8 through torch._scaled_mm reached 67 % of the H100's dense fp8 peak on the lent H100 (bf16: 72 %).
+DEFAULT_FP8_FRACTION = 0.6
+DEFAULT_HBM_FRACTION = 0.8
+DEFAULT_MEMTEST_FRACTION = 0.9
+METRICS = {GPU_GEMM: ("gemm.bf16", "gemm.tf32", "gemm.fp8"), GPU_HBM: ("hbm.copy", "hbm.triad")}
+REMEDIATION = {
+    GPU_GEMM: "Compare the named GPU with its peers: clocks and clock-event reasons under load (gpu.burnin, "
+    "gpu.clocks), power cap (`nvidia-smi -q -d POWER`), a foreign process on it (gpu.processes); then field "
+    "diagnostics (gpu.dcgm level 3). A GPU slow on an idle, cool node is an RMA candidate.",
+    GPU_HBM: "HBM below its bandwidth: check the memory clock under load (`nvidia-smi -q -d CLOCK`), row "
+    "remapping and ECC (gpu.memory), then field diagnostics (gpu.dcgm level 3, memory bandwidth test).",
+    GPU_MEMTEST: "A word read back differently than written is a memory fault ECC did not catch: drain the "
+    "node, reset the GPU and test again; if it repeats, run field diagnostics and RMA the GPU.",
+    GPU_SDC: "The same computation gave different bits on this GPU: silent data corruption. Drain the node "
+    "and run field diagnostics (gpu.dcgm level 3); a repeatable difference is an RMA.",
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The thresholds of one host, from its variables."""
+
+    gemm_fraction: float = DEFAULT_GEMM_FRACTION
+    fp8_fraction: float = DEFAULT_FP8_FRACTION
+    hbm_fraction: float = DEFAULT_HBM_FRACTION
+    memtest_fraction: float = DEFAULT_MEMTEST_FRACTION
+    overrides: dict[str, float] = field(default_factory=dict)
+    thresholds: fleet_judge.Thresholds = field(default_factory=fleet_judge.Thresholds)
+
+    @classmethod
+    def of(cls, host_vars: Vars) -> Settings:
+        overrides = {m: v for m, name in OVERRIDES.items() if (v := host_vars.float(name)) is not None}
+        return cls(
+            gemm_fraction=host_vars.float("gemm_min_fraction", DEFAULT_GEMM_FRACTION) or 0.0,
+            fp8_fraction=host_vars.float("gemm_fp8_min_fraction", DEFAULT_FP8_FRACTION) or 0.0,
+            hbm_fraction=host_vars.float("hbm_min_fraction", DEFAULT_HBM_FRACTION) or 0.0,
+            memtest_fraction=host_vars.float("memtest_min_fraction", DEFAULT_MEMTEST_FRACTION) or 0.0,
+            overrides=overrides,
+            thresholds=fleet_judge.Thresholds(
+                mad_k=host_vars.float("fleet_mad_k", fleet_judge.DEFAULT_MAD_K) or fleet_judge.DEFAULT_MAD_K,
+                min_rel_dev_pct=host_vars.float("fleet_min_rel_dev_pct", fleet_judge.DEFAULT_MIN_REL_DEV_PCT)
+                or 0.0,
+            ),
+        )
+
+    def peak(self, metric: str, name: str) -> tuple[float | None, str]:
+        """The peak a GPU named ``name`` is judged by for ``metric``, and where it comes from."""
+        if metric in self.overrides:
+            return self.overrides[metric], OVERRIDES[metric]
+        sku = sku_of(name)
+        if sku is None:
+            return None, f"no peak known for {name!r} (set {OVERRIDES[metric]})"
+        kind = "HBM bandwidth" if metric.startswith("hbm.") else "dense peak"
+        return sku.peak(metric), f"{sku.label} {kind}"
+
+    def fraction(self, metric: str) -> float:
+        if metric == "gemm.fp8":
+            return self.fp8_fraction
+        return self.gemm_fraction if metric.startswith("gemm.") else self.hbm_fraction
+
+
+@dataclass
+class Judgement:
+    """Checks to emit and results.json ``stress`` records."""
+
+    checks: list[CheckResult] = field(default_factory=list)
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+
+def base_record(host: HostStress, gpu: GpuStress, check_id: str, metric: str) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "host": host.host,
+        "gpu": gpu.gpu,
+        "rank": gpu.rank,
+        "bus_id": gpu.bus_id,
+        "name": gpu.name,
+        "check": check_id,
+        "metric": metric,
+    }
+    if host.foreign:  # the engine adds shared_gpu: true (diagnose/benchmarks/shared_gpu.py)
+        record["foreign_processes"] = host.foreign
+    return record
+
+
+def shared_note(host: HostStress) -> str:
+    if not host.foreign:
+        return ""
+    return f"; measured while foreign compute processes ran (gpu.processes): {'; '.join(host.foreign)}"
+
+
+def units(count: int, cpu: bool) -> str:
+    """``8 GPUs``, ``1 GPU``, ``2 ranks``."""
+    return f"{count} {'rank' if cpu else 'GPU'}{'' if count == 1 else 's'}"
+
+
+def _fmt(value: float, unit: str) -> str:
+    return f"{value:.1f} {unit}" if value >= 10 else f"{value:.3g} {unit}"
+
+
+def broken_checks(
+    hosts: Sequence[HostStress], check_id: str, phase: str
+) -> tuple[list[CheckResult], set[str]]:
+    """ERROR per host whose launch ended before the phase delivered, and those hosts' names."""
+    checks, names = [], set()
+    for host in hosts:
+        why = host.broken(phase)
+        if why is not None:
+            names.add(host.host)
+            checks.append(
+                CheckResult(
+                    check_id,
+                    host.host,
+                    CHECKLIST,
+                    "ERROR",
+                    message=f"{phase} not measured on {host.host}: {why}",
+                )
+            )
+    return checks, names
+
+
+# --------------------------------------------------------------------------------------------- throughput
+
+
+def _fleet_verdicts(
+    hosts: Sequence[HostStress], metric: str, thresholds: fleet_judge.Thresholds
+) -> dict[str, tuple[fleet_judge.FleetVerdict, fleet_judge.HostVerdict]]:
+    """Every GPU's figure against the median of the fleet's GPUs of its model, by GPU key."""
+    groups: dict[str, dict[str, float]] = {}
+    for host in hosts:
+        if host.cpu:
+            continue
+        for gpu in host.gpus:
+            if metric in gpu.values:
+                groups.setdefault(gpu.name, {})[gpu.key] = gpu.values[metric]
+    out = {}
+    for values in groups.values():
+        verdict = fleet_judge.judge(metric, values, None, thresholds, unit=THROUGHPUT[metric][1])
+        for member in verdict.hosts:
+            out[member.host] = (verdict, member)
+    return out
+
+
+def judge_throughput(hosts: Sequence[HostStress], settings: dict[str, Settings], check_id: str) -> Judgement:
+    """gpu.gemm or gpu.hbm: one check per host, a record per GPU and metric."""
+    out = Judgement()
+    phase = METRICS[check_id][0].partition(".")[0]
+    broken, skip = broken_checks(hosts, check_id, phase)
+    out.checks += broken
+    fleets = {
+        m: _fleet_verdicts(hosts, m, next(iter(settings.values())).thresholds) for m in METRICS[check_id]
+    }
+    for host in hosts:
+        if host.host in skip or phase not in host.phases:
+            continue
+        host_settings = settings[host.host]
+        lines: list[tuple[str, str]] = []
+        for gpu in host.gpus:
+            for metric in METRICS[check_id]:
+                record, line = _judge_metric(host, gpu, metric, host_settings, fleets[metric].get(gpu.key))
+                if record is not None:
+                    out.records.append(record)
+                if line is not None:
+                    lines.append(line)
+        out.checks.append(_throughput_check(host, check_id, lines, host_settings))
+    return out
+
+
+def _judge_metric(
+    host: HostStress,
+    gpu: GpuStress,
+    metric: str,
+    settings: Settings,
+    fleet: tuple[fleet_judge.FleetVerdict, fleet_judge.HostVerdict] | None,
+) -> tuple[dict[str, Any] | None, tuple[str, str] | None]:
+    check_id, unit, _ = THROUGHPUT[metric]
+    if metric in gpu.errors:
+        return None, ("ERROR", f"{gpu.label} {metric} failed: {gpu.errors[metric]}")
+    if metric not in gpu.values:
+        return None, None
+    value = gpu.values[metric]
+    record = {**base_record(host, gpu, check_id, metric), "unit": unit, "value": round(value, 3)}
+    record["samples"] = [round(s, 3) for s in gpu.entries[metric].get("samples") or []]
+    if host.cpu:
+        record.update({"verdict": "SKIP", "why": CPU_NOTE})
+        return record, None
+    peak, source = settings.peak(metric, gpu.name)
+    floor = peak * settings.fraction(metric) if peak else None
+    record.update({"peak": peak, "peak_source": source, "floor": None if floor is None else round(floor, 3)})
+    record["fraction_of_peak"] = round(value / peak, 4) if peak else None
+    status, why = "PASS", "above the floor" if floor else source
+    if floor is not None and value < floor:
+        status = "FAIL"
+        why = (
+            f"{value / peak * 100:.0f} % of the {source} {_fmt(peak, unit)}, below the floor {_fmt(floor, unit)} "
+            f"({settings.fraction(metric):g} of peak)"
+        )
+    if fleet is not None:
+        verdict, member = fleet
+        record.update(
+            {
+                "median": round(verdict.median or 0.0, 3),
+                "deviation_pct": member.deviation_pct,
+                "robust_z": member.robust_z,
+                "fleet_gpus": len(verdict.hosts),
+            }
+        )
+        if member.odd:
+            status = worst([status, member.status])
+            why += (
+                f"; {member.deviation_pct:+.1f} % against the median {_fmt(verdict.median or 0.0, unit)} of "
+                f"{len(verdict.hosts)} {gpu.name} GPUs ({member.why})"
+            )
+    record.update({"verdict": status, "why": why})
+    if status == "PASS":
+        return record, None
+    return record, (status, f"{gpu.label} {metric.partition('.')[2]} {_fmt(value, unit)}: {why}")
+
+
+def _throughput_check(
+    host: HostStress, check_id: str, lines: list[tuple[str, str]], settings: Settings
+) -> CheckResult:
+    observed = {
+        metric: {g.label: round(g.values[metric], 2) for g in host.gpus if metric in g.values}
+        for metric in METRICS[check_id]
+    }
+    observed = {m: v for m, v in observed.items() if v}
+    summary = _summary(host, check_id, settings)
+    note = shared_note(host)
+    if host.cpu:
+        return CheckResult(
+            check_id, host.host, CHECKLIST, "SKIP", observed, message=f"{CPU_NOTE}; measured {summary}{note}"
+        )
+    if not observed and not lines:
+        return CheckResult(
+            check_id, host.host, CHECKLIST, "ERROR", message=f"nothing measured on {host.host}"
+        )
+    if lines:
+        status = worst([s for s, _ in lines])
+        message = f"{host.host}: " + "; ".join(text for _, text in lines) + f" (all: {summary}){note}"
+        remediation = REMEDIATION[check_id]
+    else:
+        status, message, remediation = (
+            "PASS",
+            f"{host.host}: {summary}, every GPU above its floor{note}",
+            None,
+        )
+    return CheckResult(
+        check_id,
+        host.host,
+        CHECKLIST,
+        status,
+        observed,
+        "≥ the floor (a fraction of the model's dense peak) and within the fleet's spread",
+        message,
+        remediation,
+    )
+
+
+def _summary(host: HostStress, check_id: str, settings: Settings) -> str:
+    """``8 GPUs: bf16 min 781.2 / median 790.3 TFLOP/s (80 % of 989), ...``; skipped metrics with why."""
+    parts = []
+    for metric in METRICS[check_id]:
+        values = [g.values[metric] for g in host.gpus if metric in g.values]
+        unit = THROUGHPUT[metric][1]
+        name = metric.partition(".")[2]
+        if values:
+            middle = statistics.median(values)
+            peak = None if host.cpu else settings.peak(metric, host.gpus[0].name)[0]
+            share = f" ({middle / peak * 100:.0f} % of {peak:g})" if peak else ""
+            parts.append(f"{name} min {_fmt(min(values), unit)} / median {_fmt(middle, unit)}{share}")
+        skipped = {g.skipped[metric] for g in host.gpus if metric in g.skipped}
+        if skipped and not values:
+            parts.append(f"{name} not measured ({'; '.join(sorted(skipped))})")
+    return f"{units(len(host.gpus), host.cpu)}: " + ", ".join(parts)
+
+
+# --------------------------------------------------------------------------------------------- memtest
+
+
+def _memtest_gpu(
+    host: HostStress, gpu: GpuStress, settings: Settings
+) -> tuple[dict[str, Any] | None, str, str]:
+    if "memtest" in gpu.errors:
+        error = gpu.errors["memtest"]
+        hardware = any(word in error.lower() for word in ("ecc", "uncorrectable"))
+        return None, "FAIL" if hardware else "ERROR", f"{gpu.label}: the memory test failed: {error}"
+    entry = gpu.entries.get("memtest")
+    if entry is None:
+        return None, "ERROR", f"{gpu.label}: no memory test result"
+    tested, free = int(entry.get("tested_bytes") or 0), int(entry.get("free_bytes") or 0)
+    share = tested / free if free else 0.0
+    record = {
+        **base_record(host, gpu, GPU_MEMTEST, "memtest"),
+        **{
+            k: entry.get(k)
+            for k in ("tested_bytes", "free_bytes", "passes", "patterns", "mismatches", "seconds")
+        },
+        "tested_fraction": round(share, 4),
+        "first": entry.get("first") or [],
+    }
+    count = int(entry.get("mismatches") or 0)
+    scope = f"{decimal_bytes(tested)} ({share * 100:.0f} % of free), {entry.get('passes')} passes"
+    if host.cpu:
+        status, line = "SKIP", f"{gpu.label}: {scope}, {count} mismatching words"
+    elif count:
+        first = ", ".join(
+            f"0x{f['offset']:x} ({f['pattern']}: wrote {f['expected']}, read {f['read']})"
+            for f in record["first"][:4]
+        )
+        status, line = "FAIL", f"{gpu.label}: {count} mismatching words in {scope}; first at {first}"
+    elif share < settings.memtest_fraction:
+        status = "WARN"
+        line = (
+            f"{gpu.label}: tested only {scope}, under {settings.memtest_fraction:.0%} (memtest_min_fraction)"
+        )
+    else:
+        status, line = "PASS", f"{gpu.label}: {scope}"
+    record.update({"verdict": status, "why": line})
+    return record, status, line
+
+
+def judge_memtest(hosts: Sequence[HostStress], settings: dict[str, Settings]) -> Judgement:
+    out = Judgement()
+    broken, skip = broken_checks(hosts, GPU_MEMTEST, "memtest")
+    out.checks += broken
+    for host in hosts:
+        if host.host in skip or "memtest" not in host.phases:
+            continue
+        results = [_memtest_gpu(host, gpu, settings[host.host]) for gpu in host.gpus]
+        out.records += [r for r, _, _ in results if r is not None]
+        statuses = [s for _, s, _ in results] or ["ERROR"]
+        status = worst(statuses)
+        shown = [line for _, s, line in results if s == status] if status not in ("PASS", "SKIP") else []
+        seconds = max((g.entries.get("memtest", {}).get("seconds") or 0.0 for g in host.gpus), default=0.0)
+        patterns = "walking ones, random words, address and its complement"
+        if host.cpu:
+            message = f"{CPU_NOTE}; " + "; ".join(line for _, _, line in results)
+        elif shown:
+            message = f"{host.host}: " + "; ".join(shown)
+        else:
+            first = results[0][2].partition(": ")[2] if results else ""
+            message = (
+                f"{host.host}: {units(len(results), False)}, no mismatching word ({patterns}; {first} each, "
+                f"{seconds:.0f} s)"
+            )
+        out.checks.append(
+            CheckResult(
+                GPU_MEMTEST,
+                host.host,
+                CHECKLIST,
+                status,
+                {g.label: (g.entries.get("memtest") or {}).get("mismatches") for g in host.gpus},
+                "no mismatching word",
+                message + shared_note(host),
+                REMEDIATION[GPU_MEMTEST] if status in ("FAIL", "ERROR") else None,
+            )
+        )
+    return out
+
+
+# --------------------------------------------------------------------------------------------- sdc
+
+
+def _majority(checksums: Sequence[str]) -> str | None:
+    """The checksum more than half agree on, or None."""
+    if not checksums:
+        return None
+    value, count = Counter(checksums).most_common(1)[0]
+    return value if count * 2 > len(checksums) else None
+
+
+def judge_sdc(hosts: Sequence[HostStress]) -> Judgement:
+    """Bitwise agreement on each host, then across hosts per GPU model and software."""
+    out = Judgement()
+    broken, skip = broken_checks(hosts, GPU_SDC, "sdc")
+    out.checks += broken
+    fleet: dict[tuple[str, str, str], dict[str, list[str]]] = {}
+    for host in hosts:
+        if host.host in skip or "sdc" not in host.phases:
+            continue
+        for gpu in host.gpus:
+            entry = gpu.entries.get("sdc")
+            if entry and not host.cpu:
+                group = (gpu.name, str(host.start.get("torch")), str(host.start.get("cuda")))
+                fleet.setdefault(group, {}).setdefault(host.host, []).append(str(entry.get("checksum")))
+    references = {
+        group: _majority([c for sums in by_host.values() for c in sums]) for group, by_host in fleet.items()
+    }
+    for host in hosts:
+        if host.host in skip or "sdc" not in host.phases:
+            continue
+        lines: list[tuple[str, str]] = []
+        for gpu in host.gpus:
+            status, line, reference = _sdc_gpu(host, gpu, fleet, references)
+            record = {**base_record(host, gpu, GPU_SDC, "sdc"), **(gpu.entries.get("sdc") or {})}
+            record.update({"reference": reference, "verdict": status, "why": line})
+            out.records.append(record)
+            lines.append((status, line))
+        out.checks.append(_sdc_check(host, lines))
+    for (name, torch, cuda), by_host in sorted(fleet.items()):
+        if len(by_host) > 1:
+            sums = [c for s in by_host.values() for c in s]
+            reference = references[(name, torch, cuda)]
+            agree = sum(1 for c in sums if c == reference)
+            out.checks.append(
+                CheckResult(
+                    GPU_SDC,
+                    None,
+                    CHECKLIST,
+                    "PASS" if agree == len(sums) else "FAIL",
+                    {"reference": reference, "gpus": len(sums), "agree": agree},
+                    message=f"{agree} of {len(sums)} {name} GPUs on {len(by_host)} hosts (torch {torch}, CUDA "
+                    f"{cuda}) computed the same bits (checksum {str(reference)[:16]}…)",
+                )
+            )
+    return out
+
+
+def _sdc_gpu(
+    host: HostStress,
+    gpu: GpuStress,
+    fleet: dict[tuple[str, str, str], dict[str, list[str]]],
+    references: dict,
+) -> tuple[str, str, str | None]:
+    if "sdc" in gpu.errors:
+        return "ERROR", f"{gpu.label}: the seeded product failed: {gpu.errors['sdc']}", None
+    entry = gpu.entries.get("sdc")
+    if entry is None:
+        return "ERROR", f"{gpu.label}: no result", None
+    checksum = str(entry.get("checksum"))
+    repeats = [str(r) for r in entry.get("repeats") or [checksum]]
+    if host.cpu:
+        return "SKIP", f"{gpu.label}: checksum {checksum[:16]}…", None
+    if len(set(repeats)) > 1:
+        return "FAIL", f"{gpu.label}: {len(set(repeats))} different results in {len(repeats)} repeats", None
+    group = (gpu.name, str(host.start.get("torch")), str(host.start.get("cuda")))
+    own = [c for g in host.gpus if g.name == gpu.name and (c := (g.entries.get("sdc") or {}).get("checksum"))]
+    local = _majority([str(c) for c in own])
+    reference = references.get(group)
+    if len(own) > 1 and checksum != local:
+        why = (
+            "no majority among its host's GPUs"
+            if local is None
+            else f"its host's other GPUs agree on {local[:16]}…"
+        )
+        return "FAIL", f"{gpu.label}: checksum {checksum[:16]}… differs ({why})", reference
+    hosts_in_group = len(fleet.get(group, {}))
+    if reference is not None and checksum != reference and hosts_in_group > 1:
+        status = "FAIL" if hosts_in_group >= 3 else "WARN"
+        return (
+            status,
+            (
+                f"{gpu.label}: checksum {checksum[:16]}… differs from the {reference[:16]}… of the fleet's other "
+                f"{gpu.name} GPUs (same torch and CUDA)"
+            ),
+            reference,
+        )
+    return "PASS", f"{gpu.label}: checksum {checksum[:16]}…", reference
+
+
+def _sdc_check(host: HostStress, lines: list[tuple[str, str]]) -> CheckResult:
+    statuses = [s for s, _ in lines] or ["ERROR"]
+    status = worst(statuses)
+    note = shared_note(host)
+    if host.cpu:
+        sums = {line.partition("checksum ")[2] for _, line in lines}
+        agree = "agree" if len(sums) == 1 else "differ"
+        message = f"{CPU_NOTE}; {len(lines)} ranks computed the seeded product, their checksums {agree}{note}"
+        return CheckResult(GPU_SDC, host.host, CHECKLIST, "SKIP", message=message)
+    if status == "PASS":
+        checksum = lines[0][1].partition("checksum ")[2]
+        message = (
+            f"{host.host}: {units(len(lines), False)} computed the same bits, each repeat alike "
+            f"(checksum {checksum}){note}"
+        )
+    else:
+        message = f"{host.host}: " + "; ".join(line for s, line in lines if s != "PASS") + note
+    return CheckResult(
+        GPU_SDC,
+        host.host,
+        CHECKLIST,
+        status,
+        expected="the same bits on every GPU of a model",
+        message=message,
+        remediation=REMEDIATION[GPU_SDC] if status in ("FAIL", "WARN") else None,
+    )
