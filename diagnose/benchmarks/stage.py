@@ -245,7 +245,9 @@ class Stage:
         result = CheckResult(NCCL_TRANSPORT, None, CHECKLIST, "PASS", evidence=evidence)
         if setup.backend == "gloo":
             result.status = "SKIP"
-            result.message = "gloo backend on hosts without GPUs: no NCCL, no transport to read"
+            forced = bool(setup.hosts) and setup.hosts[0].vars.str("bench_backend") == "gloo"
+            why = "bench_backend is gloo" if forced else "the hosts have no GPU"
+            result.message = f"gloo backend ({why}): no NCCL, no transport to read"
             return result
         if summary is None or summary["edges"] == 0:
             result.status = "ERROR"
