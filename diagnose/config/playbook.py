@@ -60,6 +60,8 @@ class BenchmarkPlan:
     kv_transfer: bool = False
     fleet_probes: bool = False
     stress: bool = False
+    perftest: bool = False
+    perftest_latency: bool = False
 
     def sizes(self) -> list[int]:
         """Message sizes of the sweep, as nccl-tests' ``-b/-e/-f`` walk them: min, min×f, ... ≤ max."""
@@ -143,6 +145,8 @@ _BENCHMARK_KEYS = (
     "kv_transfer",
     "fleet_probes",
     "stress",
+    "perftest",
+    "perftest_latency",
 )
 _NIGHTLY_KEYS = ("time_budget_s", "keep_runs", "keep_days", "busbw_drop_pct")
 
@@ -255,6 +259,8 @@ def _benchmark_plan(data: YamlMap | None, path: Path) -> BenchmarkPlan | None:
         kv_transfer=section.boolean("kv_transfer", False),
         fleet_probes=section.boolean("fleet_probes", False),
         stress=section.boolean("stress", False),
+        perftest=section.boolean("perftest", False),
+        perftest_latency=section.boolean("perftest_latency", False),
     )
 
 

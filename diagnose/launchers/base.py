@@ -165,11 +165,17 @@ def kill_script(folder: str, token: str) -> str:
     )
 
 
-def collect_script(folder: str) -> str:
-    """Every rank's NCCL log, then the job's stdout and stderr, each behind a marker line."""
+#: The files of a launch folder :func:`collect_script` brings home by default: every rank's NCCL log, then
+#: the job's stdout and stderr.
+COLLECTED = ("logs/nccl-rank*.log", "out.txt", "err.txt")
+
+
+def collect_script(folder: str, patterns: Sequence[str] = COLLECTED) -> str:
+    """The files of ``folder`` matching ``patterns`` (globs, fixed words), each behind a marker line."""
+    globs = " ".join(f'"$d"/{p}' for p in patterns)
     return (
         f"d={shlex.quote(folder)}\n"
-        f'for f in "$d"/logs/nccl-rank*.log "$d/out.txt" "$d/err.txt"; do\n'
+        f"for f in {globs}; do\n"
         f'  [ -f "$f" ] || continue\n'
         f"  printf '%s%s\\n' {shlex.quote(_FILE_MARK)} \"${{f##*/}}\"\n"
         '  cat "$f"\n'
@@ -207,6 +213,8 @@ class Launch(ABC):
 
     runner: str
     progress_file = "results.jsonl"
+    #: What :meth:`collect` brings home from each host's folder (see :func:`collect_script`).
+    collected: tuple[str, ...] = COLLECTED
 
     def __init__(self, spec: LaunchSpec) -> None:
         self.spec = spec
@@ -417,7 +425,8 @@ class Launch(ABC):
         """Bring logs and program output home, then remove the remote folders."""
         spec = self.spec
         results = self._each(
-            lambda h: self._run(h, collect_script(self.folders[h.name]), timeout=120), self._reachable()
+            lambda h: self._run(h, collect_script(self.folders[h.name], self.collected), timeout=120),
+            self._reachable(),
         )
         for name, result in results.items():
             if not result.ok:

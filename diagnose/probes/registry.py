@@ -17,7 +17,7 @@ from typing import Any
 
 from diagnose.benchmarks.setup import Setup
 from diagnose.config.host_settings import SETTINGS, Validator
-from diagnose.probes import kv_settings, training_settings
+from diagnose.probes import kv_settings, perftest_settings, training_settings
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,8 @@ EXTRAS: tuple[Extra, ...] = (
     Extra("fleet_probes", "diagnose.probes.fleet"),
     Extra("training_probe", "diagnose.probes.training"),
     Extra("kv_transfer", "diagnose.probes.kv_transfer"),
+    # Per NIC and rail (perftest_latency adds ib_write_lat to the same launches).
+    Extra("perftest", "diagnose.probes.perftest"),
     # Last: its burn-in heats the GPUs for minutes, and a GPU that fails under it costs no other figure.
     Extra("stress", "diagnose.probes.stress"),
 )
@@ -39,7 +41,12 @@ EXTRAS: tuple[Extra, ...] = (
 
 #: Every host variable a run checks before any host is touched: the transports' and the benchmark stage's
 #: (diagnose.config.host_settings), then each extra's own.
-HOST_SETTINGS: dict[str, Validator] = {**SETTINGS, **kv_settings.SETTINGS, **training_settings.SETTINGS}
+HOST_SETTINGS: dict[str, Validator] = {
+    **SETTINGS,
+    **kv_settings.SETTINGS,
+    **training_settings.SETTINGS,
+    **perftest_settings.SETTINGS,
+}
 
 
 def enabled(plan: Any) -> list[Extra]:
