@@ -15,9 +15,10 @@ from markupsafe import Markup, escape
 
 import diagnose
 from diagnose.core.units import MISSING
-from diagnose.render.plots import busbw_svg, trend_svg
+from diagnose.render.plots import burnin_svg, busbw_svg, trend_svg
 from diagnose.render.view import Report
 from diagnose.render.view_environment import ENV_FIELDS
+from diagnose.render.view_stress import StressView
 
 _STATUS_CLASSES = {
     "PASS": "st-pass",
@@ -73,6 +74,10 @@ def render_html(report: Report) -> str:
             collective: Markup(trend_svg(labels, bands, salt=f"trend{index}"))
             for index, (collective, bands) in enumerate(report.history.busbw.items(), start=1)
         }
+    for _part, data in report.parts:
+        if isinstance(data, StressView):
+            for index, plot in enumerate(data.burnin, start=1):
+                plot.svg = Markup(burnin_svg(plot.series, salt=f"burnin{index}"))
     template = _environment().get_template("report.html.j2")
     return template.render(
         cover=report.cover,

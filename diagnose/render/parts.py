@@ -1,5 +1,5 @@
 """Report chapters that read their own top-level lists of results.json (``training``, ``inference``,
-``localization``, ``fleet``), shown after the benchmarks.
+``localization``, ``fleet``, ``stress``), shown after the benchmarks.
 
 Each part is a builder (results dict → its view model, or None when the run has nothing for it) and a
 partial template under ``reports/`` that receives the view model as ``data``. Adding a chapter is one
@@ -15,6 +15,7 @@ from typing import Any
 from diagnose.render.view_fleet import build_fleet
 from diagnose.render.view_inference import build_inference
 from diagnose.render.view_localization import build_localization
+from diagnose.render.view_stress import build_stress
 from diagnose.render.view_training import build_training
 
 
@@ -33,6 +34,7 @@ PARTS: tuple[Part, ...] = (
     Part("inference", "Inference: KV-cache transfer", "inference.html.j2", build_inference),
     Part("localization", "Localization: slow host or link", "localization.html.j2", build_localization),
     Part("fleet", "Fleet: hosts against their peers", "fleet.html.j2", build_fleet),
+    Part("stress", "GPUs under load: GEMM, HBM, memory test, SDC, burn-in", "stress.html.j2", build_stress),
 )
 
 

@@ -1,4 +1,4 @@
-"""busbw-vs-message-size plots as inline SVG.
+"""The report's plots as inline SVG: busbw by message size, busbw trends, GPU clocks and heat under burn-in.
 
 matplotlib's object API (``Figure``, no pyplot) keeps no global state, so rendering is safe to call from
 any thread and leaves no figures behind. Text is written as SVG ``<text>`` (escaped by matplotlib's XML
@@ -111,6 +111,29 @@ def trend_svg(labels: list[str], series: dict[str, list[float | None]], salt: st
         ax.set_ylabel("busbw (GB/s)")
         ax.grid(True, lw=0.3, color="#bbbbbb")
         ax.legend(loc="lower left", fontsize=6.5, frameon=False, ncol=len(series))
+        fig.tight_layout(pad=0.4)
+        buffer = io.StringIO()
+        fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
+    return _finish(buffer.getvalue(), salt)
+
+
+def burnin_svg(series: dict[str, dict[str, list[Any]]], salt: str) -> str:
+    """SM clock and GPU temperature of each GPU of one host over its burn-in, two panels sharing the time
+    axis; ``series`` maps a GPU label (``GPU 3``) to its ``t_s``, ``clocks.sm`` and ``temperature.gpu``."""
+    with matplotlib.rc_context({**_STYLE, "svg.hashsalt": salt}):
+        fig = Figure(figsize=(6.8, 3.2))
+        clock, heat = fig.subplots(2, 1, sharex=True)
+        for label, points in series.items():
+            times = points.get("t_s") or []
+            for ax, key in ((clock, "clocks.sm"), (heat, "temperature.gpu")):
+                values = [math.nan if v is None else float(v) for v in points.get(key) or []]
+                ax.plot(times[: len(values)], values, lw=0.9, label=label)
+        clock.set_ylabel("SM clock (MHz)")
+        heat.set_ylabel("GPU temp. (°C)")
+        heat.set_xlabel("seconds into the burn-in")
+        for ax in (clock, heat):
+            ax.grid(True, lw=0.3, color="#bbbbbb")
+        clock.legend(loc="lower left", fontsize=6, frameon=False, ncol=min(8, max(1, len(series))))
         fig.tight_layout(pad=0.4)
         buffer = io.StringIO()
         fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})

@@ -1,0 +1,68 @@
+"""The report's GPU stress chapter, built from records the stress judges make of the H100 captures: the
+per-GPU table with the failing figure shaded, the stage timings, and the burn-in plotted per host."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from diagnose.render.render import render_from_dict
+from diagnose.render.view_stress import build_stress
+from tests.support.stress import CPU_2RANKS, H100_ALL, H100_HOG, host_of, judged
+
+
+def two_hosts() -> dict[str, Any]:
+    hogged = host_of(H100_HOG, "gpu2")
+    hogged.foreign = ["GPU 0 (00000000:00:06.0): pid 655 python3, 1 GiB"]
+    return judged([host_of(H100_ALL, "gpu1", gpus=2), hogged])
+
+
+def test_every_gpu_has_a_row_and_the_slow_figure_is_shaded() -> None:
+    view = build_stress(two_hosts())
+    assert view is not None
+    assert view.labels == [
+        "bf16 TFLOP/s",
+        "tf32 TFLOP/s",
+        "fp8 TFLOP/s",
+        "copy GB/s",
+        "triad GB/s",
+        "memory test",
+        "checksum",
+        "burn-in",
+    ]
+    assert [(r.host, r.gpu, r.worst) for r in view.rows] == [
+        ("gpu1", "GPU 0", "PASS"),
+        ("gpu1", "GPU 1", "PASS"),
+        ("gpu2", "GPU 0", "FAIL"),
+    ]
+    bf16 = view.rows[2].cells[0]
+    assert (
+        bf16 is not None
+        and bf16.text == "311.4"
+        and bf16.status == "FAIL"
+        and bf16.detail.startswith("31 % of peak")
+    )
+    assert view.rows[2].cells[5] is None  # the hog run measured gemm and hbm only
+    burnin = view.rows[0].cells[7]
+    assert burnin is not None and burnin.text == "1320/1365 MHz" and burnin.detail.startswith("72 °C, 701 W")
+    assert [s.host for s in view.stages] == ["gpu1", "gpu2"] and view.stages[0].wall == "1 min 00 s"
+    assert [p.host for p in view.burnin] == ["gpu1"] and set(view.burnin[0].series) == {"GPU 0", "GPU 1"}
+
+
+def test_the_chapter_renders_with_its_burn_in_plot(tmp_path: Path) -> None:
+    (written,) = render_from_dict(two_hosts(), {"html"}, tmp_path)
+    html = written.read_text()
+    assert "GPUs under load: GEMM, HBM, memory test, SDC, burn-in" in html
+    assert html.count('<td class="s-host mono">') == 3
+    assert 'Burn-in of <span class="mono">gpu1</span>' in html and html.count("<svg") >= 1
+    assert "below the floor 692.3 TFLOP/s" in html
+
+
+def test_cpu_hosts_say_their_figures_are_not_judged() -> None:
+    view = build_stress(judged([host_of(CPU_2RANKS)]))
+    assert view is not None and view.cpu_only and [r.gpu for r in view.rows] == ["rank 0", "rank 1"]
+    assert {c.status for r in view.rows for c in r.cells if c is not None} == {"SKIP"}
+
+
+def test_a_run_without_stress_has_no_chapter() -> None:
+    assert build_stress({"stress": []}) is None and build_stress({}) is None
