@@ -30,6 +30,8 @@ TRAIN_OVERLAP = "train.overlap"
 TRAIN_TAIL = "train.tail"
 TRAIN_SYNC = "train.sync"
 TRAIN_INPUT = "train.input"
+TRAIN_DATAPARALLEL = "train.dataparallel"
+TRAIN_COMMUNICATOR = "train.communicator"
 INFER_KV_TRANSFER = "infer.kv_transfer"
 INFER_PLACEMENT = "infer.placement"
 INFER_STAGING = "infer.staging"
@@ -43,6 +45,9 @@ CUSTOM_PREFIX = "custom."
 
 #: The training judgements (checklist section 4), in the checklist's order.
 TRAINING = (TRAIN_OVERLAP, TRAIN_TAIL, TRAIN_SYNC, TRAIN_INPUT)
+#: The anti-patterns of a user's own job (checklist section 4): judged from the traces ``diagnose trace``
+#: reads, not from the training probe, whose program is ours.
+TRAINING_PATTERNS = (TRAIN_DATAPARALLEL, TRAIN_COMMUNICATOR)
 #: The GPU stress judgements (benchmarks.stress), in the order the program runs them.
 STRESS = (GPU_GEMM, GPU_HBM, GPU_MEMTEST, GPU_SDC, GPU_BURNIN)
 #: The KV-transfer judgements (checklist section 5); ``infer.serving`` comes from a serving benchmark.
@@ -180,6 +185,18 @@ STAGE_IDS: tuple[StageId, ...] = (
         TRAIN_SYNC, "4", "training probe or diagnose trace", "host syncs (.item(), synchronize) per step"
     ),
     StageId(TRAIN_INPUT, "4", "training probe or diagnose trace", "DataLoader / input stalls per step"),
+    StageId(
+        TRAIN_DATAPARALLEL,
+        "4",
+        "diagnose trace",
+        "single-process nn.DataParallel (scatter/replicate/gather via GPU 0 each step) instead of DDP",
+    ),
+    StageId(
+        TRAIN_COMMUNICATOR,
+        "4",
+        "diagnose trace",
+        "process groups / NCCL communicators created inside the training loop instead of once",
+    ),
     StageId(
         INFER_KV_TRANSFER,
         "5",

@@ -2,7 +2,8 @@
 
 The I/O around the pure parts: read each trace (:func:`diagnose.trace.analyze.analyze_trace`), collect the
 thresholds (profile < ``-e``) and the fabric baseline (``--fabric`` results.json of a run, or ``-e
-train_fabric_busbw_gbps=``), judge (:func:`diagnose.trace.judge.judge_training`) and write results.json
+train_fabric_busbw_gbps=``), judge (:func:`diagnose.trace.judge.judge_training`, and the user job's own
+anti-patterns with :func:`diagnose.trace.judge.judge_patterns`) and write results.json
 through the same results store as a run, so ``diagnose report`` re-renders it and the report fills
 section 4 and marks the sections no trace can answer NOT COVERED.
 """
@@ -27,7 +28,13 @@ from diagnose.engine.run_ids import make_run_dir, new_run_id, run_header
 from diagnose.inference.serving import judge_serving, parse_serving, serving_check, serving_record
 from diagnose.render.load import read_results
 from diagnose.trace.analyze import RankAnalysis, analyze_trace
-from diagnose.trace.judge import FabricBaseline, baseline_from_benchmarks, judge_training, training_record
+from diagnose.trace.judge import (
+    FabricBaseline,
+    baseline_from_benchmarks,
+    judge_patterns,
+    judge_training,
+    training_record,
+)
 from diagnose.trace.reader import TraceFormatError
 
 SOURCE = "user trace"
@@ -138,6 +145,7 @@ def run_trace(options: TraceOptions) -> TraceOutcome:
     checks: list[CheckResult] = []
     if analyses:
         checks = judge_training(analyses, host_vars, _baseline(options, host_vars, analyses), SOURCE)
+        checks += judge_patterns(analyses, SOURCE)
     serving = _serving(options.serving, host_vars) if options.serving else None
     started = datetime.now(timezone.utc)
     run_id = new_run_id(started)

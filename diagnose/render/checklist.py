@@ -20,6 +20,8 @@ from diagnose.catalog.stage_ids import (
     INFER_PLACEMENT,
     INFER_STAGING,
     NCCL_TRANSPORT,
+    TRAIN_COMMUNICATOR,
+    TRAIN_DATAPARALLEL,
     TRAIN_INPUT,
     TRAIN_OVERLAP,
     TRAIN_SYNC,
@@ -90,6 +92,12 @@ SECTIONS: tuple[tuple[str, str, tuple[ItemSpec, ...]], ...] = (
             ItemSpec("4.2", "Last-bucket tail after the backward pass", (TRAIN_TAIL,)),
             ItemSpec("4.3", "No host sync (.item(), synchronize) every step", (TRAIN_SYNC,)),
             ItemSpec("4.4", "Input pipeline (DataLoader, storage) not stalling the step", (TRAIN_INPUT,)),
+            ItemSpec(
+                "4.5", "DistributedDataParallel, not single-process DataParallel", (TRAIN_DATAPARALLEL,)
+            ),
+            ItemSpec(
+                "4.6", "Process groups created once, not inside the training loop", (TRAIN_COMMUNICATOR,)
+            ),
         ),
     ),
     (

@@ -1,5 +1,7 @@
 """The report's training chapter (checklist section 4 measured): the train.* verdicts, one row per rank
-with the medians over its steady steps, each rank's steps, and what its trace could not answer.
+with the medians over its steady steps, each rank's steps, and what its trace could not answer. Host syncs
+the user's code does not own (DDP's statistics, GradScaler, the optimizer, a communicator's setup) are
+shown apart from the user's, in words, as information.
 
 Reads only results.json (its ``training`` list and the ``train.*`` checks), so ``diagnose report``
 re-renders it for any old run, whether the traces came from the built-in probe or ``diagnose trace``.
@@ -10,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from diagnose.catalog.stage_ids import TRAINING
+from diagnose.catalog.stage_ids import TRAINING, TRAINING_PATTERNS
 from diagnose.core.units import number, significant
 
-VERDICT_IDS = TRAINING
+VERDICT_IDS = TRAINING + TRAINING_PATTERNS
 # Steps shown per rank: a long trace's steps look alike, and the medians above already sum them up.
 MAX_STEPS_SHOWN = 12
 
@@ -48,6 +50,8 @@ class RankView:
     input_ms: str
     stall_ms: str
     sync_causes: str
+    framework_syncs: str  # syncs per step the user cannot remove (information), and their causes
+    framework_sync_causes: str
     step_source: str
     trace: str
     step_rows: list[StepView] = field(default_factory=list)
@@ -87,7 +91,8 @@ def _step_view(step: dict[str, Any]) -> StepView:
 def _rank_view(entry: dict[str, Any]) -> RankView:
     summary = entry.get("summary") if isinstance(entry.get("summary"), dict) else {}
     steps = [s for s in entry.get("steps") or [] if isinstance(s, dict)]
-    causes = summary.get("sync_causes") if isinstance(summary.get("sync_causes"), dict) else {}
+    causes = _causes(summary.get("sync_causes"))
+    framework = _causes(summary.get("framework_sync_causes"))
     return RankView(
         rank=str(entry.get("rank", "—")),
         host=str(entry.get("host") or "—"),
@@ -103,7 +108,9 @@ def _rank_view(entry: dict[str, Any]) -> RankView:
         syncs=significant(summary.get("syncs_per_step"), 6),
         input_ms=number(summary.get("input_wait_ms")),
         stall_ms=number(summary.get("input_stall_ms")),
-        sync_causes=", ".join(f"{cause} ×{n}" for cause, n in sorted(causes.items())),
+        sync_causes=causes,
+        framework_syncs=significant(summary.get("framework_syncs_per_step"), 6) if framework else "",
+        framework_sync_causes=framework,
         step_source=str(entry.get("step_source") or "—"),
         trace=str(entry.get("trace") or "—"),
         step_rows=[_step_view(s) for s in steps[:MAX_STEPS_SHOWN]],
@@ -111,6 +118,13 @@ def _rank_view(entry: dict[str, Any]) -> RankView:
         not_judged=[str(x) for x in entry.get("not_judged") or []],
         notes=[str(x) for x in entry.get("notes") or []],
     )
+
+
+def _causes(value: Any) -> str:
+    """Sync causes counted over the steady steps, as a sentence: "cause ×n, cause ×m"."""
+    if not isinstance(value, dict):
+        return ""
+    return ", ".join(f"{cause} ×{n}" for cause, n in sorted(value.items()))
 
 
 def build_training(results: dict[str, Any]) -> TrainingView | None:

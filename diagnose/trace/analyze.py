@@ -20,6 +20,9 @@ metrics need; the metrics are then interval arithmetic (:mod:`diagnose.trace.int
 - the tail runs from the end of the last backward compute (kernels launched inside
   ``autograd::engine::evaluate_function`` ops) to the end of the step's last collective;
 - host syncs are ``cudaStreamSynchronize`` / ``cudaDeviceSynchronize`` / ``cudaEventSynchronize`` calls,
+  each given its owner by the CPU ops around it (:mod:`diagnose.trace.owners`): the user's code, or DDP,
+  AMP's GradScaler, the optimizer or a communicator's setup, whose syncs are kept apart as information;
+- DataParallel's calls and copies, and the communicators each step creates (:mod:`diagnose.trace.patterns`);
   each named by its cause (inside ``aten::item``: an ``.item()``);
 - input wait is the time in ``enumerate(DataLoader)#…__next__``; on a GPU trace the part of it during which
   the GPU had nothing to run is the stall that makes a job look communication- or compute-bound.
@@ -42,13 +45,16 @@ from diagnose.catalog.stage_ids import TRAIN_INPUT, TRAIN_OVERLAP, TRAIN_SYNC, T
 from diagnose.trace import intervals
 from diagnose.trace.collect import Collected, collect
 from diagnose.trace.intervals import Span
+from diagnose.trace.owners import USER, ThreadOps, owner_of
+from diagnose.trace.patterns import StepPatterns, per_step, summarize_patterns
 from diagnose.trace.reader import TraceReader
 
 _US_PER_MS = 1000.0
 # The per-step medians the summary holds, in this order.
 SUMMARY_KEYS = (
     "step_ms", "step_cpu_ms", "compute_ms", "backward_ms", "comm_ms", "exposed_comm_ms", "overlap_ratio",
-    "tail_ms", "syncs_per_step", "input_wait_ms", "input_stall_ms", "gpu_idle_before_ms", "comm_bytes",
+    "tail_ms", "syncs_per_step", "framework_syncs_per_step", "input_wait_ms", "input_stall_ms",
+    "gpu_idle_before_ms", "comm_bytes",
 )  # fmt: skip
 STEP_TIME_GPU = (
     "GPU: from the first kernel launched in one step's window to the first launched in the next "
@@ -82,6 +88,14 @@ class StepMetrics:
     step_basis: str = "cpu"
     # Compute launched from backward ops: the part of the step an all-reduce can hide behind.
     backward_ms: float | None = None
+    # Syncs the user cannot remove (DDP, GradScaler, optimizer, communicator setup): information only;
+    # ``syncs_per_step`` and ``sync_causes`` are the user's own.
+    framework_syncs_per_step: int | None = None
+    framework_syncs: dict[str, int] = field(default_factory=dict)
+    # The anti-patterns of diagnose.trace.patterns: DataParallel's forwards and copies, new communicators.
+    dataparallel_calls: int = 0
+    dataparallel_copies: int = 0
+    new_communicators: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -164,6 +178,11 @@ def analyze_trace(path: Path, fallback_rank: int | None = None) -> RankAnalysis:
         steps = _gpu_steps(kept, windows, notes, not_judged, skipped)
     else:
         steps = _cpu_steps(kept, windows, notes, not_judged, skipped)
+    gloo = [(start, tid) for start, _, tid in kept.cpu_comm]
+    for step, found in zip(steps, per_step(kept.patterns, windows, gloo), strict=True):
+        step.dataparallel_calls = found.dataparallel_calls
+        step.dataparallel_copies = found.dataparallel_copies
+        step.new_communicators = found.new_communicators
     gpu_timed = any(step.step_basis == "gpu" for step in steps)
     info = reader.meta.get("distributedInfo") or {}
     rank = info.get("rank") if isinstance(info.get("rank"), int) else None
@@ -194,11 +213,14 @@ def summarize(steps: list[StepMetrics]) -> dict[str, Any]:
     for key in SUMMARY_KEYS:
         values = [getattr(s, key) for s in steady if getattr(s, key) is not None]
         summary[key] = round(statistics.median(values), 4) if values else None
-    causes: dict[str, int] = defaultdict(int)
-    for step in steady:
-        for cause, count in step.sync_causes.items():
-            causes[cause] += count
-    summary["sync_causes"] = dict(causes)
+    for key, field_name in (("sync_causes", "sync_causes"), ("framework_sync_causes", "framework_syncs")):
+        causes: dict[str, int] = defaultdict(int)
+        for step in steady:
+            for cause, count in getattr(step, field_name).items():
+                causes[cause] += count
+        summary[key] = dict(causes)
+    found = [StepPatterns(s.dataparallel_calls, s.dataparallel_copies, s.new_communicators) for s in steps]
+    summary.update(summarize_patterns(found))
     return summary
 
 
@@ -240,8 +262,7 @@ def _gpu_steps(kept, windows, notes, not_judged, skipped) -> list[StepMetrics]:
             "no autograd::engine ops in the trace: the tail is measured from the last compute kernel that "
             "started before the last collective"
         )
-    items = {tid: intervals.merge(spans) for tid, spans in kept.items.items()}
-    syncs = _syncs_by_step(kept, items, starts, windows)
+    syncs, framework_syncs = _syncs_by_step(kept, starts, windows)
     loader = intervals.merge(kept.dataloader)
     firsts = [
         min((s for s, _ in [*c, *k]), default=None)
@@ -304,6 +325,8 @@ def _gpu_steps(kept, windows, notes, not_judged, skipped) -> list[StepMetrics]:
                 comm_calls=len(comm_by_step[index]),
                 comm_bytes=_bytes_in(kept.comm_sizes, start, end),
                 sync_causes=causes,
+                framework_syncs_per_step=sum(framework_syncs[index].values()),
+                framework_syncs=framework_syncs[index],
             )
         )
     if not kept.comm_kernels:
@@ -342,25 +365,26 @@ def _backward_kernels(kept, backward, starts, windows) -> list[list[Span]]:
     return spans
 
 
-def _syncs_by_step(kept, items, starts, windows) -> list[dict[str, int]]:
-    """Per step, host-device sync calls counted by cause: ``.item()``, ``torch.cuda.synchronize()``, or
-    the innermost record_function range around the call (DDP's own timing iterations show up as
-    ``DistributedDataParallel.forward``)."""
-    counts: list[dict[str, int]] = [defaultdict(int) for _ in windows]
+def _syncs_by_step(kept, starts, windows) -> tuple[list[dict[str, int]], list[dict[str, int]]]:
+    """Per step, host-device sync calls counted by cause, the user's apart from the frameworks' (whose
+    owner heads each cause): :func:`diagnose.trace.owners.owner_of` reads the ops around each call."""
+    user: list[dict[str, int]] = [defaultdict(int) for _ in windows]
+    framework: list[dict[str, int]] = [defaultdict(int) for _ in windows]
+    threads: dict[Any, ThreadOps] = {}
     for start, _end, tid, name in kept.syncs:
         index = _step_of(starts, windows, start)
         if index is None:
             continue
-        if _inside(items, tid, start):
-            cause = ".item() (aten::item)"
-        elif name == "cudaDeviceSynchronize":
-            cause = "torch.cuda.synchronize() (cudaDeviceSynchronize)"
-        else:
-            around = [a for a in kept.annotations.get(tid, ()) if a[0] <= start <= a[1]]
-            inner = min(around, key=lambda a: a[1] - a[0], default=None)
-            cause = f"{name} in {inner[2]}" if inner else name
-        counts[index][cause] += 1
-    return [dict(c) for c in counts]
+        if tid not in threads:
+            threads[tid] = ThreadOps(
+                kept.cpu_ops.get(tid, []),
+                kept.annotations.get(tid, []),
+                kept.marks.get(tid, []),
+                kept.frames.get(tid, []),
+            )
+        owner, cause = owner_of(threads[tid].call(name, start))
+        (user if owner == USER else framework)[index][cause] += 1
+    return [dict(c) for c in user], [dict(c) for c in framework]
 
 
 def _bytes_in(sizes: list[tuple[float, int]], start: float, end: float) -> int | None:

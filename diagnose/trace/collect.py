@@ -13,20 +13,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from diagnose.trace.intervals import Span
+from diagnose.trace.owners import AMP_OPS, COMM_INIT_OP, GRAD_SCALER_FILE, ITEM_OPS, OPTIMIZER_PREFIX, Named
+from diagnose.trace.patterns import COMM_INIT, PatternSpans
 from diagnose.trace.reader import TraceFormatError, TraceReader
 
 COMM_KERNEL_PREFIXES = ("ncclKernel", "ncclDevKernel")
 GPU_COMPUTE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 RUNTIME_CATEGORIES = ("cuda_runtime", "cuda_driver")
 SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
-ITEM_OPS = ("aten::item", "aten::_local_scalar_dense")
 BACKWARD_PREFIX = "autograd::engine::evaluate_function"
 DATALOADER_PREFIX = "enumerate(DataLoader)#"
 STEP_PREFIX = "ProfilerStep#"
-OPTIMIZER_PREFIX = "Optimizer.step#"
 CPU_COMM_PREFIXES = ("gloo:",)
 CPU_COMM_CALLS = ("record_param_comms", "c10d::")
 CPU_CATEGORIES = ("cpu_op", "user_annotation")
+PYTHON_CATEGORY = "python_function"
 # torch's dtype names in record_param_comms → bytes per element.
 DTYPE_BYTES = {
     "Float": 4, "Half": 2, "BFloat16": 2, "Double": 8, "Int": 4, "Long": 8, "Byte": 1, "Char": 1,
@@ -47,8 +48,11 @@ class Collected:
     compute_kernels: list[tuple[float, float, int | None]] = field(default_factory=list)
     launches: dict[int, tuple[float, Any]] = field(default_factory=dict)
     syncs: list[tuple[float, float, Any, str]] = field(default_factory=list)
-    items: dict[Any, list[Span]] = field(default_factory=lambda: defaultdict(list))
-    annotations: dict[Any, list[tuple[float, float, str]]] = field(default_factory=lambda: defaultdict(list))
+    annotations: dict[Any, list[Named]] = field(default_factory=lambda: defaultdict(list))
+    # Item and AMP ops and communicator inits, and GradScaler's Python frames: who owns a sync.
+    marks: dict[Any, list[Named]] = field(default_factory=lambda: defaultdict(list))
+    frames: dict[Any, list[Named]] = field(default_factory=lambda: defaultdict(list))
+    patterns: PatternSpans = field(default_factory=PatternSpans)
     backward: dict[Any, list[Span]] = field(default_factory=lambda: defaultdict(list))
     dataloader: list[Span] = field(default_factory=list)
     cpu_ops: dict[Any, list[Span]] = field(default_factory=lambda: defaultdict(list))
@@ -92,6 +96,10 @@ def collect(reader: TraceReader) -> Collected:
                 kept.syncs.append((start, end, event.get("tid"), name))
         elif category in CPU_CATEGORIES:
             _collect_cpu(kept, category, name, start, end, event.get("tid"), args)
+        elif category == PYTHON_CATEGORY:
+            kept.patterns.see_frame(name, start, end)
+            if GRAD_SCALER_FILE in name:
+                kept.frames[event.get("tid")].append((start, end, name))
     if kept.first_us == float("inf"):
         raise TraceFormatError(reader.path, "no timed events (ph 'X'): not a torch.profiler trace")
     return kept
@@ -114,18 +122,22 @@ def _collect_cpu(
     if name.startswith(CPU_COMM_CALLS):
         kept.cpu_comm_calls.append((start, end))
         if name == "record_param_comms":
+            kept.patterns.see_cpu(name, start, args)
             size = _comm_bytes(args)
             if size is not None:
                 kept.comm_sizes.append((start, size))
+            if args.get("Collective name") == COMM_INIT:
+                kept.marks[tid].append((start, end, COMM_INIT_OP))
         return
+    kept.patterns.see_cpu(name, start, args)
     if category == "user_annotation":  # record_function ranges: what a sync inside them is blamed on
         kept.annotations[tid].append((start, end, name))
     if name.startswith(OPTIMIZER_PREFIX):
         kept.optimizer.append((start, end))
     elif name.startswith(BACKWARD_PREFIX):
         kept.backward[tid].append((start, end))
-    elif name in ITEM_OPS:
-        kept.items[tid].append((start, end))
+    elif name in ITEM_OPS or name in AMP_OPS:
+        kept.marks[tid].append((start, end, name))
     kept.cpu_ops[tid].append((start, end))
 
 

@@ -1,4 +1,10 @@
-"""The ranks' trace metrics → the four ``train.*`` checks of checklist section 4 (pure: facts in, results out).
+"""The ranks' trace metrics → the ``train.*`` checks of checklist section 4 (pure: facts in, results out).
+
+:func:`judge_training` gives the four the training probe and ``diagnose trace`` share (overlap, tail,
+syncs, input); :func:`judge_patterns` the two anti-patterns only a user's own job can have (single-process
+DataParallel, communicators created inside the loop). Host syncs are judged only where the user's code
+owns them (:mod:`diagnose.trace.owners`); DDP's, GradScaler's, the optimizer's and a communicator's setup
+syncs are named in the message and the observed values as information.
 
 Exposed communication alone cannot say whose fault it is: a slow fabric makes every all-reduce long, and
 a job that hides nothing exposes even a fast one. So the all-reduce time a step needs on *this* fabric
@@ -23,10 +29,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from diagnose.catalog.stage_ids import TRAIN_INPUT, TRAIN_OVERLAP, TRAIN_SYNC, TRAIN_TAIL
+from diagnose.catalog.stage_ids import (
+    TRAIN_COMMUNICATOR,
+    TRAIN_DATAPARALLEL,
+    TRAIN_INPUT,
+    TRAIN_OVERLAP,
+    TRAIN_SYNC,
+    TRAIN_TAIL,
+)
 from diagnose.core.model import SEVERITY, CheckResult, worst
 from diagnose.core.vars import Vars
 from diagnose.trace.analyze import RankAnalysis
+from diagnose.trace.owners import WHY
 
 CHECKLIST = "4"
 # Defaults of the profile variables (diagnose/config/profiles.py names and explains each).
@@ -67,6 +81,20 @@ REMEDY_TAIL = (
 REMEDY_SYNC = (
     "Move .item(), .cpu(), print(tensor) and torch.cuda.synchronize() out of the step (log every N steps, "
     "keep metrics on the GPU and reduce them asynchronously): each sync stalls the CPU until the GPU drains."
+)
+REMEDY_DATAPARALLEL = (
+    "Replace nn.DataParallel with DistributedDataParallel, one process per GPU: torchrun "
+    "--nproc-per-node=<GPUs> train.py, dist.init_process_group('nccl') and DDP(model, "
+    "device_ids=[local_rank]). DataParallel drives every GPU from one Python process and, each step, "
+    "scatters the batch from GPU 0, replicates the model onto the others and gathers the outputs (and in "
+    "backward the gradients) back onto GPU 0."
+)
+REMEDY_COMMUNICATOR = (
+    "Create process groups once, before the training loop (init_process_group at start-up; new_group or "
+    "init_device_mesh for subgroups right after it), and pass the same group to every step's collectives. "
+    "Each new group's first collective builds a new communicator across all its ranks (NCCL: "
+    "ncclCommInitRank, a bootstrap and buffers on every GPU, dozens of host syncs), and groups never "
+    "destroyed keep their GPU memory until the job runs out of it."
 )
 REMEDY_INPUT = (
     "The GPU idles while the DataLoader fetches: raise num_workers, set pin_memory=True and "
@@ -253,10 +281,52 @@ def _sync(
     limit = _threshold(host_vars, "train_max_syncs_per_step")
     count = s["syncs_per_step"]
     causes = ", ".join(f"{cause} ×{n}" for cause, n in sorted(s.get("sync_causes", {}).items()))
-    detail = f"{count:g} host sync(s) per step" + (
-        f" over {s['steady_steps']} steps: {causes}" if causes else ""
+    others = s.get("framework_sync_causes") or {}
+    detail = (
+        f"{count:g} host sync(s) per step"
+        + (" in the user's code" if others else "")
+        + (f" over {s['steady_steps']} steps: {causes}" if causes else "")
     )
+    if others:
+        named = ", ".join(f"{cause} ×{n}" for cause, n in sorted(others.items()))
+        why = "; ".join(WHY[owner] for owner in WHY if any(c.startswith(f"{owner}:") for c in others))
+        detail += (
+            f"; not the user's to remove (information, not judged): "
+            f"{s.get('framework_syncs_per_step') or 0:g} per step over {s['steady_steps']} steps: {named} "
+            f"({why})"
+        )
     return _Finding(_label(analysis), "WARN" if count > limit else "PASS", detail)
+
+
+def _dataparallel(
+    analysis: RankAnalysis, host_vars: Vars, baseline: FabricBaseline | None, peers: _Peers
+) -> _Finding:
+    s = analysis.summary
+    steps, calls, copies = s["dataparallel_steps"], s["dataparallel_calls"], s["dataparallel_copies"]
+    if not steps:
+        return _Finding(_label(analysis), "PASS", f"no DataParallel.forward in {s['steps']} profiled steps")
+    detail = (
+        f"single-process nn.DataParallel: DataParallel.forward ×{calls} in {steps} of {s['steps']} "
+        f"profiled steps, {copies} of its copies (Scatter, Broadcast/replicate, Gather, ReduceAddCoalesced)"
+    )
+    if not copies:
+        detail += ": no GPU to spread over in this trace, so it passes the batch through, but on GPUs one "
+        detail += "process drives them all through GPU 0"
+    return _Finding(_label(analysis), "WARN", detail)
+
+
+def _communicator(
+    analysis: RankAnalysis, host_vars: Vars, baseline: FabricBaseline | None, peers: _Peers
+) -> _Finding:
+    """A communicator made in one step is a group's first use (the job's first collective, an evaluation
+    group); made in several, the loop makes them: FAIL when every step that can tell does, else WARN."""
+    s = analysis.summary
+    creating, known, made = s["communicator_steps"], s["communicator_known_steps"], s["new_communicators"]
+    detail = f"{made} new communicator(s) in {creating} of {known} profiled step(s) that can tell"
+    if creating < 2:
+        return _Finding(_label(analysis), "PASS", detail)
+    status = "FAIL" if creating == known else "WARN"
+    return _Finding(_label(analysis), status, f"process groups created inside the training loop: {detail}")
 
 
 def _input(
@@ -280,6 +350,7 @@ class _Spec:
     judge: Callable[[RankAnalysis, Vars, FabricBaseline | None, _Peers], _Finding]
     expected: Callable[[Vars], dict[str, Any]]
     remediation: str
+    unmeasured: str = "no step in the trace measured it"  # why a rank whose metric is None is skipped
 
 
 SPECS = (
@@ -323,6 +394,34 @@ SPECS = (
 )
 
 
+PATTERN_SPECS = (
+    _Spec(
+        TRAIN_DATAPARALLEL,
+        "dataparallel_calls",
+        "nn.DataParallel use",
+        _dataparallel,
+        lambda v: {"dataparallel_calls": 0},
+        REMEDY_DATAPARALLEL,
+    ),
+    _Spec(
+        TRAIN_COMMUNICATOR,
+        "new_communicators",
+        "communicators made per step",
+        _communicator,
+        lambda v: {"max_steps_creating_communicators": 1},
+        REMEDY_COMMUNICATOR,
+        "no collective and no process group in the profiled steps (a single-process job): no communicator "
+        "to make",
+    ),
+)
+
+
+def judge_patterns(analyses: list[RankAnalysis], source: str) -> list[CheckResult]:
+    """One cluster-wide result per anti-pattern of a user's job (``train.dataparallel``,
+    ``train.communicator``), from the same traces as :func:`judge_training`."""
+    return [_judge_one(spec, analyses, Vars({}), None, source) for spec in PATTERN_SPECS]
+
+
 def judge_training(
     analyses: list[RankAnalysis], host_vars: Vars, baseline: FabricBaseline | None, source: str
 ) -> list[CheckResult]:
@@ -343,7 +442,7 @@ def _judge_one(
     for analysis in sorted(analyses, key=_label):
         reason = analysis.skipped.get(spec.check_id)
         if reason is None and analysis.summary.get(spec.metric) is None:
-            reason = "no step in the trace measured it"
+            reason = spec.unmeasured
         if reason is not None:
             skipped.setdefault(reason, []).append(_label(analysis))
         else:
@@ -402,7 +501,9 @@ _OBSERVED = {
         "comm_bytes",
     ),
     TRAIN_TAIL: ("step_ms", "step_cpu_ms", "tail_ms"),
-    TRAIN_SYNC: ("syncs_per_step", "sync_causes"),
+    TRAIN_SYNC: ("syncs_per_step", "sync_causes", "framework_syncs_per_step", "framework_sync_causes"),
+    TRAIN_DATAPARALLEL: ("steps", "dataparallel_steps", "dataparallel_calls", "dataparallel_copies"),
+    TRAIN_COMMUNICATOR: ("communicator_steps", "communicator_known_steps", "new_communicators"),
     TRAIN_INPUT: ("step_ms", "input_wait_ms", "input_stall_ms"),
 }
 

@@ -28,10 +28,11 @@ def test_cpu_traces_fill_section_4_and_leave_the_rest_not_covered(tmp_path: Path
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert [line.split()[0:2] for line in lines[:4]] == [
+    assert [line.split()[0:2] for line in lines[:6]] == [
         ["train.overlap", "PASS"], ["train.tail", "PASS"], ["train.sync", "SKIP"], ["train.input", "PASS"],
+        ["train.dataparallel", "PASS"], ["train.communicator", "PASS"],
     ]  # fmt: skip
-    assert lines[4].startswith("diagnose: PASS — 0 host(s), 3 PASS, 1 SKIP")
+    assert lines[6].startswith("diagnose: PASS — 0 host(s), 5 PASS, 1 SKIP")
     document = json.loads((out / "results.json").read_text())
     assert document["schema"] == 1 and document["verdict"] == "PASS"
     assert (
@@ -45,6 +46,8 @@ def test_cpu_traces_fill_section_4_and_leave_the_rest_not_covered(tmp_path: Path
         "train.tail",
         "train.sync",
         "train.input",
+        "train.dataparallel",
+        "train.communicator",
     }
     assert document["benchmarks"] == [] and document["hosts"] == []
     html = (out / "report.html").read_text()
