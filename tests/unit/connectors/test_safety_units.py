@@ -250,10 +250,17 @@ def _catalog_checks() -> list[Check]:
     ids=["cut", "timed-out"],
 )
 def test_a_check_whose_commands_did_not_complete_is_an_error(check: Check, output: CommandOutput) -> None:
-    # A pod host, so that the pod checks have their commands too (on SSH hosts they run none).
+    # A pod host, so that the pod checks have their commands too (on SSH hosts they run none), with DCGM's
+    # diagnostics on (level 0, the default, runs no command).
     pod = json.loads((CAPTURED / "k8s_pod" / POD_FIXTURE).read_text())
     host_vars = Vars(
-        {"diagnose_profile": "h100-8x-ndr400", "expected_hca_count": 8, "diagnose_k8s_pod": pod}, host="node1"
+        {
+            "diagnose_profile": "h100-8x-ndr400",
+            "expected_hca_count": 8,
+            "diagnose_k8s_pod": pod,
+            "dcgm_diag_level": 1,
+        },
+        host="node1",
     )
     commands = check.host_commands(host_vars)
     assert commands, f"{check.id} runs no command"
