@@ -195,7 +195,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         return _config_error(exc)
     document = outcome.document
-    _print_lines([f"{c['id']:<14} {c['status']:<5} {c['message']}" for c in document["checks"]])
+    width = max((len(c["id"]) for c in document["checks"]), default=0)
+    _print_lines([f"{c['id']:<{width}} {c['status']:<5} {c['message']}" for c in document["checks"]])
     written = _render(outcome.results_path, formats)
     if written is None:
         return EXIT_INTERNAL

@@ -150,8 +150,10 @@ class ThreadOps:
         return found
 
     def _reads_found_inf(self, item: Span) -> bool:
-        """GradScaler's ``.item()``: after the step's unscale op (no optimizer step between), and followed
-        by the optimizer's step or the scale update (other items first: one per device)."""
+        """GradScaler's ``.item()``: after the step's unscale op (no optimizer step between), and the op
+        right after it is the optimizer's step or the scale update. A user's ``.item()`` between
+        ``unscale_`` and ``step`` (a logged gradient norm) has GradScaler's own after it, so it stays the
+        user's; so would, on a single process driving several GPUs, all but the last device's flag."""
         before = bisect_right(self.unscales, item[0]) - 1
         if before < 0:
             return False
@@ -159,9 +161,5 @@ class ThreadOps:
         if bisect_right(optimizers, item[0]) > bisect_left(optimizers, self.unscales[before]):
             return False
         index = bisect_left(self.starts, item[1])
-        while index < len(self.ops):
-            name = self.names.get(self.ops[index])
-            if name not in ITEM_OPS:
-                return name is not None and (name.startswith(OPTIMIZER_PREFIX) or name == AMP_UPDATE)
-            index += 1
-        return False
+        name = self.names.get(self.ops[index]) if index < len(self.ops) else None
+        return name is not None and (name.startswith(OPTIMIZER_PREFIX) or name == AMP_UPDATE)
