@@ -14,6 +14,7 @@ import pytest
 
 from diagnose.catalog.loading import load_catalog
 from diagnose.checks import gpu_dcgm, gpu_processes
+from diagnose.cli import main
 from diagnose.config.profile_files import load_profile
 from diagnose.core.model import CommandOutput
 from diagnose.core.vars import Vars
@@ -225,3 +226,10 @@ def test_dcgm_runs_after_every_other_command_of_the_batch() -> None:
     keys = [c.key for c in commands_of(checks, h100_node(dcgm_diag_level=3))]
     assert keys[-1] == "dcgm_diag"
     assert keys.index("compute_apps") < keys.index("dcgm_diag")
+
+
+def test_diagnose_checks_lists_both(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["checks"]) == 0
+    listed = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.strip()}
+    assert "nvidia-smi" in listed["gpu.processes"] and "foreign_processes_status" in listed["gpu.processes"]
+    assert "dcgmi" in listed["gpu.dcgm"] and "dcgm_diag_level" in listed["gpu.dcgm"]
