@@ -9,7 +9,6 @@ stay quiet: one flap far outside the window, firmware equal everywhere.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from diagnose.checks import gpu_memory, gpu_sxid, ib_flaps, ib_optics, ib_port_state, versions_firmware
@@ -18,8 +17,8 @@ from diagnose.core.check import Check
 from diagnose.core.model import CommandOutput
 from diagnose.core.vars import Vars
 from diagnose.engine.evaluate import evaluate_check
+from tests.support.paths import CAPTURED
 
-CAPTURED = Path(__file__).resolve().parents[2] / "fixtures" / "captured"
 NDR = "h100-8x-ndr400"
 # 2026-08-08T09:00:00Z: a day after the syslog flaps of link_events/mlx5_link_down_up_iso_syslog.txt.
 DAY_AFTER = "1786179600 86400"
