@@ -285,7 +285,8 @@ PROFILE_VARIABLES: dict[str, Variable] = {
         Variable(
             "train_max_syncs_per_step",
             int,
-            "host-device syncs per step above which train.sync WARNs; default 0",
+            "host-device syncs per step in the user's code above which train.sync WARNs (DDP's, "
+            "GradScaler's, the optimizer's and a communicator's setup syncs are not counted); default 0",
         ),
         Variable(
             "train_max_input_stall_pct",
