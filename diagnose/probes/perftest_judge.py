@@ -8,7 +8,7 @@ when it receives, is slow). It is **slow** when it falls below ``min_nic_bw_frac
 of the slower of the two ports (``ibstat``), or when it is odd against the rail's fleet: below the median
 of every first-round pair on that rail by more than the fleet threshold (robust statistics of
 :mod:`diagnose.probes.fleet_judge`: ``fleet_mad_k`` robust deviations and ``fleet_min_rel_dev_pct``).
-When a rail's median itself is below the line-rate floor the whole rail is short (one cluster-wide
+When most of a rail's pairs are below the line-rate floor the whole rail is short (one cluster-wide
 finding: the fabric's settings, not a NIC), and only odd pairs are chased.
 
 A slow pair does not say which end is slow. Like the collectives' localization (:mod:`diagnose.localize`:

@@ -15,9 +15,10 @@ from markupsafe import Markup, escape
 
 import diagnose
 from diagnose.core.units import MISSING
-from diagnose.render.plots import burnin_svg, busbw_svg, trend_svg
+from diagnose.render.plots import burnin_svg, busbw_svg, heatmap_svg, trend_svg
 from diagnose.render.view import Report
 from diagnose.render.view_environment import ENV_FIELDS
+from diagnose.render.view_fabric import FabricView
 from diagnose.render.view_stress import StressView
 
 _STATUS_CLASSES = {
@@ -78,6 +79,8 @@ def render_html(report: Report) -> str:
         if isinstance(data, StressView):
             for index, plot in enumerate(data.burnin, start=1):
                 plot.svg = Markup(burnin_svg(plot.series, salt=f"burnin{index}"))
+        elif isinstance(data, FabricView) and data.ratios:
+            data.svg = Markup(heatmap_svg(data.ratios, len(data.rails), salt="fabric"))
     template = _environment().get_template("report.html.j2")
     return template.render(
         cover=report.cover,

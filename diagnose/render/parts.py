@@ -1,5 +1,5 @@
 """Report chapters that read their own top-level lists of results.json (``training``, ``inference``,
-``localization``, ``fleet``, ``stress``), shown after the benchmarks.
+``localization``, ``fleet``, ``stress``, ``fabric``), shown after the benchmarks.
 
 Each part is a builder (results dict → its view model, or None when the run has nothing for it) and a
 partial template under ``reports/`` that receives the view model as ``data``. Adding a chapter is one
@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from diagnose.render.view_fabric import build_fabric
 from diagnose.render.view_fleet import build_fleet
 from diagnose.render.view_inference import build_inference
 from diagnose.render.view_localization import build_localization
@@ -34,6 +35,7 @@ PARTS: tuple[Part, ...] = (
     Part("inference", "Inference: KV-cache transfer", "inference.html.j2", build_inference),
     Part("localization", "Localization: slow host or link", "localization.html.j2", build_localization),
     Part("fleet", "Fleet: hosts against their peers", "fleet.html.j2", build_fleet),
+    Part("fabric", "Fabric: RDMA write bandwidth of every NIC, by rail", "fabric.html.j2", build_fabric),
     Part("stress", "GPUs under load: GEMM, HBM, memory test, SDC, burn-in", "stress.html.j2", build_stress),
 )
 

@@ -1,4 +1,5 @@
-"""The report's plots as inline SVG: busbw by message size, busbw trends, GPU clocks and heat under burn-in.
+"""The report's plots as inline SVG: busbw by message size, busbw trends, GPU clocks and heat under burn-in,
+the NICs of every host by rail.
 
 matplotlib's object API (``Figure``, no pyplot) keeps no global state, so rendering is safe to call from
 any thread and leaves no figures behind. Text is written as SVG ``<text>`` (escaped by matplotlib's XML
@@ -134,6 +135,30 @@ def burnin_svg(series: dict[str, dict[str, list[Any]]], salt: str) -> str:
         for ax in (clock, heat):
             ax.grid(True, lw=0.3, color="#bbbbbb")
         clock.legend(loc="lower left", fontsize=6, frameon=False, ncol=min(8, max(1, len(series))))
+        fig.tight_layout(pad=0.4)
+        buffer = io.StringIO()
+        fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
+    return _finish(buffer.getvalue(), salt)
+
+
+def heatmap_svg(ratios: list[list[float | None]], rails: int, salt: str) -> str:
+    """Hosts × rails coloured by each NIC's share of its line rate (red at half or less, green at full);
+    rows are numbered from 1 in the order of the table beside it, columns are the rails (names stay in
+    the HTML). Empty cells (a NIC not measured) are grey."""
+    rows = max(1, len(ratios))
+    with matplotlib.rc_context({**_STYLE, "svg.hashsalt": salt}):
+        fig = Figure(figsize=(min(6.8, 1.6 + 0.55 * rails), min(9.0, 1.0 + 0.16 * rows)))
+        ax = fig.add_subplot()
+        grid = [[math.nan if v is None else float(v) for v in row] for row in ratios] or [[math.nan] * rails]
+        cmap = matplotlib.colormaps["RdYlGn"].with_extremes(bad="#dddddd")
+        image = ax.imshow(grid, cmap=cmap, vmin=0.5, vmax=1.0, aspect="auto", interpolation="nearest")
+        ax.set_xticks(range(rails), [str(r) for r in range(rails)])
+        ax.set_xlabel("rail")
+        step = max(1, rows // 24)
+        ax.set_yticks(range(0, rows, step), [str(i + 1) for i in range(0, rows, step)])
+        ax.set_ylabel("host (row of the table)")
+        bar = fig.colorbar(image, ax=ax, fraction=0.08, pad=0.04)
+        bar.set_label("share of line rate")
         fig.tight_layout(pad=0.4)
         buffer = io.StringIO()
         fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})

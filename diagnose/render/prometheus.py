@@ -1,4 +1,5 @@
-"""A node_exporter textfile-collector file: check statuses and benchmark busbw as gauges.
+"""A node_exporter textfile-collector file: check statuses, benchmark busbw and every NIC's RDMA write
+bandwidth as gauges.
 
 Nightly runs drop this file into the collector's folder, so that the same alerting that watches the
 cluster's nodes also sees "ib.port_state went to FAIL on gpu042" or "all_reduce busbw fell". A status is a
@@ -135,4 +136,26 @@ def render_prometheus(results: dict[str, Any]) -> bytes:
     lines: list[str] = []
     for family in (status, counts, verdict, host_count, finished, busbw, peak, expected, bench_status):
         lines += family.lines()
+    for family in _nic_families(results):
+        lines += family.lines()
     return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def _nic_families(results: dict[str, Any]) -> list[_Family]:
+    """Per NIC of the fabric benchmark (results.json ``fabric``, ib.write_bw): Gb/s, share of line rate,
+    verdict, labelled by host, HCA and rail, so a dashboard can follow one NIC from night to night."""
+    gbps = _Family("diagnose_nic_write_bw_gbps", "RDMA write bandwidth of a NIC (its best pairing), Gb/s.")
+    ratio = _Family(
+        "diagnose_nic_write_bw_line_ratio", "A NIC's RDMA write bandwidth over its port's line rate."
+    )
+    status = _Family("diagnose_nic_status", f"A NIC's verdict in ib.write_bw ({_SCALE}).")
+    for record in results.get("fabric") or []:
+        if not isinstance(record, dict) or record.get("kind") != "nic":
+            continue
+        labels = {"host": record.get("host"), "hca": record.get("hca"), "rail": record.get("rail")}
+        for family, key in ((gbps, "gbps"), (ratio, "ratio")):
+            if isinstance(record.get(key), int | float):
+                family.add(labels, record[key])
+        if record.get("verdict") in SEVERITY:
+            status.add(labels, SEVERITY[record["verdict"]])
+    return [gbps, ratio, status]

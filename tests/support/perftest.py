@@ -3,13 +3,15 @@
 The hosts are the healthy 8x H100 NDR node of tests/support/hostkit.py with the perftest stand-in
 (tests/support/perftest_standin.py) as ``ib_write_bw`` and ``ib_write_lat``, and a knob file saying which
 of its NICs or cables is slow. ``h100_facts`` gives the host facts a run's checks would give for that
-node, parsed from the same captured outputs, for stage runs that skip the host checks.
+node, parsed from the same captured outputs, for stage runs that skip the host checks. ``Fabric`` is a
+modelled fabric for the campaign's driver (unit tests and report tests without hosts).
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,11 @@ from diagnose.checks import gpu_gpudirect, gpu_topology
 from diagnose.core.check import Facts
 from diagnose.core.model import CommandOutput
 from diagnose.core.vars import Vars
+from diagnose.localize.model import edge
 from diagnose.parsers.ibstat import parse_ibstat
+from diagnose.probes.perftest_campaign import Launch
+from diagnose.probes.perftest_plan import HostRails, Nic
+from diagnose.probes.perftest_readings import Reading
 from tests.support.hostkit import captured, healthy_h100
 from tests.support.testbed import HostSpec
 
@@ -65,4 +71,63 @@ def h100_facts(host_vars: Vars | None = None) -> dict[str, Facts]:
         "gpu.gpudirect": gpu_gpudirect.parse(
             {"modules": modules, "nvidia_version": version, "uname": uname}, host_vars
         ),
+    }
+
+
+#: What a healthy NDR pair writes on the bed (the HDR capture's 8 MiB figure, scaled to 400).
+HEALTHY_GBPS = 391.2
+
+
+class Fabric:
+    """Per NIC and per cable a factor on the healthy figure; ``latency_us`` the p99 of every rail pair."""
+
+    def __init__(
+        self,
+        nic: dict[tuple[str, int], float] | None = None,
+        link: dict[tuple[str, str, int], float] | None = None,
+        together: float = 1.0,
+        latency_us: float = 2.03,
+        failing: set[str] | None = None,
+    ) -> None:
+        self.nic = nic or {}
+        self.link = {(*edge(a, b), r): f for (a, b, r), f in (link or {}).items()}
+        self.together = together
+        self.latency_us = latency_us
+        self.failing = failing or set()
+        self.rounds: list[list[tuple[str, str]]] = []
+
+    def __call__(self, number: int, launches: Sequence[Launch]) -> list[Reading]:
+        self.rounds.append([(a, b) for a, b, _ in launches])
+        readings = []
+        for _, _, steps in launches:
+            for step in steps:
+                for rail in step.rails:
+                    reading = Reading(number, step, rail, f"mlx5_{rail}", f"mlx5_{rail}", 400.0, "host→host")
+                    pace = min(
+                        self.nic.get((step.writer, rail), 1.0),
+                        self.nic.get((step.server, rail), 1.0),
+                        self.link.get((*edge(step.writer, step.server), rail), 1.0),
+                    )
+                    if self.failing & {step.writer, step.server}:
+                        reading.error = "Couldn't connect to 10.0.0.9:18515"
+                    elif step.kind == "bw":
+                        share = self.together if step.mode == "together" else 1.0
+                        reading.gbps = round(HEALTHY_GBPS * pace * share, 2)
+                    else:
+                        reading.latency = {
+                            "typical_us": 1.87,
+                            "avg_us": 1.88,
+                            "p99_us": self.latency_us,
+                            "p999_us": 5.4,
+                        }
+                    readings.append(reading)
+        return readings
+
+
+def rails_for(names: Sequence[str], count: int = 2) -> dict[str, HostRails]:
+    return {
+        n: HostRails(
+            n, f"10.0.0.{i}", tuple(Nic(n, r, f"mlx5_{r}", 1, 400, r) for r in range(count)), True, "test"
+        )
+        for i, n in enumerate(names)
     }

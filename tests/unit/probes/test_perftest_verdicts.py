@@ -1,77 +1,15 @@
 """The per-NIC benchmark's verdicts through its real driver (diagnose.probes.perftest_campaign) on a
-modelled fabric: every pair on a rail runs at its slower NIC's pace and its cable's, in both directions.
-
-Healthy NDR ports write at 391 Gb/s (the bed's stand-in: the HDR capture's 195.6 Gb/s, scaled to 400).
+modelled fabric (tests/support/perftest.py: Fabric): every pair on a rail runs at its slower NIC's pace and
+its cable's, in both directions; healthy NDR ports write at 391 Gb/s.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from diagnose.core.model import CheckResult
-from diagnose.localize.model import edge
 from diagnose.probes import fleet_judge
-from diagnose.probes.perftest_campaign import Campaign, Launch, Outcome
-from diagnose.probes.perftest_plan import HostRails, Nic
-from diagnose.probes.perftest_readings import Reading
+from diagnose.probes.perftest_campaign import Campaign, Outcome
 from diagnose.probes.perftest_settings import Settings
-
-HEALTHY_GBPS = 391.2
-
-
-class Fabric:
-    """Per NIC and per cable a factor on the healthy figure; ``latency_us`` the p99 of every rail pair."""
-
-    def __init__(
-        self,
-        nic: dict[tuple[str, int], float] | None = None,
-        link: dict[tuple[str, str, int], float] | None = None,
-        together: float = 1.0,
-        latency_us: float = 2.03,
-        failing: set[str] | None = None,
-    ) -> None:
-        self.nic = nic or {}
-        self.link = {(*edge(a, b), r): f for (a, b, r), f in (link or {}).items()}
-        self.together = together
-        self.latency_us = latency_us
-        self.failing = failing or set()
-        self.rounds: list[list[tuple[str, str]]] = []
-
-    def __call__(self, number: int, launches: Sequence[Launch]) -> list[Reading]:
-        self.rounds.append([(a, b) for a, b, _ in launches])
-        readings = []
-        for _, _, steps in launches:
-            for step in steps:
-                for rail in step.rails:
-                    reading = Reading(number, step, rail, f"mlx5_{rail}", f"mlx5_{rail}", 400.0, "host→host")
-                    pace = min(
-                        self.nic.get((step.writer, rail), 1.0),
-                        self.nic.get((step.server, rail), 1.0),
-                        self.link.get((*edge(step.writer, step.server), rail), 1.0),
-                    )
-                    if self.failing & {step.writer, step.server}:
-                        reading.error = "Couldn't connect to 10.0.0.9:18515"
-                    elif step.kind == "bw":
-                        share = self.together if step.mode == "together" else 1.0
-                        reading.gbps = round(HEALTHY_GBPS * pace * share, 2)
-                    else:
-                        reading.latency = {
-                            "typical_us": 1.87,
-                            "avg_us": 1.88,
-                            "p99_us": self.latency_us,
-                            "p999_us": 5.4,
-                        }
-                    readings.append(reading)
-        return readings
-
-
-def rails_for(names: Sequence[str], count: int = 2) -> dict[str, HostRails]:
-    return {
-        n: HostRails(
-            n, f"10.0.0.{i}", tuple(Nic(n, r, f"mlx5_{r}", 1, 400, r) for r in range(count)), True, "test"
-        )
-        for i, n in enumerate(names)
-    }
+from tests.support.perftest import HEALTHY_GBPS, Fabric, rails_for
 
 
 def campaign(fabric: Fabric, hosts: int = 6, latency: bool = False, **settings: object) -> Outcome:
