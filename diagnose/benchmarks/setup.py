@@ -80,7 +80,11 @@ def choose_setup(hosts: list[Host], facts: Mapping[str, Mapping[str, Facts]]) ->
         counts = {gpus[h.name] for h in with_gpus}
         nproc = min(counts)
         if len(counts) > 1:
-            notes.append(f"GPU counts differ between hosts ({sorted(counts)}); {nproc} ranks per host")
+            more = ", ".join(f"{h.name} ({gpus[h.name]})" for h in with_gpus if gpus[h.name] > nproc)
+            notes.append(
+                f"GPU counts differ between hosts ({sorted(counts)}); {nproc} ranks per host, so the GPUs "
+                f"beyond the first {nproc} of {more} are not in this sweep"
+            )
         return Setup("nccl", nproc, with_gpus, notes)
     procs = hosts[0].vars.int("bench_procs_per_host", 1) if hosts else 1
     return Setup("gloo", max(1, procs or 1), list(hosts), notes)

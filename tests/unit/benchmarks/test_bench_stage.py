@@ -126,3 +126,17 @@ def test_one_gpu_on_each_of_two_hosts_is_measured() -> None:
     assert "one rank in all (a, one gloo process)" in (
         nothing_to_measure(Setup("gloo", 1, hosts[:1], [])) or ""
     )
+
+
+def test_one_host_with_more_gpus_than_the_others_runs_as_many_ranks_as_the_smallest_and_says_so() -> None:
+    hosts = [Host("node-a"), Host("node-b"), Host("node-c")]
+    facts = {
+        name: {"gpu.topology": {"gpu_count": n}} for name, n in (("node-a", 4), ("node-b", 4), ("node-c", 8))
+    }
+    setup = choose_setup(hosts, facts)
+    assert (setup.backend, setup.nproc, len(setup.hosts)) == ("nccl", 4, 3)
+    assert setup.notes == [
+        "GPU counts differ between hosts ([4, 8]); 4 ranks per host, so the GPUs beyond the first 4 of "
+        "node-c (8) are not in this sweep"
+    ]
+    assert nothing_to_measure(setup) is None
