@@ -80,18 +80,19 @@ class HostStress:
     evidence: str | None = None
     foreign: list[str] = field(default_factory=list)
     phases: list[str] = field(default_factory=list)
+    arrived: set[str] = field(default_factory=set)
 
     @property
     def cpu(self) -> bool:
         return self.device == "cpu"
 
-    def measured(self, phase: str) -> bool:
-        """Whether every GPU's entry for a phase (or any metric of it) arrived."""
-        return any(phase in (m, PHASE_OF.get(m)) for g in self.gpus for m in g.entries)
-
     def broken(self, phase: str) -> str | None:
-        """Why a phase asked for never delivered its rows, when the launch ended early; else None."""
-        if self.status == "done" or phase not in self.phases or self.measured(phase):
+        """Why a phase asked for did not deliver all its rows (the launch ended early); else None. A burn-in
+        is broken only when not one of its minutes arrived: the minutes before a loss are its evidence."""
+        if self.status == "done" or phase not in self.phases:
+            return None
+        rows = [m for m, p in PHASE_OF.items() if p == phase] or [phase]
+        if all(m in self.arrived for m in rows):
             return None
         where = f" (during {self.in_progress})" if self.in_progress else ""
         return f"the stress program ended {self.status}{where}: {self.message or 'no reason given'}"
@@ -152,6 +153,7 @@ def host_stress(
     by_rank = {g.rank: g for g in out.gpus}
     for row in rows:
         metric = str(row.get("collective"))
+        out.arrived.add(metric)
         if is_number(row.get("seconds")):
             out.seconds[metric] = round(out.seconds.get(metric, 0.0) + float(row["seconds"]), 3)
         if metric == "burnin":

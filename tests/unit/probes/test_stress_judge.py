@@ -10,9 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from diagnose.core.vars import Vars
+from diagnose.probes.stress_figures import host_stress
 from diagnose.probes.stress_judge import Settings, judge_memtest, judge_sdc, judge_throughput
 from diagnose.probes.stress_skus import sku_of
-from tests.support.stress import CPU_2RANKS, H100_ALL, H100_HOG, host_of, scaled
+from tests.support.stress import CPU_2RANKS, H100_ALL, H100_HOG, host_of, lines_of, scaled
 
 DEFAULTS = Settings.of(Vars({}))
 
@@ -184,20 +185,21 @@ def test_cpu_hosts_are_skipped_with_their_numbers() -> None:
     assert sdc.status == "SKIP" and "their checksums agree" in sdc.message
 
 
-def test_a_launch_that_ended_before_a_phase_is_an_error_naming_why() -> None:
-    host = host_of(
-        H100_ALL,
-        status="hung",
-        message="memtest of 0 bytes did not finish within 150 s",
-        in_progress="memtest",
-    )
-    host.gpus[0].entries.pop("memtest")
+def test_a_launch_that_ended_before_or_inside_a_phase_is_an_error_naming_why() -> None:
+    lines = lines_of(H100_ALL)
+    rows = [r for r in lines if r["event"] == "row"]
+    why = "memtest of 0 bytes did not finish within 150 s"
+    host = host_stress("gpu1", lines[0], rows[:5], "hung", why, "memtest")
     check = only(judge_memtest([host], settings(host)).checks, "gpu1")
     assert check.status == "ERROR"
-    assert check.message == (
-        "memtest not measured on gpu1: the stress program ended hung (during memtest): memtest of 0 bytes did "
-        "not finish within 150 s"
+    assert (
+        check.message
+        == f"memtest not measured on gpu1: the stress program ended hung (during memtest): {why}"
     )
+    assert only(judge_throughput([host], settings(host), "gpu.hbm").checks, "gpu1").status == "PASS"
+    cut = host_stress("gpu1", lines[0], rows[:1], "deadline", "the run's time budget ran out", "gemm.tf32")
+    gemm = only(judge_throughput([cut], settings(cut), "gpu.gemm").checks, "gpu1")
+    assert gemm.status == "ERROR" and "(during gemm.tf32)" in gemm.message
 
 
 def test_the_sku_table_knows_each_model_by_its_reported_name() -> None:

@@ -3,11 +3,13 @@ per-GPU table with the failing figure shaded, the stage timings, and the burn-in
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 from diagnose.render.render import render_from_dict
 from diagnose.render.view_stress import build_stress
+from tests.support.paths import FIXTURES
 from tests.support.stress import CPU_2RANKS, H100_ALL, H100_HOG, host_of, judged
 
 
@@ -66,3 +68,21 @@ def test_cpu_hosts_say_their_figures_are_not_judged() -> None:
 
 def test_a_run_without_stress_has_no_chapter() -> None:
     assert build_stress({"stress": []}) is None and build_stress({}) is None
+
+
+def test_the_real_h100_runs_render_clean_and_hogged(tmp_path: Path) -> None:
+    clean = json.loads((FIXTURES / "results" / "h100_stress_clean.json").read_text())
+    view = build_stress(clean)
+    assert view is not None and [(r.host, r.gpu, r.worst) for r in view.rows] == [
+        ("localhost", "GPU 0", "PASS")
+    ]
+    assert view.rows[0].cells[0] is not None and view.rows[0].cells[0].text == "709.8"
+    assert [p.host for p in view.burnin] == ["localhost"] and not view.shared_hosts
+    hog = json.loads((FIXTURES / "results" / "h100_stress_hog.json").read_text())
+    hogged = build_stress(hog)
+    assert hogged is not None and hogged.shared_hosts == ["localhost"] and hogged.rows[0].worst == "FAIL"
+    assert hogged.rows[0].shared and not hogged.burnin
+    (written,) = render_from_dict(hog, {"html"}, tmp_path)
+    html = written.read_text()
+    assert "Measured beside compute processes diagnose did not start (gpu.processes) on" in html
+    assert "below the floor 692.3 TFLOP/s" in html
