@@ -138,6 +138,8 @@ def render_prometheus(results: dict[str, Any]) -> bytes:
         lines += family.lines()
     for family in _nic_families(results):
         lines += family.lines()
+    for family in _stress_families(results):
+        lines += family.lines()
     return ("\n".join(lines) + "\n").encode("utf-8")
 
 
@@ -159,3 +161,48 @@ def _nic_families(results: dict[str, Any]) -> list[_Family]:
         if record.get("verdict") in SEVERITY:
             status.add(labels, SEVERITY[record["verdict"]])
     return [gbps, ratio, status]
+
+
+def _stress_families(results: dict[str, Any]) -> list[_Family]:
+    """Per GPU, the stress figures of results.json ``stress`` (diagnose/probes/stress.py)."""
+    gemm = _Family("diagnose_gpu_gemm_tflops", "Dense GEMM throughput of one GPU, TFLOP/s.")
+    hbm = _Family("diagnose_gpu_hbm_gbps", "Device memory bandwidth of one GPU (1e9 bytes/s).")
+    tested = _Family("diagnose_gpu_memtest_tested_bytes", "GPU memory the pattern test covered, bytes.")
+    wrong = _Family("diagnose_gpu_memtest_mismatches", "Words the pattern test read back wrong.")
+    agrees = _Family("diagnose_gpu_sdc_agrees", "1 when the seeded GEMM's bits match the reference.")
+    clock = _Family("diagnose_gpu_burnin_min_sm_clock_mhz", "Lowest SM clock under the burn-in's load, MHz.")
+    heat = _Family("diagnose_gpu_burnin_max_temperature_celsius", "Highest GPU temperature in the burn-in.")
+    power = _Family("diagnose_gpu_burnin_max_power_watts", "Highest power draw in the burn-in, W.")
+    reasons = _Family("diagnose_gpu_burnin_clock_event_seconds", "Seconds a clock-event reason was active.")
+    status = _Family("diagnose_gpu_stress_status", f"Verdict of one GPU's stress figure ({_SCALE}).")
+    for record in results.get("stress") or []:
+        if not isinstance(record, dict) or record.get("metric") == "stage" or record.get("gpu") is None:
+            continue
+        labels: dict[str, object] = {
+            "host": record.get("host"),
+            "gpu": record.get("gpu"),
+            "bus_id": record.get("bus_id"),
+        }
+        metric = str(record.get("metric"))
+        value = record.get("value")
+        if metric.startswith("gemm.") and isinstance(value, int | float):
+            gemm.add({**labels, "dtype": metric.partition(".")[2]}, value)
+        elif metric.startswith("hbm.") and isinstance(value, int | float):
+            hbm.add({**labels, "kernel": metric.partition(".")[2]}, value)
+        elif metric == "memtest":
+            tested.add(labels, float(record.get("tested_bytes") or 0))
+            wrong.add(labels, float(record.get("mismatches") or 0))
+        elif metric == "sdc" and record.get("reference"):
+            agrees.add(labels, 1.0 if record.get("checksum") == record.get("reference") else 0.0)
+        elif metric == "burnin":
+            summary = record.get("summary") or {}
+            for family, key in ((clock, "min_sm_mhz"), (heat, "max_temp_c"), (power, "max_power_w")):
+                if isinstance(summary.get(key), int | float):
+                    family.add(labels, summary[key])
+            for reason, seconds in (summary.get("reason_s") or {}).items():
+                reasons.add({**labels, "reason": reason}, seconds)
+        if record.get("verdict") in SEVERITY:
+            status.add(
+                {**labels, "check": record.get("check"), "metric": metric}, SEVERITY[record["verdict"]]
+            )
+    return [gemm, hbm, tested, wrong, agrees, clock, heat, power, reasons, status]

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from diagnose.render.prometheus import render_prometheus
 from diagnose.render.render import render_from_dict
 from diagnose.render.view_stress import build_stress
 from tests.support.paths import FIXTURES
@@ -86,3 +87,18 @@ def test_the_real_h100_runs_render_clean_and_hogged(tmp_path: Path) -> None:
     html = written.read_text()
     assert "Measured beside compute processes diagnose did not start (gpu.processes) on" in html
     assert "below the floor 692.3 TFLOP/s" in html
+
+
+def test_prometheus_has_each_gpu_figure_of_the_real_runs() -> None:
+    clean = render_prometheus(
+        json.loads((FIXTURES / "results" / "h100_stress_clean.json").read_text())
+    ).decode()
+    gpu = 'host="localhost",gpu="0",bus_id="00000000:00:06.0"'
+    assert f'diagnose_gpu_gemm_tflops{{{gpu},dtype="bf16"}} 709.808' in clean
+    assert f'diagnose_gpu_hbm_gbps{{{gpu},kernel="copy"}} 3014.345' in clean
+    assert f"diagnose_gpu_memtest_mismatches{{{gpu}}} 0.0" in clean
+    assert f"diagnose_gpu_sdc_agrees{{{gpu}}} 1.0" in clean
+    assert f"diagnose_gpu_burnin_min_sm_clock_mhz{{{gpu}}} 1350.0" in clean
+    assert f'diagnose_gpu_burnin_clock_event_seconds{{{gpu},reason="sw_power_cap"}} 60.0' in clean
+    hog = render_prometheus(json.loads((FIXTURES / "results" / "h100_stress_hog.json").read_text())).decode()
+    assert f'diagnose_gpu_stress_status{{{gpu},check="gpu.gemm",metric="gemm.bf16"}} 4.0' in hog
