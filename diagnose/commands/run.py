@@ -15,6 +15,7 @@ from typing import Any
 
 from diagnose.engine.reporter import Reporter
 from diagnose.engine.run import Run, RunOutcome, RunRequest
+from diagnose.render.tally import coverage_line, coverage_of, tally_text, verdict_label
 from diagnose.slurm.hosts import SlurmQuery
 
 #: The order statuses are counted in on the summary line, worst first.
@@ -80,13 +81,17 @@ def execute(request: RunRequest, show_progress: bool) -> RunOutcome:
 
 
 def summary_lines(document: dict[str, Any], out_dir: Path | None, written: list[Path]) -> list[str]:
-    """The verdict with the count of each status, the hosts and the run folder; then each file written."""
-    counts: dict[str, int] = {}
-    for item in document["checks"] + document["benchmarks"]:
-        counts[item["status"]] = counts.get(item["status"], 0) + 1
-    tally = ", ".join(f"{counts[s]} {s}" for s in TALLY_ORDER if counts.get(s))
+    """The verdict with the count of each status, the hosts and the run folder; then what the verdict stands
+    on (its coverage, one line); then each file written. The counts are :mod:`diagnose.render.tally`'s, the
+    same the report, JUnit and Prometheus show."""
+    coverage = coverage_of(document)
     hosts = len(document["hosts"])
     note = document["run"].get("profile_note")
-    verdict = f"{document['verdict']} ({note})" if note else document["verdict"]
-    lines = [f"diagnose: {verdict} — {hosts} host(s), {tally or 'no results'} — {out_dir}"]
+    label = verdict_label(document["verdict"], coverage)
+    verdict = f"{label} ({note})" if note else label
+    tally = tally_text(coverage, TALLY_ORDER)
+    lines = [
+        f"diagnose: {verdict} — {hosts} host(s), {tally or 'no results'} — {out_dir}",
+        f"diagnose: {coverage_line(document['verdict'], coverage)}",
+    ]
     return lines + [f"  {path}" for path in written]

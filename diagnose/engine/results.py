@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from diagnose.core.model import CheckResult, HostRecord
+from diagnose.render.tally import coverage_of
 
 SCHEMA = 1
 _MIN_WRITE_INTERVAL_S = 1.0
@@ -35,7 +36,9 @@ def verdict_of(
     checks: list[dict[str, Any]], benchmarks: list[dict[str, Any]], interrupted: bool = False
 ) -> str:
     """INCOMPLETE if the run was cut short; FAIL if anything failed; ERROR if something could not be
-    judged; PASS otherwise (WARN allowed)."""
+    judged; PASS otherwise (WARN allowed). How much a PASS stands on is the document's ``coverage``
+    (:mod:`diagnose.render.tally`), beside the verdict rather than in it, so the words and exit codes
+    keep their meaning."""
     if interrupted:
         return INCOMPLETE
     statuses = [c["status"] for c in checks] + [b["status"] for b in benchmarks]
@@ -102,6 +105,7 @@ class ResultsStore:
         self._timer: threading.Timer | None = None
         self._seq = 0
         self._written_seq = 0
+        self._finished = False
         self.flush(force=True)
 
     def set_host(self, record: HostRecord) -> None:
@@ -165,6 +169,9 @@ class ResultsStore:
             return self._document_locked()
 
     def _document_locked(self) -> dict[str, Any]:
+        """The document as it stands. Once the run has finished it carries its ``coverage``: a count over
+        every row that the many intermediate writes of a large run need not pay for (a file cut short
+        lacks it, and the report counts it from the rows)."""
         document = {
             "schema": SCHEMA,
             "run": dict(self.run),
@@ -173,6 +180,8 @@ class ResultsStore:
             "benchmarks": list(self.benchmarks),
             "verdict": verdict_of(self.checks, self.benchmarks, bool(self.run.get("interrupted"))),
         }
+        if self._finished:
+            document["coverage"] = coverage_of(document).to_dict()
         document.update(self.extra)
         return document
 
@@ -196,6 +205,7 @@ class ResultsStore:
     def finish(self, **run_fields: Any) -> dict[str, Any]:
         with self._lock:
             self.run.update(run_fields)
+            self._finished = True
             document, rows, seq = self._snapshot_locked()
         self._write(document, rows, seq)
         return document

@@ -26,6 +26,7 @@ from typing import IO, Any
 
 from diagnose import history
 from diagnose.engine.run_ids import dated_folder_time
+from diagnose.render.tally import coverage_of
 
 EXIT_LOCKED = 4
 RESULTS_FILE = "results.json"
@@ -168,19 +169,22 @@ def summary_line(
 
     e.g. ``diagnose nightly prod: FAIL — 2 FAIL, 1 ERROR, 3 regressions (node07 ib.port_state PASS→FAIL;
     all_reduce ≥64MiB busbw -18%; +1 more) — report: /srv/nightly/2026-11-21T02-00-00Z/report.html``.
-    The regressions are counted apart from the run's other results, which they would otherwise double.
+    The regressions are counted apart from the run's other results, which they would otherwise double;
+    the rest is counted as everywhere else (:mod:`diagnose.render.tally`), and a PASS with limited
+    coverage says so.
     """
     run = results.get("run", {})
     name = " ".join(
         part for part in ("diagnose", _stem(run.get("playbook")), _stem(run.get("inventory"))) if part
     )
-    counts: dict[str, int] = {}
-    for item in [*results.get("checks", []), *results.get("benchmarks", [])]:
-        if item.get("id") != history.REGRESSION_ID:
-            counts[item["status"]] = counts.get(item["status"], 0) + 1
-    tally = [f"{counts[s]} {s}" for s in ("FAIL", "ERROR", "WARN") if counts.get(s)]
+    checks = [c for c in results.get("checks", []) if c.get("id") != history.REGRESSION_ID]
+    coverage = coverage_of({**results, "checks": checks})
+    counts = coverage.counts
+    tally = [f"{counts[s]} {s}" for s in ("FAIL", "ERROR", "WARN") if counts[s]]
     if not tally:
-        tally = [f"{counts.get('PASS', 0)} PASS"]
+        tally = [f"{counts['PASS']} PASS"]
+    if results.get("verdict") == "PASS" and coverage.limited:
+        tally.append(f"limited coverage ({coverage.measured} of {coverage.total} results measured)")
     found = list(regressions)
     if found:
         listed = [" ".join(r.summary.split()) for r in found[:max_listed]]

@@ -1,9 +1,11 @@
-"""JUnit XML for CI systems: one testcase per check × host, one per benchmark.
+"""JUnit XML for CI systems: one testcase per result (check × host), as the terminal and the report count.
 
 CI dashboards (GitLab, Jenkins, GitHub test reporters) show ``classname`` as the group and ``name`` as the
 test, so a check id becomes the group and the host the test: a failing ``ib.port_state`` lists the hosts
 it failed on. FAIL maps to ``<failure>``, ERROR (could not be judged) to ``<error>``, SKIP to ``<skipped>``;
-WARN passes, with its message kept in ``<system-out>`` so that it is not lost.
+WARN passes, with its message kept in ``<system-out>`` so that it is not lost. A benchmark is the testcase
+of its ``bench.<collective>`` result, its size sweep in the detail; only an entry no such result stands for
+(an older file) gets a testcase of its own, in the ``benchmarks`` suite (:mod:`diagnose.render.tally`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 from diagnose.catalog.stage_ids import bench_id
 from diagnose.render.checklist import CLUSTER
 from diagnose.render.hostlist import natural_key
+from diagnose.render.tally import check_rows, orphan_benchmarks
 from diagnose.render.text import show
 
 _ELEMENT = {"FAIL": "failure", "ERROR": "error", "SKIP": "skipped"}
@@ -73,9 +76,12 @@ def render_junit(results: dict[str, Any]) -> bytes:
     run = results.get("run") or {}
     root = ET.Element("testsuites", name=f"diagnose {run.get('id') or ''}".strip())
     by_check: dict[str, list[dict[str, Any]]] = {}
-    for row in results.get("checks") or []:
-        if isinstance(row, dict):
-            by_check.setdefault(str(row.get("id", "?")), []).append(row)
+    for row in check_rows(results):
+        by_check.setdefault(str(row.get("id", "?")), []).append(row)
+    sweeps: dict[str, list[str]] = {}
+    for bench in results.get("benchmarks") or []:
+        if isinstance(bench, dict):
+            sweeps.setdefault(bench_id(bench.get("collective")), []).append(_bench_detail(bench))
     totals: list[str] = []
     for check_id, rows in by_check.items():
         suite = ET.SubElement(root, "testsuite", name=check_id, timestamp=str(run.get("started") or ""))
@@ -87,13 +93,13 @@ def render_junit(results: dict[str, Any]) -> bytes:
                 CLUSTER if row.get("host") is None else str(row.get("host")),
                 str(row.get("status")),
                 str(row.get("message") or ""),
-                _detail(row),
+                "\n\n".join([_detail(row), *(sweeps.get(check_id, []) if row.get("host") is None else [])]),
             )
             for row in rows
         ]
         _count(suite, outcomes)
         totals += outcomes
-    benchmarks = [b for b in results.get("benchmarks") or [] if isinstance(b, dict)]
+    benchmarks = orphan_benchmarks(results)
     if benchmarks:
         suite = ET.SubElement(root, "testsuite", name="benchmarks", timestamp=str(run.get("started") or ""))
         outcomes = [

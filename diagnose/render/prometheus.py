@@ -1,5 +1,5 @@
-"""A node_exporter textfile-collector file: check statuses, benchmark busbw and every NIC's RDMA write
-bandwidth as gauges.
+"""A node_exporter textfile-collector file: check statuses, the run's counts and coverage, benchmark busbw
+and every NIC's RDMA write bandwidth as gauges.
 
 Nightly runs drop this file into the collector's folder, so that the same alerting that watches the
 cluster's nodes also sees "ib.port_state went to FAIL on gpu042" or "all_reduce busbw fell". A status is a
@@ -16,6 +16,7 @@ from typing import Any
 from diagnose.catalog.stage_ids import bench_id
 from diagnose.core.model import SEVERITY
 from diagnose.render.hostlist import natural_key
+from diagnose.render.tally import LIMITED_BELOW, coverage_of
 
 _SCALE = ", ".join(f"{v} {k}" for k, v in sorted(SEVERITY.items(), key=lambda kv: kv[1]))
 
@@ -88,9 +89,25 @@ def render_prometheus(results: dict[str, Any]) -> bytes:
     for (check_id, host, checklist), value in worst_per_series.items():
         status.add({"check": check_id, "host": host, "checklist": checklist}, value)
 
-    counts = _Family("diagnose_checks", "Number of check results of a status in the run.")
+    coverage = coverage_of(results)
+    counts = _Family(
+        "diagnose_checks",
+        "Number of results of a status in the run (check rows; a benchmark counts once, as its bench row).",
+    )
     for name in SEVERITY:
-        counts.add({"status": name}, sum(1 for r in rows if r["status"] == name))
+        counts.add({"status": name}, coverage.counts[name])
+    measured = _Family(
+        "diagnose_coverage_ratio", "Share of the run's results measured (PASS, WARN or FAIL; SKIP is not)."
+    )
+    measured.add({}, coverage.measured / coverage.total if coverage.total else 0.0)
+    limited = _Family(
+        "diagnose_coverage_limited",
+        f"1 when the verdict is a PASS on under {LIMITED_BELOW * 100:.0f} % of its results (limited coverage).",
+    )
+    limited.add({}, float(results.get("verdict") == "PASS" and coverage.limited))
+    skipped = _Family("diagnose_skipped", "Skipped results by cause (no GPU, no fabric, ...).")
+    for cause, n in coverage.by_reason.items():
+        skipped.add({"cause": cause}, n)
     verdict = _Family("diagnose_verdict", f"Verdict of the run ({_SCALE}).")
     if results.get("verdict") in SEVERITY:
         verdict.add({}, SEVERITY[results["verdict"]])
@@ -134,7 +151,8 @@ def render_prometheus(results: dict[str, Any]) -> bytes:
             bench_status.add(labels, SEVERITY[bench["status"]])
 
     lines: list[str] = []
-    for family in (status, counts, verdict, host_count, finished, busbw, peak, expected, bench_status):
+    families = (status, counts, measured, limited, skipped, verdict, host_count, finished)
+    for family in (*families, busbw, peak, expected, bench_status):
         lines += family.lines()
     for family in _nic_families(results):
         lines += family.lines()

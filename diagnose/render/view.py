@@ -19,9 +19,10 @@ from typing import Any
 
 from diagnose.core.model import SEVERITY, STATUSES, worst
 from diagnose.core.units import MISSING, duration
-from diagnose.render.checklist import SectionResult, build_checklist
+from diagnose.render.checklist import NOT_COVERED, OTHER_SECTION, SectionResult, build_checklist
 from diagnose.render.hostlist import summarize
 from diagnose.render.parts import Part, build_parts
+from diagnose.render.tally import coverage_line, coverage_of
 from diagnose.render.text import MESSAGE_CHARS, format_time, show
 from diagnose.render.view_benchmarks import Benchmark, build_benchmarks
 from diagnose.render.view_environment import Environment, build_environment
@@ -66,14 +67,17 @@ class Cover:
     verdict_note: str
     counts: dict[str, int]
     benchmark_counts: dict[str, int]
+    limited: bool  # a PASS on under half of its results: the cover must not read as an acceptance
+    coverage: str  # what the verdict stands on, one line (diagnose.render.tally.coverage_line)
+    checklist_coverage: str  # how many checklist items the run answered, and how many it did not
 
 
 def build_cover(results: dict[str, Any]) -> Cover:
     """The sign-off page: what ran where and when, and the verdict the run recorded (derived only if none)."""
     run = results.get("run") or {}
     hosts = results.get("hosts") or []
-    checks = results.get("checks") or []
-    counts = Counter(str(c.get("status")) for c in checks)
+    coverage = coverage_of(results)
+    counts = coverage.counts
     bench_counts = Counter(str(b.get("status")) for b in results.get("benchmarks") or [])
     verdict = results.get("verdict")
     note = ""
@@ -85,7 +89,7 @@ def build_cover(results: dict[str, Any]) -> Cover:
         if run.get("not_stopped"):
             note += f"; could not stop: {'; '.join(map(str, run['not_stopped']))}"
     elif verdict not in ("PASS", "FAIL", "ERROR"):
-        judged = worst([s for s in counts if s in SEVERITY])
+        judged = worst([s for s, n in counts.items() if n and s in SEVERITY])
         verdict = "FAIL" if judged == "FAIL" else "ERROR" if judged == "ERROR" else "INCOMPLETE"
         note = "the run did not record a verdict (interrupted?); this one is derived from the checks present"
     elif verdict == "PASS" and counts.get("WARN"):
@@ -114,9 +118,26 @@ def build_cover(results: dict[str, Any]) -> Cover:
         gpus=gpus,
         verdict=str(verdict),
         verdict_note=note,
-        counts={s: counts.get(s, 0) for s in STATUSES},
+        counts=dict(counts),
         benchmark_counts={s: bench_counts.get(s, 0) for s in STATUSES if s != "SKIP"},
+        limited=verdict == "PASS" and coverage.limited,
+        coverage=coverage_line(str(verdict), coverage),
+        checklist_coverage=checklist_coverage(build_checklist(results)),
     )
+
+
+def checklist_coverage(sections: list[SectionResult]) -> str:
+    """``12 of 31 checklist items answered; 9 skipped, 10 NOT COVERED by this run``.
+
+    Items no check of the run answers are not results of the run, so they are outside the verdict's
+    coverage (docs/contracts.md); the cover says how many there are, since they are not passed either.
+    """
+    items = [i for s in sections if s.number != OTHER_SECTION[0] for i in s.items]
+    status = Counter(i.status for i in items)
+    answered = len(items) - status[NOT_COVERED] - status["SKIP"]
+    rest = [f"{status['SKIP']} skipped" if status["SKIP"] else "", f"{status[NOT_COVERED]} {NOT_COVERED}"]
+    tail = ", ".join(r for r in rest if r and not r.startswith("0 "))
+    return f"{answered} of {len(items)} checklist items answered" + (f"; {tail} by this run" if tail else "")
 
 
 @dataclass

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from pypdf import PdfReader
 
+from diagnose.render.tally import coverage_of
 from diagnose.targets.local_machine import no_gpu_reason
 from tests.support.cli import diagnose
 
@@ -33,6 +34,11 @@ def test_default_run_assesses_localhost_and_reports(tmp_path: Path) -> None:
             and "judged with the cpu-testbed profile" in done.stdout
         )
         assert results["verdict"] == "PASS", [c for c in results["checks"] if c["status"] != "PASS"]
+        coverage = results["coverage"]  # issue 23: a PASS that covers little says so, and still exits 0
+        assert coverage["limited"] and coverage == coverage_of(results).to_dict(), coverage
+        assert "diagnose: PASS, limited coverage" in done.stdout
+        measured = f"PASS on what was measured: {coverage['measured']} of {coverage['total']} results"
+        assert f"diagnose: {measured}" in done.stdout and "no GPU" in done.stdout
     for name in ("report.html", "report.pdf", "junit.xml", "diagnose.prom"):
         assert (run_dir / name).stat().st_size > 0, name
     assert f"diagnose-runs/{run_dir.name}" in done.stdout and results["verdict"] in done.stdout
@@ -44,3 +50,5 @@ def test_default_run_assesses_localhost_and_reports(tmp_path: Path) -> None:
     assert again.returncode == 0, again.stderr
     text = "".join(page.extract_text() for page in PdfReader(run_dir / "report.pdf").pages)
     assert "localhost" in text and results["verdict"] in text
+    if results["coverage"]["limited"]:
+        assert "PASS on what was measured" in " ".join(text.split())

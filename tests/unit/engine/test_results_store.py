@@ -58,3 +58,27 @@ def test_the_file_is_the_document_as_json_writes_it(tmp_path: Path) -> None:
     text = (tmp_path / "results.json").read_text(encoding="utf-8")
     assert text == json.dumps(document, indent=1, ensure_ascii=False, default=str)
     assert json.loads(text)["checks"][0]["message"] == "revised"
+
+
+def test_the_finished_document_carries_its_coverage_beside_the_verdict(tmp_path: Path) -> None:
+    """Written when the run ends (issue 23): the intermediate writes of a large run skip the count."""
+    store = ResultsStore(tmp_path / "results.json", {"id": "r"})
+    store.add_checks([_check("PASS", "a"), _check("PASS", "b")])
+    skipped = CheckResult("ib.port_state", "a", "1", "SKIP", message="no HCA on a (no /dev/infiniband)")
+    store.add_checks([skipped, CheckResult("k8s.shm", "a", "2", "SKIP", message="a is not a Kubernetes pod")])
+    store.add_benchmark({"collective": "all_reduce", "status": "SKIP", "message": "one rank in all"})
+    assert "coverage" not in json.loads((tmp_path / "results.json").read_text())
+    store.finish(finished="now")
+    on_disk = json.loads((tmp_path / "results.json").read_text())
+    assert on_disk["verdict"] == "PASS"
+    assert on_disk["coverage"] == {
+        "measured": 2,
+        "total": 5,  # the benchmark has no bench.all_reduce row here: it is a result of its own
+        "skipped": 3,
+        "unjudged": 0,
+        "by_reason": {"no fabric": 1, "not a pod": 1, "one rank": 1},
+        "counts": {"PASS": 2, "WARN": 0, "FAIL": 0, "ERROR": 0, "SKIP": 3},
+        "limited": True,
+        "limited_below": 0.5,
+    }
+    assert list(on_disk)[list(on_disk).index("verdict") + 1] == "coverage"

@@ -132,6 +132,13 @@ def test_summary_line_when_all_is_well() -> None:
     assert line == "diagnose nightly prod: PASS — 3 PASS, no regressions"
 
 
+def test_summary_line_says_a_pass_covered_little() -> None:
+    line = unattended.summary_line(_results("PASS", ["PASS", "SKIP", "SKIP", "SKIP"]), [])
+    assert line == (
+        "diagnose nightly prod: PASS — 2 PASS, limited coverage (2 of 5 results measured), no regressions"
+    )
+
+
 def _write_run(root: Path, name: str, started: datetime, document: dict[str, Any] | None = None) -> Path:
     folder = root / name
     (folder / "raw" / "node01").mkdir(parents=True)

@@ -14,6 +14,7 @@ from diagnose.render.atomic import write_atomic
 from diagnose.render.junit import render_junit
 from diagnose.render.load import clean_tree, normalize
 from diagnose.render.prometheus import escape_label, render_prometheus
+from diagnose.render.tally import results_of
 from tests.support.paths import FIXTURES
 
 RESULTS = FIXTURES / "results"
@@ -24,22 +25,33 @@ def _load(name: str) -> dict[str, Any]:
 
 
 def test_junit_one_testcase_per_check_and_host() -> None:
+    """Each benchmark is the testcase of its bench.<collective> result, not a second one (issue 23)."""
     results = _load("cluster_failures.json")
     root = ET.fromstring(render_junit(results))
     cases = root.findall("./testsuite/testcase")
-    assert len(cases) == len(results["checks"]) + len(results["benchmarks"])
+    assert len(cases) == len(results["checks"]) == len(results_of(results))
     port = root.find("./testsuite[@name='ib.port_state']/testcase[@name='gpu03']")
     assert port is not None
     failure = port.find("failure")
     assert failure is not None and "mlx5_2" in failure.get("message", "")
     assert "remediation: Reseat" in (failure.text or "")
     assert "evidence: raw/gpu03/ibstat.txt" in (failure.text or "")
-    assert root.get("failures") == "9" and root.get("errors") == "0"  # 8 failed checks + 1 failed benchmark
+    assert root.get("failures") == "8" and root.get("errors") == "0"  # the failed benchmark is one of the 8
     warn = root.find("./testsuite[@name='gpu.gpudirect']/testcase[@name='gpu02']")
     assert warn is not None and warn.find("failure") is None
     assert "WARN: nvidia_peermem" in (warn.findtext("system-out") or "")
-    bench = root.find("./testsuite[@name='benchmarks']/testcase[@classname='bench.all_reduce']")
+    bench = root.find("./testsuite[@name='bench.all_reduce']/testcase[@name='cluster-wide']")
     assert bench is not None and bench.find("failure") is not None
+    assert "bytes busbw_gbps algbw_gbps wrong" in (bench.findtext("failure") or "")  # its sweep
+    assert root.find("./testsuite[@name='benchmarks']") is None
+
+
+def test_junit_gives_a_benchmark_no_result_stands_for_a_testcase_of_its_own() -> None:
+    hostile = _load("hostile.json")
+    root = ET.fromstring(render_junit(hostile))
+    (orphan,) = root.findall("./testsuite[@name='benchmarks']/testcase")
+    assert orphan.find("failure") is not None
+    assert root.get("tests") == str(len(results_of(hostile))) == str(len(hostile["checks"]) + 1)
 
 
 def test_junit_error_and_skip_elements() -> None:
