@@ -24,6 +24,7 @@ A step's count is the largest of the counts those signals give (they see the sam
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -95,18 +96,35 @@ class StepPatterns:
     new_communicators: int | None = None
 
 
+class _Steps:
+    """The step windows, sorted by start, and which one holds a moment."""
+
+    def __init__(self, windows: list[Window]) -> None:
+        self.windows = windows
+        self.starts = [start for _, start, _ in windows]
+
+    def __len__(self) -> int:
+        return len(self.windows)
+
+    def index(self, moment: float) -> int | None:
+        found = bisect_right(self.starts, moment) - 1
+        return found if found >= 0 and moment < self.windows[found][2] else None
+
+
 def per_step(spans: PatternSpans, windows: list[Window], gloo: list[tuple[float, Any]]) -> list[StepPatterns]:
-    """Each step's counts of the two patterns; ``gloo`` holds the (start, thread) of gloo's collectives."""
+    """Each step's counts of the two patterns (``windows`` sorted by start); ``gloo`` holds the (start,
+    thread) of gloo's collectives."""
     steps = [StepPatterns() for _ in windows]
+    where = _Steps(windows)
     for moment in spans.dataparallel:
-        _count(steps, windows, moment, "dataparallel_calls")
+        _count(steps, where, moment, "dataparallel_calls")
     for moment in spans.copies:
-        _count(steps, windows, moment, "dataparallel_copies")
+        _count(steps, where, moment, "dataparallel_copies")
     signals = [
-        _in_steps(windows, spans.comm_inits),
-        _in_steps(windows, [start for start, end in _outermost(spans.creations)]),
-        _first_uses(windows, spans.group_uses),
-        _first_uses(windows, [(start, str(thread)) for start, thread in gloo]),
+        _in_steps(where, spans.comm_inits),
+        _in_steps(where, [start for start, _ in _outermost(spans.creations)]),
+        _first_uses(where, spans.group_uses),
+        _first_uses(where, [(start, str(thread)) for start, thread in gloo]),
     ]
     for signal in signals:
         for index, count in enumerate(signal):
@@ -117,39 +135,32 @@ def per_step(spans: PatternSpans, windows: list[Window], gloo: list[tuple[float,
     return steps
 
 
-def _index(windows: list[Window], moment: float) -> int | None:
-    for index, (_, start, end) in enumerate(windows):
-        if start <= moment < end:
-            return index
-    return None
-
-
-def _count(steps: list[StepPatterns], windows: list[Window], moment: float, name: str) -> None:
-    index = _index(windows, moment)
+def _count(steps: list[StepPatterns], windows: _Steps, moment: float, name: str) -> None:
+    index = windows.index(moment)
     if index is not None:
         setattr(steps[index], name, getattr(steps[index], name) + 1)
 
 
-def _in_steps(windows: list[Window], moments: list[float]) -> list[int | None]:
+def _in_steps(windows: _Steps, moments: list[float]) -> list[int | None]:
     """Per step, how many of ``moments`` fall in it; all None when there are none (nothing seen)."""
     if not moments:
         return [None] * len(windows)
     counts: list[int | None] = [0] * len(windows)
     for moment in moments:
-        index = _index(windows, moment)
+        index = windows.index(moment)
         if index is not None:
             counts[index] = (counts[index] or 0) + 1
     return counts
 
 
-def _first_uses(windows: list[Window], uses: list[tuple[float, str]]) -> list[int | None]:
+def _first_uses(windows: _Steps, uses: list[tuple[float, str]]) -> list[int | None]:
     """Per step after the first, how many keys (process groups, gloo threads) no earlier step used;
     None for the first step (everything is new there) and for all steps when nothing was used."""
     if not uses:
         return [None] * len(windows)
     keys: dict[int, set[str]] = defaultdict(set)
     for moment, key in uses:
-        index = _index(windows, moment)
+        index = windows.index(moment)
         if index is not None:
             keys[index].add(key)
     seen: set[str] = set(keys.get(0, ()))
