@@ -135,8 +135,10 @@ def checklist_coverage(sections: list[SectionResult]) -> str:
     items = [i for s in sections if s.number != OTHER_SECTION[0] for i in s.items]
     status = Counter(i.status for i in items)
     answered = len(items) - status[NOT_COVERED] - status["SKIP"]
-    rest = [f"{status['SKIP']} skipped" if status["SKIP"] else "", f"{status[NOT_COVERED]} {NOT_COVERED}"]
-    tail = ", ".join(r for r in rest if r and not r.startswith("0 "))
+    rest = [
+        f"{n} {word}" for n, word in ((status["SKIP"], "skipped"), (status[NOT_COVERED], NOT_COVERED)) if n
+    ]
+    tail = ", ".join(rest)
     return f"{answered} of {len(items)} checklist items answered" + (f"; {tail} by this run" if tail else "")
 
 
