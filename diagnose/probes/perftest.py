@@ -272,6 +272,21 @@ class PerftestStage:
             for check_id in ids:
                 self.skip(check_id, None, f"not measured: {why}")
             return
+        low, high = self.settings.ports
+        needed = block_size(max(len(self.rails[n].nics) for n in names))
+        if high - low + 1 < needed:
+            for check_id in ids:
+                self.ctx.emit_check(
+                    CheckResult(
+                        check_id,
+                        None,
+                        CHECKLIST[check_id],
+                        "ERROR",
+                        message=f"not measured: perftest_ports {low}-{high} holds {high - low + 1} ports, and a "
+                        f"pair of hosts with {needed // 2} rails needs {needed} (two per rail)",
+                    )
+                )
+            return
         campaign = Campaign(
             self.rails,
             self.settings,

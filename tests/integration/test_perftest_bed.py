@@ -201,3 +201,14 @@ def test_ctrl_c_during_perftest_stops_every_server_and_client(testbed: TestBed, 
     assert proc.returncode == 130, stderr
     wait_until(lambda: nothing_left(hosts), 5, "every perftest process to be gone")
     assert json.loads((out / "results.json").read_text())["verdict"] == "INCOMPLETE"
+
+
+def test_a_port_range_too_narrow_for_the_rails_is_an_error_before_anything_starts(
+    testbed: TestBed, tmp_path: Path
+) -> None:
+    hosts = testbed.add_many([perftest_host("node1"), perftest_host("node2")])
+    run = PerftestRun(testbed, tmp_path, perftest_ports="20000-20002")
+    run()
+    [error] = [c for c in run.checks if c.status == "ERROR"]
+    assert "perftest_ports 20000-20002 holds 3 ports" in error.message and "needs 4" in error.message
+    assert not [r for r in run.records if r["kind"] == "reading"] and nothing_left(hosts)
