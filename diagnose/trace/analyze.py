@@ -23,7 +23,6 @@ metrics need; the metrics are then interval arithmetic (:mod:`diagnose.trace.int
   each given its owner by the CPU ops around it (:mod:`diagnose.trace.owners`): the user's code, or DDP,
   AMP's GradScaler, the optimizer or a communicator's setup, whose syncs are kept apart as information;
 - DataParallel's calls and copies, and the communicators each step creates (:mod:`diagnose.trace.patterns`);
-  each named by its cause (inside ``aten::item``: an ``.item()``);
 - input wait is the time in ``enumerate(DataLoader)#…__next__``; on a GPU trace the part of it during which
   the GPU had nothing to run is the stall that makes a job look communication- or compute-bound.
 

@@ -48,7 +48,8 @@ COMM_INIT_OP = "record_param_comms (init)"
 # Python frames (``with_stack=True``) of GradScaler's own methods, e.g.
 # "torch/amp/grad_scaler.py(380): _maybe_opt_step".
 GRAD_SCALER_FILE = "grad_scaler.py"
-#: What each framework's sync is, for the reader of the report.
+#: What each framework's sync is, for the reader of the report: the owners a user cannot remove a sync
+#: from, shown as information, never judged.
 WHY = {
     DDP: "DDP times its iterations 1–10 and every 100th with CUDA events and waits for them in its forward",
     AMP: "GradScaler.step reads the found-inf flags with .item() before the optimizer may run (an "
@@ -57,8 +58,6 @@ WHY = {
     COMMUNICATOR: "a new process group's first collective builds its communicator (train.communicator "
     "judges groups made inside the loop)",
 }
-#: The owners a user cannot remove a sync from: shown as information, never judged.
-FRAMEWORKS = tuple(WHY)
 
 Span = tuple[float, float]
 Named = tuple[float, float, str]
