@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from diagnose.core.hosts import Host
@@ -386,11 +386,12 @@ def no_nvlink_reason(host_vars: Vars) -> str | None:
 _BUSBW_OVERRIDE = re.compile(r"expected_busbw_[a-z_]+_gbps")
 
 
-def unknown_variable_warnings(hosts: Sequence[Host]) -> list[str]:
+def unknown_variable_warnings(hosts: Sequence[Host], settings: Iterable[str] = ()) -> list[str]:
     """A warning per variable that looks like an expected value but is none: ``expectd_mtu`` would
     otherwise leave the profile's ``expected_mtu`` in force without a word. Site variables of any other
-    shape are the inventory's own business and pass silently."""
-    known = set(PROFILE_VARIABLES)
+    shape are the inventory's own business and pass silently; ``settings`` are the host settings a run
+    checks (a benchmark's ``min_nic_bw_fraction`` is one, not a profile value)."""
+    known = set(PROFILE_VARIABLES) | set(settings)
     seen: dict[str, list[str]] = {}
     for host in hosts:
         for name in host.vars:

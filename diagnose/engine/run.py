@@ -161,7 +161,7 @@ def prepare(options: RunOptions) -> RunRequest:
         formats=formats,
         inventory=inventories[0] if inventories else None,
         profile_note=next((s.note for s in sources if s.note), None),
-        warnings=unknown_variable_warnings(hosts),
+        warnings=unknown_variable_warnings(hosts, HOST_SETTINGS),
         slurm=slurm,
     )
 
