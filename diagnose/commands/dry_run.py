@@ -14,7 +14,7 @@ from diagnose.core.check import Check
 from diagnose.core.hosts import Host
 from diagnose.engine.run import RunRequest
 from diagnose.engine.stages import commands_of
-from diagnose.targets.inventory import list_hosts, relevant_vars
+from diagnose.targets.view import list_hosts, relevant_vars
 
 
 def host_lines(hosts: Sequence[Host]) -> list[str]:
