@@ -172,3 +172,59 @@ def test_the_cli_holds_no_check_ids() -> None:
     text = (PACKAGE / "cli.py").read_text(encoding="utf-8")
     named = sorted(i for i in ids if re.search(rf"[\"'`]{re.escape(i)}[\"'`]", text))
     assert not named, named
+
+
+#: Which rooms each room may import (docs/architecture.md's "may use" column); a new arrow is a design change.
+MAY_USE = {
+    "core": set(),
+    "config": {"core", "connectors", "k8s"},
+    "targets": {"core", "config", "parsers"},
+    "slurm": {"core", "config", "parsers", "targets", "history", "engine"},
+    "k8s": {"core", "parsers", "targets"},
+    "connectors": {"core", "parsers", "k8s"},
+    "parsers": {"core"},
+    "catalog": {"core"},
+    "benchmarks": {
+        "core",
+        "catalog",
+        "config",
+        "connectors",
+        "launchers",
+        "localize",
+        "parsers",
+        "shipped",
+        "probes",
+    },
+    "launchers": {"core", "connectors", "parsers", "shipped"},
+    "probes": {
+        "core",
+        "catalog",
+        "config",
+        "parsers",
+        "benchmarks",
+        "launchers",
+        "localize",
+        "trace",
+        "inference",
+        "shipped",
+    },
+    "shipped": set(),
+    "localize": {"core"},
+    "trace": {"core", "catalog"},
+    "inference": {"core", "parsers", "catalog"},
+    "history": {"core", "catalog"},
+    "render": {"core", "catalog"},
+}
+
+
+def test_rooms_use_only_the_rooms_the_architecture_names() -> None:
+    crossings = []
+    for name, path in MODULES.items():
+        room = name.split(".")[1] if name.count(".") else None
+        if room not in MAY_USE:
+            continue
+        for target in sorted(_edges(name, path)):
+            other = target.split(".")[1]
+            if other != room and other not in MAY_USE[room]:
+                crossings.append(f"{name} imports {target}")
+    assert not crossings, "\n".join(crossings)
