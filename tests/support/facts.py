@@ -9,7 +9,7 @@ adding an odd firmware's output is adding a file, not code.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -51,3 +51,36 @@ def check_case(path: Path, parse: Parse) -> None:
             parse(text, case.get("exit_code", 0))
         return
     assert parse(text, case.get("exit_code", 0)) == case["facts"]
+
+
+def fact_suite(
+    parsers: Mapping[str, Parse], folders: Iterable[str] | None = None, also_read: Iterable[Path] = ()
+) -> tuple[Callable[..., None], ...]:
+    """The three tests every parser module owes its cases, bound to its parsers.
+
+    ``folders``: the captured-output folders whose every file must be read by a case (or named in one of
+    ``also_read``, the rule tests that read captures directly) and named in the folder's SOURCE; by default
+    the folders the cases read from.
+    """
+
+    @pytest.mark.parametrize("path", case_params(parsers))
+    def test_case(path: Path) -> None:
+        check_case(path, parsers[path.parent.name])
+
+    def test_every_parser_has_cases() -> None:
+        missing = folders_without_cases(parsers)
+        assert not missing, f"parsers without a case: {missing}"
+
+    def test_every_fixture_is_used_and_sourced() -> None:
+        """A captured output nothing reads is dead weight; one without a SOURCE line has no provenance."""
+        used = fixtures_read(case_paths(parsers))
+        readers = "".join(path.read_text() for path in also_read)
+        names = sorted(set(folders)) if folders is not None else sorted({Path(n).parent.name for n in used})
+        for folder in names:
+            source = (CAPTURED / folder / "SOURCE").read_text()
+            for fixture in sorted((CAPTURED / folder).glob("*.txt")):
+                relative = fixture.relative_to(CAPTURED).as_posix()
+                assert relative in used or relative in readers, f"no case or rule test reads {relative}"
+                assert fixture.name in source, f"{relative} is not named in its folder's SOURCE"
+
+    return test_case, test_every_parser_has_cases, test_every_fixture_is_used_and_sourced

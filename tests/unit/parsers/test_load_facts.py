@@ -7,22 +7,13 @@ Cases live in ``tests/facts/{compute_apps,dcgm_diag}/<case>.json``; their output
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from diagnose.core.check import ParseError
 from diagnose.parsers.compute_apps import COMPUTE_APPS, parse_compute_apps
 from diagnose.parsers.dcgm_diag import dcgm_script, parse_dcgm_diag
-from tests.support.facts import (
-    Parse,
-    case_params,
-    case_paths,
-    check_case,
-    fixtures_read,
-    folders_without_cases,
-)
-from tests.support.paths import CAPTURED, TESTS
+from tests.support.facts import Parse, fact_suite
+from tests.support.paths import TESTS
 
 FOLDERS = ("compute_apps", "dcgm_diag")
 
@@ -32,26 +23,9 @@ PARSERS: dict[str, Parse] = {
 }
 
 
-@pytest.mark.parametrize("path", case_params(PARSERS))
-def test_case(path: Path) -> None:
-    check_case(path, PARSERS[path.parent.name])
-
-
-def test_every_parser_has_cases() -> None:
-    missing = folders_without_cases(PARSERS)
-    assert not missing, f"parsers without a case: {missing}"
-
-
-def test_every_fixture_is_used_and_sourced() -> None:
-    """Every file in these fixture folders is read by a case or a rule test and named in SOURCE."""
-    used = fixtures_read(case_paths(PARSERS))
-    rules = (TESTS / "unit" / "checks" / "test_load_rules.py").read_text()
-    for folder in FOLDERS:
-        source = (CAPTURED / folder / "SOURCE").read_text()
-        for fixture in sorted((CAPTURED / folder).glob("*.txt")):
-            relative = fixture.relative_to(CAPTURED).as_posix()
-            assert relative in used or relative in rules, f"no case or rule test reads {relative}"
-            assert fixture.name in source, f"{relative} is not named in its folder's SOURCE"
+test_case, test_every_parser_has_cases, test_every_fixture_is_used_and_sourced = fact_suite(
+    PARSERS, FOLDERS, also_read=(TESTS / "unit" / "checks" / "test_load_rules.py",)
+)
 
 
 def test_compute_apps_command_is_the_captured_one() -> None:

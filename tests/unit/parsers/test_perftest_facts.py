@@ -5,20 +5,10 @@ tests/support/facts.py): ``tests/facts/perftest_bw`` and ``tests/facts/perftest_
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from diagnose.parsers.perftest import GBPS_PER_UNIT, parse_bw, parse_lat
-from tests.support.facts import (
-    Parse,
-    case_params,
-    case_paths,
-    check_case,
-    fixtures_read,
-    folders_without_cases,
-)
-from tests.support.paths import CAPTURED
+from tests.support.facts import Parse, fact_suite
 
 PARSERS: dict[str, Parse] = {
     "perftest_bw": lambda text, rc: parse_bw(text),
@@ -26,22 +16,9 @@ PARSERS: dict[str, Parse] = {
 }
 
 
-@pytest.mark.parametrize("path", case_params(PARSERS))
-def test_case(path: Path) -> None:
-    check_case(path, PARSERS[path.parent.name])
-
-
-def test_every_parser_has_cases() -> None:
-    assert not folders_without_cases(PARSERS)
-
-
-def test_every_fixture_is_used_and_sourced() -> None:
-    used = fixtures_read(case_paths(PARSERS))
-    source = (CAPTURED / "perftest" / "SOURCE").read_text()
-    for fixture in sorted((CAPTURED / "perftest").glob("*.txt")):
-        relative = fixture.relative_to(CAPTURED).as_posix()
-        assert relative in used, f"no case reads {relative}"
-        assert fixture.name in source, f"{relative} is not named in SOURCE"
+test_case, test_every_parser_has_cases, test_every_fixture_is_used_and_sourced = fact_suite(
+    PARSERS, ("perftest",)
+)
 
 
 def test_mb_per_second_is_mebibytes_in_gigabits() -> None:

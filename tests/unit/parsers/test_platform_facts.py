@@ -8,10 +8,6 @@ origin in that folder's SOURCE.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-
 from diagnose.parsers.kernel_settings import (
     parse_cmdline,
     parse_cpu_governors,
@@ -28,14 +24,7 @@ from diagnose.parsers.time_sync import (
     parse_time_sync,
     parse_timedatectl,
 )
-from tests.support.facts import (
-    Parse,
-    case_params,
-    case_paths,
-    check_case,
-    fixtures_read,
-    folders_without_cases,
-)
+from tests.support.facts import Parse, fact_suite
 from tests.support.paths import CAPTURED
 
 FOLDERS = ("pci", "kernel_settings", "time_sync", "storage", "persistence")
@@ -58,25 +47,7 @@ PARSERS: dict[str, Parse] = {
 }
 
 
-@pytest.mark.parametrize("path", case_params(PARSERS))
-def test_case(path: Path) -> None:
-    check_case(path, PARSERS[path.parent.name])
-
-
-def test_every_parser_has_cases() -> None:
-    missing = folders_without_cases(PARSERS)
-    assert not missing, f"parsers without a case: {missing}"
-
-
-def test_every_fixture_is_used_and_sourced() -> None:
-    """Every file in this module's fixture folders is read by a case and named in its folder's SOURCE."""
-    used = fixtures_read(case_paths(PARSERS))
-    for folder in FOLDERS:
-        source = (CAPTURED / folder / "SOURCE").read_text()
-        for fixture in sorted((CAPTURED / folder).glob("*.txt")):
-            relative = fixture.relative_to(CAPTURED).as_posix()
-            assert relative in used, f"no case reads {relative}"
-            assert fixture.name in source, f"{relative} is not named in its folder's SOURCE"
+test_case, test_every_parser_has_cases, test_every_fixture_is_used_and_sourced = fact_suite(PARSERS, FOLDERS)
 
 
 def test_bridges_above_a_device_come_outermost_first() -> None:
