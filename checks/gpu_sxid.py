@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from diagnose.catalog.sxid import REMEDIATION, kind, lookup, severity
-from diagnose.checks.gpu_xid import GRANT_ACCESS, window_start
+from diagnose.checks.gpu_xid import unreadable_log, window_start
 from diagnose.config.profiles import no_gpu_reason
 from diagnose.core.check import Check, Facts
 from diagnose.core.model import CommandOutput, Outcome
@@ -93,17 +93,9 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
     reason = no_gpu_reason(host_vars)
     if reason:
         return Outcome("SKIP", f"SXids not judged on {host}: {reason}", facts["source"], "no GPU")
-    if facts["source"] is None:
-        tried = [f"{r['source']}: {r['reason']}" for r in facts["refused"]]
-        tried += [f"{tool} is not installed" for tool in facts["missing"]]
-        return Outcome(
-            "ERROR",
-            f"the kernel log of {host} could not be read, so SXids cannot be judged "
-            f"({'; '.join(tried) or 'no source answered'})",
-            {"refused": facts["refused"], "missing": facts["missing"]},
-            "a readable kernel log",
-            remediation=GRANT_ACCESS,
-        )
+    unreadable = unreadable_log(facts, host, "SXids")
+    if unreadable:
+        return unreadable
     try:
         start, window = window_start(facts, host_vars)
     except ValueError as exc:

@@ -122,22 +122,31 @@ def _in_window(event: dict[str, Any], start: float | None) -> bool:
     return start is None or event.get("epoch") is None or event["epoch"] >= start
 
 
+def unreadable_log(facts: Facts, host: str, what: str) -> Outcome | None:
+    """The ERROR of a check that reads the shared kernel log when no source could be read: a check that
+    cannot see the log must never pass for one that saw a clean log. None when the log was read."""
+    if facts["source"] is not None:
+        return None
+    tried = [f"{r['source']}: {r['reason']}" for r in facts["refused"]]
+    tried += [f"{tool} is not installed" for tool in facts["missing"]]
+    return Outcome(
+        "ERROR",
+        f"the kernel log of {host} could not be read, so {what} cannot be judged "
+        f"({'; '.join(tried) or 'no source answered'})",
+        {"refused": facts["refused"], "missing": facts["missing"]},
+        "a readable kernel log",
+        remediation=GRANT_ACCESS,
+    )
+
+
 def judge(facts: Facts, host_vars: Vars) -> Outcome:
     host = host_vars.host or "this host"
     reason = no_gpu_reason(host_vars)
     if reason:
         return Outcome("SKIP", f"Xids not judged on {host}: {reason}", facts["source"], "no GPU")
-    if facts["source"] is None:
-        tried = [f"{r['source']}: {r['reason']}" for r in facts["refused"]]
-        tried += [f"{tool} is not installed" for tool in facts["missing"]]
-        said = "; ".join(tried) or "no source answered"
-        return Outcome(
-            "ERROR",
-            f"the kernel log of {host} could not be read, so Xids cannot be judged ({said})",
-            {"refused": facts["refused"], "missing": facts["missing"]},
-            "a readable kernel log",
-            remediation=GRANT_ACCESS,
-        )
+    unreadable = unreadable_log(facts, host, "Xids")
+    if unreadable:
+        return unreadable
     try:
         start, window = window_start(facts, host_vars)
     except ValueError as exc:
