@@ -118,35 +118,40 @@ def test_diagnose_run_stresses_every_host_and_reports_the_numbers_unjudged(
 
 
 def test_a_time_budget_that_runs_out_stops_the_program_and_says_so(testbed: TestBed, tmp_path: Path) -> None:
+    """The budget ends a few seconds into the launch: torchrun and torch's import alone take longer, so the
+    program is cut whatever the machine's load; a phase that did finish keeps its (CPU: SKIP) verdict."""
     testbed.add_many([HostSpec("node1")])
     hosts = hosts_of(testbed, expected_gpu_count=0, burnin_minutes=10)
     checks: list[CheckResult] = []
     records: list[dict[str, object]] = []
     connections = {h.name: connect(h) for h in hosts}
     plan = SimpleNamespace(collectives=("all_reduce",), stress=True)
-    context = BenchContext(
-        hosts,
-        connections,
-        {},
-        plan,
-        tmp_path / "out",
-        f"it-stress-{secrets.token_hex(3)}",
-        checks.append,
-        lambda entry: None,
-        deadline=time.monotonic() + 8,
-        emit_record=lambda section, entry: records.append(entry),
-    )
     try:
         for connection in connections.values():
             connection.open()
+        context = BenchContext(
+            hosts,
+            connections,
+            {},
+            plan,
+            tmp_path / "out",
+            f"it-stress-{secrets.token_hex(3)}",
+            checks.append,
+            lambda entry: None,
+            deadline=time.monotonic() + 3,
+            emit_record=lambda section, entry: records.append(entry),
+        )
         stress.run(Stage(context), choose_setup(hosts, {}))
     finally:
         for connection in connections.values():
             connection.close()
     by_id = {c.id: c for c in checks}
     assert set(by_id) == set(STRESS)
-    assert all(c.status == "ERROR" for c in checks), [(c.id, c.status, c.message) for c in checks]
-    assert "the run's time budget ran out during the benchmark" in by_id["gpu.gemm"].message
+    assert by_id["gpu.burnin"].status == "ERROR", [(c.id, c.status, c.message) for c in checks]
+    for check in checks:
+        assert check.status in ("ERROR", "SKIP"), (check.id, check.status, check.message)
+        if check.status == "ERROR":
+            assert "the run's time budget ran out during the benchmark" in check.message
     (stage,) = [r for r in records if r["metric"] == "stage"]
     assert stage["status"] == "deadline"
     assert bench_processes(testbed, testbed.hosts["node1"]) == []
