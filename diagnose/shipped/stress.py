@@ -543,6 +543,9 @@ class Program:
             elif phase == "burnin":
                 self.burnin()
         self.progress.emit({"event": "done", "time": round(time.time(), 3)})
+        # Every rank leaves its last collective before any tears the group down: gloo aborts a rank whose
+        # peer destroys the group under it ("terminate called without an active exception").
+        self.dist.barrier()
         self.dist.destroy_process_group()
 
 

@@ -219,7 +219,9 @@ def test_diagnose_run_probes_every_host_at_once_and_reports_the_fleet(
 def test_a_cpu_throttled_host_is_named_among_its_peers(testbed: TestBed, tmp_path: Path) -> None:
     require("throttling a host through a cpu cgroup", cgroup_problem())
     testbed.add_many([HostSpec(f"node{i}") for i in range(1, 6)])
-    run = Probes(testbed, tmp_path)
+    # Five hosts copying memory at once on two shared cores differ by up to ~20 % among themselves: the bed
+    # is a noisy fleet, so it is told to accuse only what is far from the median (node3's cap is ~90 %).
+    run = Probes(testbed, tmp_path, fleet_min_rel_dev_pct=30)
     progress = progress_file(run, [h.name for h in run.hosts].index("node3"))
     seen: dict[str, bool] = {}
 
