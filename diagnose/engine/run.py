@@ -19,7 +19,7 @@ import signal
 import socket
 import threading
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,7 @@ from diagnose.core.redact import redact_argv
 from diagnose.engine import stages as engine
 from diagnose.engine import unattended
 from diagnose.engine.custom import run_custom_checks
+from diagnose.engine.limits import make_room
 from diagnose.engine.reporter import Reporter
 from diagnose.engine.run_ids import make_run_dir, new_run_id, run_header
 from diagnose.history.coverage import record_coverage
@@ -151,6 +152,9 @@ def prepare(options: RunOptions) -> RunRequest:
     catalog = load_catalog()
     check_unknown_patterns(playbook, [e.id for e in catalog])
     host_checks, cluster_checks = engine.split_catalog(select(catalog, playbook.checks))
+    room = make_room(hosts, options.forks)  # open files and threads for the fan-out, or exit 2 here
+    if room.forks < options.forks:
+        options = replace(options, forks=room.forks)
     return RunRequest(
         options=options,
         playbook=playbook,
@@ -161,7 +165,7 @@ def prepare(options: RunOptions) -> RunRequest:
         formats=formats,
         inventory=inventories[0] if inventories else None,
         profile_note=next((s.note for s in sources if s.note), None),
-        warnings=unknown_variable_warnings(hosts, HOST_SETTINGS),
+        warnings=unknown_variable_warnings(hosts, HOST_SETTINGS) + ([room.note] if room.note else []),
         slurm=slurm,
     )
 
