@@ -15,6 +15,7 @@ from typing import Any
 
 from diagnose.engine.reporter import Reporter
 from diagnose.engine.run import Run, RunOutcome, RunRequest
+from diagnose.render.causes import cause_lines, group_causes
 from diagnose.render.tally import coverage_line, coverage_of, tally_text, verdict_label
 from diagnose.slurm.hosts import SlurmQuery
 
@@ -82,8 +83,10 @@ def execute(request: RunRequest, show_progress: bool) -> RunOutcome:
 
 def summary_lines(document: dict[str, Any], out_dir: Path | None, written: list[Path]) -> list[str]:
     """The verdict with the count of each status, the hosts and the run folder; then what the verdict stands
-    on (its coverage, one line); then each file written. The counts are :mod:`diagnose.render.tally`'s, the
-    same the report, JUnit and Prometheus show."""
+    on (its coverage, one line); then, unless the run passed, why it did not: one line per cause (its
+    status, hosts, checks, message and what to do, :mod:`diagnose.render.causes`, the grouping the report
+    shows too); then each file written. The counts are :mod:`diagnose.render.tally`'s, the same the report,
+    JUnit and Prometheus show."""
     coverage = coverage_of(document)
     hosts = len(document["hosts"])
     note = document["run"].get("profile_note")
@@ -94,4 +97,17 @@ def summary_lines(document: dict[str, Any], out_dir: Path | None, written: list[
         f"diagnose: {verdict} — {hosts} host(s), {tally or 'no results'} — {out_dir}",
         f"diagnose: {coverage_line(document['verdict'], coverage)}",
     ]
+    if document["verdict"] != "PASS":
+        lines += cause_lines(group_causes(document), _rest_at(out_dir, written))
     return lines + [f"  {path}" for path in written]
+
+
+def _rest_at(out_dir: Path | None, written: list[Path]) -> str:
+    """Where the causes the terminal leaves out are: the report's findings, and every result in results.json."""
+    results = next((p for p in written if p.name == "results.json"), None)
+    if results is None and out_dir is not None:
+        results = out_dir / "results.json"
+    report = next((p for p in written if p.suffix in (".html", ".pdf")), None)
+    where = [f"the findings of {report}"] if report else []
+    where += [f"every result in {results}"] if results else []
+    return "; ".join(where) or "results.json"

@@ -1,0 +1,191 @@
+"""The run's failures grouped by cause: what the terminal prints after the verdict and what the report's
+first page and findings chapter are built from.
+
+A *cause* is one underlying failure, however many hosts and checks it shows up in: ten hosts refusing
+SSH, every collective that could not start because torch is missing, eleven GPU checks whose tool timed
+out on one wedged host. Results belong to the same cause when they have the same status, the same
+recorded ``action`` and the same message once its host-specific parts are set aside (the host's name and
+address, ports, PCI bus ids, GPU UUIDs, process ids, a quoted command line, the timeout's seconds, a
+benchmark's collective). What is left is the sentence that names the fault, so grouping on it needs no
+list of known faults and works on results.json files of any age.
+
+The engine has already folded checks that depend on a root check under it (they SKIP and point there,
+``engine/evaluate.py``), so a root cause reaches this module as the one result that states it; this
+module only joins what the run recorded, it never re-judges. Pure: a results document in, causes out.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from diagnose.catalog.stage_ids import (
+    BENCH_CLEANUP,
+    BENCH_LINK,
+    BENCH_NCCL_TESTS,
+    BENCH_PREFIX,
+    BENCH_STRAGGLER,
+)
+from diagnose.core.model import SEVERITY
+from diagnose.render.actions import action_of, action_text
+from diagnose.render.hostlist import natural_key, summarize
+from diagnose.render.load import clean_text
+from diagnose.render.tally import results_of, status_of
+from diagnose.render.text import host_label
+
+#: The statuses a cause is made of, worst first; PASS and SKIP are not causes of anything.
+CAUSE_STATUSES = ("FAIL", "ERROR", "WARN")
+#: Cause lines the terminal prints at most (the last one says how many more there are, and where).
+TERMINAL_LINES = 10
+#: Characters of a message the terminal shows on a cause line.
+TERMINAL_MESSAGE = 110
+
+_TOKEN = re.compile(r"[\w.\-]+")
+_IPV4 = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}\b")
+_PORT = re.compile(r"(<host>|<addr>):\d+")
+_SSH_PORT = re.compile(r"\bport \d{2,5}\b")
+_BUS_ID = re.compile(r"\b[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]\b")
+_UUID = re.compile(r"\b(?:GPU|MIG)-[0-9a-fA-F-]{8,}")
+_PID = re.compile(r"\bpid \d+")
+_QUOTED = re.compile(r"`[^`]*`")
+_AFTER = re.compile(r"after \d+(?:\.\d+)? s\b")
+
+
+def normalized(message: str, names: frozenset[str], own: tuple[str, ...] = ()) -> str:
+    """``message`` with its host-specific parts replaced, so that hosts failing alike read alike.
+
+    ``names`` are every host name and address of the run (matched as whole tokens, so ``gpu1`` never eats
+    into ``gpu12``); ``own`` are words of this result to set aside as well (a benchmark's collective).
+    """
+    text = _QUOTED.sub("`…`", message)
+    for word in own:
+        text = re.sub(rf"\b{re.escape(word)}\b", "<own>", text)
+    text = _TOKEN.sub(lambda m: _token(m.group(0), names), text)
+    text = _IPV4.sub("<addr>", text)
+    text = _PORT.sub(r"\1:#", text)
+    text = _SSH_PORT.sub("port #", text)
+    text = _BUS_ID.sub("<bus>", text)
+    text = _UUID.sub("<uuid>", text)
+    text = _PID.sub("pid #", text)
+    return _AFTER.sub("after # s", text)
+
+
+def _token(token: str, names: frozenset[str]) -> str:
+    bare = token.rstrip(".-")
+    return "<host>" + token[len(bare) :] if bare in names else token
+
+
+@dataclass
+class Cause:
+    """Results that fail the same way, on one or many hosts and checks."""
+
+    status: str
+    action: str | None
+    message: str  # the first result's message, as recorded
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def check_ids(self) -> list[str]:
+        """The checks this cause shows up in, in the order they were met."""
+        return list(dict.fromkeys(str(r.get("id", "?")) for r in self.rows))
+
+    @property
+    def hosts(self) -> list[str]:
+        """The hosts it shows up on in natural order; a cluster-wide result is named as the cluster."""
+        return sorted({host_label(r.get("host")) for r in self.rows}, key=natural_key)
+
+    @property
+    def hosts_text(self) -> str:
+        return summarize(self.hosts, limit=160)
+
+    @property
+    def remediation(self) -> str:
+        """The first remediation a result of the cause gives (the checks of one cause give the same)."""
+        return next((str(r["remediation"]) for r in self.rows if r.get("remediation")), "")
+
+    @property
+    def what_to_do(self) -> str:
+        """The recorded action in words; without one (older files), the remediation's first sentence."""
+        words = action_text(self.action)
+        if words is not None:
+            return words
+        return self.remediation.split(". ")[0].rstrip(".")
+
+
+def cause_names(document: dict[str, Any]) -> frozenset[str]:
+    """Every host name and address of the run: the words of a message that differ from host to host."""
+    names: set[str] = set()
+    for host in document.get("hosts") or []:
+        if isinstance(host, dict):
+            names.update(
+                str(host[k]) for k in ("name", "address") if isinstance(host.get(k), str) and host[k]
+            )
+    for row in results_of(document):
+        if isinstance(row.get("host"), str):
+            names.add(row["host"])
+    return frozenset(n for n in names if _TOKEN.fullmatch(n))
+
+
+#: Benchmark ids that name no collective: their message's words are all the cause's own.
+_NOT_COLLECTIVES = frozenset((BENCH_STRAGGLER, BENCH_LINK, BENCH_CLEANUP, BENCH_NCCL_TESTS))
+
+
+def _own_words(row: dict[str, Any]) -> tuple[str, ...]:
+    """A collective's benchmark says its collective's name: ``all_reduce not run: torch ...`` and
+    ``all_gather not run: torch ...`` are one cause."""
+    check_id = str(row.get("id", ""))
+    if not check_id.startswith(BENCH_PREFIX) or check_id in _NOT_COLLECTIVES:
+        return ()
+    return (check_id.removeprefix(BENCH_PREFIX),)
+
+
+def group_causes(document: dict[str, Any]) -> list[Cause]:
+    """The FAIL, ERROR and WARN results grouped by cause: worst first, then the most hosts, then the most
+    results; a cluster-wide result counts as one host (the cluster)."""
+    names = cause_names(document)
+    causes: dict[tuple[str, str | None, str], Cause] = {}
+    for row in results_of(document):
+        status = status_of(row)
+        if status not in CAUSE_STATUSES:
+            continue
+        raw = row.get("message")
+        message = raw if isinstance(raw, str) else str(raw or "")
+        action = action_of(row)
+        key = (status, action, normalized(message, names, _own_words(row)))
+        causes.setdefault(key, Cause(status, action, message)).rows.append(row)
+    return sorted(
+        causes.values(),
+        key=lambda c: (-SEVERITY[c.status], -len(c.hosts), -len(c.rows), c.check_ids[0], c.message),
+    )
+
+
+def _cut(text: str, limit: int) -> str:
+    """One line of at most ``limit`` characters, cleaned for a terminal: a hostile host name or message
+    carries no escape sequence (and no unencodable character) to the operator's tty."""
+    line = clean_text(" ".join(text.split()), None)
+    return line if len(line) <= limit else f"{line[: limit - 1]}…"
+
+
+def cause_lines(causes: list[Cause], rest_at: str, limit: int = TERMINAL_LINES) -> list[str]:
+    """The causes as terminal lines, at most ``limit`` of them; when there are more, the last line says
+    how many and where the rest is (``rest_at``: the report, or results.json)."""
+    shown = causes if len(causes) <= limit else causes[: limit - 1]
+    if not shown:
+        return []
+    hosts = [_cut(c.hosts_text, 28) for c in shown]
+    checks = [
+        _cut(c.check_ids[0], 28) + (f" +{len(c.check_ids) - 1}" if len(c.check_ids) > 1 else "")
+        for c in shown
+    ]
+    host_width, check_width = max(map(len, hosts)), max(map(len, checks))
+    lines = []
+    for cause, where, ids in zip(shown, hosts, checks, strict=True):
+        todo = _cut(cause.what_to_do, 70)
+        line = f"  {cause.status:<5}  {where:<{host_width}}  {ids:<{check_width}}  "
+        lines.append(line + _cut(cause.message, TERMINAL_MESSAGE) + (f" → {todo}" if todo else ""))
+    left = causes[len(shown) :]
+    if left:
+        results = sum(len(c.rows) for c in left)
+        lines.append(f"  … {len(left)} more cause(s), {results} result(s): see {_cut(rest_at, 400)}")
+    return lines
