@@ -41,6 +41,7 @@ def _verdict_code(document: dict[str, Any]) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from diagnose.commands import run as command
+    from diagnose.engine.profile_hint import hosts_without_profile
     from diagnose.engine.run import RunOptions, prepare
 
     if args.slurm_rotate and not args.slurm_submit:
@@ -76,6 +77,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _config_error(exc)
     for warning in request.warnings:
         print(f"diagnose: warning: {warning}", file=sys.stderr)
+    if hosts_without_profile(request.hosts) and not (args.list_hosts or args.check):
+        print(f"diagnose: {request.profile_note}", file=sys.stderr)  # before the verdict it qualifies
     if args.slurm_submit:
         rotation = (args.slurm_state or "idle") if args.slurm_rotate else None
         return _submit(request, rotation, args.check)
@@ -145,6 +148,9 @@ def _report_outcome(outcome: Any, request: Any) -> int:
             print(f"diagnose: retention: {failure}", file=sys.stderr)
     else:
         print("\n".join(summary_lines(document, outcome.out_dir, outcome.written)))
+        suggestion = document["run"].get("profile_suggestion")
+        if isinstance(suggestion, dict) and suggestion.get("text"):  # cron's one line stays one
+            print(f"diagnose: {suggestion['text']}")
     return _verdict_code(document)
 
 
@@ -163,7 +169,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from diagnose.commands.report import prepare_report
 
     try:
-        request = prepare_report(args.results, args.out, args.format)
+        request = prepare_report(args.results, args.out, args.format, args.history)
     except ConfigError as exc:
         return _config_error(exc)
     written = _render(request.results, request.formats, request.out)
@@ -333,8 +339,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=cmd_run)
 
     report = sub.add_parser("report", help="re-render reports from a results.json without touching any host")
-    report.add_argument("results", help="a results.json, or the run folder holding it")
+    report.add_argument(
+        "results", metavar="RUN", help="a results.json, a run folder (its path or name), or a run id"
+    )
     report.add_argument("-o", "--out", help="write the reports here (default: beside results.json)")
+    report.add_argument(
+        "--history", help="history database that finds a run id's folder (default: the user data dir)"
+    )
     report.add_argument("--format", default="html,pdf", help=f"comma list of {', '.join(FORMATS)}")
     report.set_defaults(func=cmd_report)
 
@@ -393,7 +404,9 @@ def build_parser() -> argparse.ArgumentParser:
     hist.set_defaults(func=cmd_history)
 
     base = sub.add_parser("baseline", help="pin a run as the baseline that regressions are measured against")
-    base.add_argument("run_id")
+    base.add_argument(
+        "run_id", metavar="RUN", help="a run id (or its start), or a run folder (its path or name)"
+    )
     base.add_argument("--history", help="history database (default: the user data dir)")
     base.set_defaults(func=cmd_baseline)
     return parser

@@ -34,6 +34,7 @@ from diagnose.config.playbook import (
     custom_check_paths,
     load_playbook,
 )
+from diagnose.config.profile_files import available_profiles, load_profile
 from diagnose.config.profiles import unknown_variable_warnings
 from diagnose.core.check import Check, ClusterCheck
 from diagnose.core.errors import ConfigError
@@ -43,6 +44,7 @@ from diagnose.engine import stages as engine
 from diagnose.engine import unattended
 from diagnose.engine.custom import run_custom_checks
 from diagnose.engine.limits import make_room
+from diagnose.engine.profile_hint import hardware_of, hosts_without_profile, no_profile_note, suggest
 from diagnose.engine.reporter import Reporter
 from diagnose.engine.run_ids import make_run_dir, new_run_id, run_header
 from diagnose.history.coverage import record_coverage
@@ -164,7 +166,7 @@ def prepare(options: RunOptions) -> RunRequest:
         custom_modules=custom_check_paths(playbook),
         formats=formats,
         inventory=inventories[0] if inventories else None,
-        profile_note=next((s.note for s in sources if s.note), None),
+        profile_note=next((s.note for s in sources if s.note), None) or no_profile_note(hosts),
         warnings=unknown_variable_warnings(hosts, HOST_SETTINGS) + ([room.note] if room.note else []),
         slurm=slurm,
     )
@@ -299,6 +301,7 @@ class Run:
             self.reporter,
             deadline=deadline.expired if self.nightly else None,
         )
+        self._suggest_profile(store)
         engine.run_cluster_stage(request.cluster_checks, self.states, store)
         if request.custom_modules:
             reachable = [s.host for s in self.states.values() if s.connection is not None]
@@ -331,6 +334,18 @@ class Run:
             store.add_checks([r.result for r in regressions] + unstable)
             store.extra["history"] = {"trend": history.trend_for_report(db, store.document())}
         return regressions
+
+    def _suggest_profile(self, store: engine.ResultsStore) -> None:
+        """``run.profile_suggestion`` from the facts of the hosts that have no profile (none: nothing)."""
+        missing = hosts_without_profile(self.request.hosts)
+        if not missing:
+            return
+        profiles = [load_profile(name) for name in available_profiles()]
+        hardware = {name: hardware_of(self.states[name].facts) for name in missing if name in self.states}
+        suggestion = suggest(hardware, profiles)
+        if suggestion is not None:
+            store.run["profile_suggestion"] = suggestion
+            store.flush(force=True)
 
     def _interrupted(self, out_dir: Path, store: engine.ResultsStore) -> RunOutcome:
         """Ctrl-C, SIGTERM: keep what was measured, then one bounded stop of everything started."""

@@ -110,7 +110,8 @@ def build_cover(results: dict[str, Any]) -> Cover:
         operator=str(run.get("operator") or os.environ.get("USER") or MISSING),
         playbook=str(run.get("playbook") or MISSING),
         profile=str(run.get("profile") or MISSING)
-        + (f" — {run['profile_note']}" if isinstance(run.get("profile_note"), str) else ""),
+        + (f" — {run['profile_note']}" if isinstance(run.get("profile_note"), str) else "")
+        + (f" — {suggested['text']}" if isinstance(suggested := run.get("profile_suggestion"), dict) else ""),
         argv=" ".join(str(a) for a in argv) if isinstance(argv, list) else show(argv),
         nodes=len(hosts),
         reachable=sum(1 for h in hosts if h.get("reachable")),
