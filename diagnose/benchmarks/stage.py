@@ -70,6 +70,7 @@ from diagnose.catalog.stage_ids import BENCH_CLEANUP, BENCH_STRAGGLER, NCCL_TRAN
 from diagnose.config.profiles import no_gpu_reason
 from diagnose.core.errors import ConfigError
 from diagnose.core.hosts import Host
+from diagnose.core.install_hint import torch_hint
 from diagnose.core.model import CheckResult
 from diagnose.core.units import bus_factor, human_bytes
 from diagnose.launchers.base import LaunchOutcome, LaunchSpec
@@ -411,19 +412,17 @@ class Stage:
         Launching anyway would end in a wall of tracebacks per host; this names the hosts and the fix.
         A host with its own ``bench_python`` was not probed, so it is given the benefit of the doubt.
         """
-        missing = {}
+        missing, hints = {}, {}
         for host in hosts:
             facts = self.ctx.facts.get(host.name, {}).get("nccl.version") or {}
             if facts.get("torch") is None and facts.get("torch_error") and not host.vars.get("bench_python"):
-                missing[host.name] = f"{facts.get('python') or host.python}: {facts['torch_error']}"
+                interpreter = str(facts.get("python") or host.python)
+                missing[host.name] = f"{interpreter}: {facts['torch_error']}"
+                hints.setdefault(torch_hint(interpreter, host.connection == "local"), None)
         if not missing:
             return None
         where = "; ".join(f"{name} ({why})" for name, why in missing.items())
-        return (
-            f"torch cannot be imported on {where}. Install torch for that interpreter (on a controller "
-            "assessing itself: pip install 'diagnose[bench]'), or point bench_python / "
-            "ansible_python_interpreter at a Python that has it"
-        )
+        return f"torch cannot be imported on {where}. " + ". ".join(hints)
 
     def run_torch(self, setup: Setup, collectives: list[str], judge_transport: bool = True) -> None:
         """One torchrun launch of every collective, its entries, straggler isolation and cleanup checks."""

@@ -49,6 +49,8 @@ CPU_BURNIN_S = 2.0
 #: Seconds a phase row may take beyond its own length before the program counts as hung: a GPU phase
 #: takes seconds; a CPU test host shares two cores with everything else.
 ROW_SLACK_S = {"cuda": 120.0, "cpu": 600.0}
+#: How the launch "ended" on a host whose Python cannot import torch: it was never started.
+NO_TORCH = "no torch"
 
 
 def row_budget(device: str, memtest_s: float) -> Callable[[str, int], float]:
@@ -106,11 +108,12 @@ class Stress:
     def measure(self, index: int, host: Host) -> tuple[HostStress, float]:
         """One host's launch, read into figures; and its wall time."""
         missing = self.stage.torch_missing([host])
-        deadline = self.ctx.deadline
-        if missing is None and deadline is not None and time.monotonic() > deadline:
-            missing = "the run's time budget ran out before the GPU stress"
         if missing is not None:
-            return HostStress(host.name, status="failed", message=missing), 0.0
+            return HostStress(host.name, device=self.device, status=NO_TORCH, message=missing), 0.0
+        deadline = self.ctx.deadline
+        if deadline is not None and time.monotonic() > deadline:
+            message = "the run's time budget ran out before the GPU stress"
+            return HostStress(host.name, device=self.device, status="failed", message=message), 0.0
         began = time.monotonic()
         outcome = launch(self.spec(index, host))
         figures = host_stress(
@@ -163,6 +166,16 @@ def stage_record(item: HostStress, wall: float, asked: tuple[float, float]) -> d
     }
 
 
+def unlaunched_verdict(item: HostStress) -> tuple[str, str]:
+    """The status and message of every stress check on a host the program never started on: ERROR, but for
+    a CPU host without torch. A CPU host's verdicts are SKIP whatever it measures (not judged against a GPU),
+    so one that cannot run the program loses no verdict: `diagnose run` on a laptop without the bench extra
+    stays a truthful PASS. A GPU host without torch cannot be judged: ERROR."""
+    if item.cpu and item.status == NO_TORCH:
+        return "SKIP", f"{stress_judge.CPU_NOTE}; not measured either: {item.message}"
+    return "ERROR", f"not measured: {item.message}"
+
+
 def judge_all(figures: list[HostStress], hosts: dict[str, Host]) -> list[stress_judge.Judgement]:
     """Every stress verdict, in the order the program measures."""
     settings = {f.host: stress_judge.Settings.of(hosts[f.host].vars) for f in figures}
@@ -179,8 +192,9 @@ def judge_all(figures: list[HostStress], hosts: dict[str, Host]) -> list[stress_
     launched = [f for f in figures if f not in unlaunched]
     failed = stress_judge.Judgement(
         checks=[
-            CheckResult(check, f.host, stress_judge.CHECKLIST, "ERROR", message=f"not measured: {f.message}")
+            CheckResult(check, f.host, stress_judge.CHECKLIST, status, message=message)
             for f in unlaunched
+            for status, message in [unlaunched_verdict(f)]
             for check in STRESS
         ]
     )

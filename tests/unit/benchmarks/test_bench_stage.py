@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import shlex
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 from diagnose.benchmarks.setup import BenchContext, Setup, choose_setup
 from diagnose.benchmarks.stage import Stage, nothing_to_measure
 from diagnose.core.hosts import Host
+from diagnose.core.install_hint import install_command
 from diagnose.core.vars import Vars
 from diagnose.launchers.base import LaunchOutcome
 from tests.support.paths import FACTS
@@ -93,8 +96,33 @@ def test_hosts_where_torch_does_not_import_are_named_before_any_launch(tmp_path:
     (result,) = checks
     assert result.id == "bench.all_reduce" and result.status == "ERROR"
     assert "gpu2 (/usr/bin/python3: ModuleNotFoundError)" in result.message and "gpu1" not in result.message
+    assert (
+        "Install torch for that interpreter on the host" in result.message
+        and "bench_python" in result.message
+    )
+    assert "pip install" not in result.message, "a remote host's Python is not fixed by installing diagnose"
     hosts[1].vars = Vars({"bench_python": "/opt/venv/bin/python"}, host="gpu2")
     assert Stage(ctx).torch_missing(hosts) is None, "a host with its own bench_python was not probed"
+
+
+def test_this_machine_without_torch_is_told_to_install_the_bench_extra_where_diagnose_runs(
+    tmp_path: Path,
+) -> None:
+    """The default target runs `python3` from PATH: when that is diagnose's own interpreter (an activated
+    venv), the fix is the bench extra from where diagnose came; when it is another Python, bench_python
+    can point at diagnose's own once the extra is there."""
+    host = Host("localhost", vars=Vars({"ansible_connection": "local"}, host="localhost"))
+    plan = SimpleNamespace(collectives=["all_reduce"], tool="torch", enabled=True)
+    for python, expected in (
+        (sys.executable, f"bench extra into the environment running it: {install_command()}"),
+        ("/usr/bin/python3", f"-e bench_python={shlex.quote(sys.executable)}"),
+    ):
+        facts = {"localhost": {"nccl.version": {"torch": None, "torch_error": "No module", "python": python}}}
+        ctx = BenchContext([host], {}, facts, plan, tmp_path, "t", lambda c: None, lambda b: None)
+        message = Stage(ctx).torch_missing([host]) or ""
+        assert message.startswith(f"torch cannot be imported on localhost ({python}: No module). ")
+        assert expected in message
+        assert "'diagnose[bench]'" not in message, "diagnose on the package index is another project"
 
 
 def test_one_gpu_in_all_skips_the_sweep_and_the_transport_without_launching(tmp_path: Path) -> None:

@@ -1,0 +1,113 @@
+"""How to install something from where the user stands: the one wording of every "install ..." message.
+
+Two traps make a fixed sentence wrong. The name ``diagnose`` on the package index is another project's, so
+``pip install 'diagnose[bench]'`` installs something unrelated: this project is distributed as
+``diagnose-cluster`` (the import package and the ``diagnose`` command keep their name). And most users run
+from a source checkout, where the index is the wrong source altogether: the extra must come from that
+checkout, into the environment that runs diagnose. pip records where an installed distribution came from
+in its ``direct_url.json`` (PEP 610): absent for the index, a ``file://`` folder with ``dir_info`` for a
+checkout (``editable`` for ``pip install -e``), a URL or VCS reference otherwise. Nothing installed at all
+means a bare checkout on ``PYTHONPATH``. Each command names the interpreter that runs diagnose
+(``<python> -m pip``), so the install lands in its environment whether or not a venv is activated.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+#: The distribution name on the package index (``diagnose`` there is an unrelated project).
+DIST = "diagnose-cluster"
+#: The extra that brings torch, which every benchmark launches.
+BENCH = "bench"
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where this installation came from: ``editable`` or ``folder`` (a checkout at ``location``), ``url``
+    (an archive or VCS reference at ``location``), ``index``, or ``checkout`` (not installed: run from the
+    folder at ``location``)."""
+
+    kind: str
+    location: str | None = None
+
+
+def origin_from(direct_url: str | None, installed: bool, checkout: Path) -> Origin:
+    """The origin told by a distribution's ``direct_url.json`` text (None: the file is absent). Pure."""
+    if not installed:
+        return Origin("checkout", str(checkout))
+    if not direct_url:
+        return Origin("index")
+    try:
+        record = json.loads(direct_url)
+    except ValueError:
+        return Origin("index")
+    url = str(record.get("url") or "") if isinstance(record, dict) else ""
+    if not url:
+        return Origin("index")
+    if url.startswith("file://") and isinstance(record.get("dir_info"), dict):
+        folder = unquote(urlparse(url).path)
+        return Origin("editable" if record["dir_info"].get("editable") else "folder", folder)
+    vcs = record.get("vcs_info")
+    if isinstance(vcs, dict) and vcs.get("vcs"):
+        url = f"{vcs['vcs']}+{url}"
+    return Origin("url", url)
+
+
+def current_origin() -> Origin:
+    """Where the running diagnose came from, read from the installed distribution's metadata."""
+    checkout = Path(__file__).resolve().parents[2]
+    try:
+        dist = metadata.distribution(DIST)
+    except metadata.PackageNotFoundError:
+        return origin_from(None, False, checkout)
+    return origin_from(dist.read_text("direct_url.json"), True, checkout)
+
+
+def install_command(extra: str = BENCH, origin: Origin | None = None, python: str | None = None) -> str:
+    """The shell command that adds ``extra`` to the environment running diagnose, from where it came."""
+    origin = origin or current_origin()
+    python = python or sys.executable
+    if origin.kind in ("editable", "checkout"):
+        args = ["-e", f"{origin.location}[{extra}]"]
+    elif origin.kind == "folder":
+        args = [f"{origin.location}[{extra}]"]
+    elif origin.kind == "url":
+        args = [f"{DIST}[{extra}] @ {origin.location}"]
+    else:
+        args = [f"{DIST}[{extra}]"]
+    return shlex.join([python, "-m", "pip", "install", *args])
+
+
+def same_interpreter(interpreter: str, python: str | None = None) -> bool:
+    """Whether ``interpreter`` is the Python running diagnose. Paths are compared as written, not resolved:
+    a venv's python is a link to the base interpreter, and the two have different packages."""
+    python = python or sys.executable
+    return os.path.abspath(interpreter) == os.path.abspath(python)
+
+
+def torch_hint(interpreter: str, local: bool, origin: Origin | None = None, python: str | None = None) -> str:
+    """What to do when torch cannot be imported by ``interpreter`` on a host (``local``: this machine).
+
+    A remote host's Python is the host's business, not this package's; on this machine the bench extra is
+    the fix when that Python is the one running diagnose, and otherwise either install or ``bench_python``.
+    """
+    python = python or sys.executable
+    if not local:
+        return (
+            "Install torch for that interpreter on the host, or point bench_python / "
+            "ansible_python_interpreter at a Python there that has it"
+        )
+    command = install_command(BENCH, origin, python)
+    if same_interpreter(interpreter, python):
+        return f"Install diagnose's {BENCH} extra into the environment running it: {command}"
+    return (
+        f"Install torch for that interpreter, or install diagnose's {BENCH} extra ({command}) and run with "
+        f"-e bench_python={shlex.quote(python)}"
+    )

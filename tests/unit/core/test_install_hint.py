@@ -1,0 +1,137 @@
+"""Install messages name the source the user installed from: the checkout, a URL, or the index's free name.
+
+The direct_url.json texts are the shapes pip writes (PEP 610): an editable checkout, a plain `pip install .`,
+a git reference, an archive URL; an index install writes none.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from diagnose.core import install_hint
+from diagnose.core.install_hint import (
+    DIST,
+    Origin,
+    current_origin,
+    install_command,
+    origin_from,
+    same_interpreter,
+    torch_hint,
+)
+
+CHECKOUT = Path("/srv/src/diagnose")
+PY = "/home/ops/venvs/diagnose/bin/python"
+
+EDITABLE = json.dumps({"url": "file:///home/ops/src/diag%20nose", "dir_info": {"editable": True}})
+FOLDER = json.dumps({"url": "file:///home/ops/src/diagnose", "dir_info": {}})
+GIT = json.dumps(
+    {
+        "url": "https://git.example.org/ops/diagnose.git",
+        "vcs_info": {"vcs": "git", "commit_id": "4cf817c0", "requested_revision": "main"},
+    }
+)
+ARCHIVE = json.dumps({"url": "https://files.example.org/diagnose-0.1.0.tar.gz", "archive_info": {}})
+
+
+@pytest.mark.parametrize(
+    ("direct_url", "installed", "origin"),
+    [
+        (EDITABLE, True, Origin("editable", "/home/ops/src/diag nose")),
+        (FOLDER, True, Origin("folder", "/home/ops/src/diagnose")),
+        (GIT, True, Origin("url", "git+https://git.example.org/ops/diagnose.git")),
+        (ARCHIVE, True, Origin("url", "https://files.example.org/diagnose-0.1.0.tar.gz")),
+        (None, True, Origin("index")),
+        ("not json", True, Origin("index")),
+        (None, False, Origin("checkout", str(CHECKOUT))),
+    ],
+)
+def test_where_the_installation_came_from(direct_url: str | None, installed: bool, origin: Origin) -> None:
+    assert origin_from(direct_url, installed, CHECKOUT) == origin
+
+
+def test_each_origin_installs_the_extra_from_its_own_source_into_the_running_python() -> None:
+    def command(origin: Origin) -> list[str]:
+        return shlex.split(install_command("bench", origin, PY))
+
+    assert command(Origin("editable", "/home/ops/src/diag nose")) == [
+        *(PY, "-m", "pip", "install"),
+        *("-e", "/home/ops/src/diag nose[bench]"),
+    ]
+    assert command(Origin("checkout", "/srv/src/diagnose"))[-2:] == ["-e", "/srv/src/diagnose[bench]"]
+    assert command(Origin("folder", "/home/ops/src/diagnose"))[-1] == "/home/ops/src/diagnose[bench]"
+    assert command(Origin("url", "git+https://h/d.git"))[-1] == f"{DIST}[bench] @ git+https://h/d.git"
+    assert command(Origin("index")) == [PY, "-m", "pip", "install", "diagnose-cluster[bench]"]
+    assert install_command("test", Origin("index"), PY).endswith("'diagnose-cluster[test]'")
+
+
+def test_the_distribution_name_is_the_one_in_pyproject() -> None:
+    pyproject = Path(__file__).resolve().parents[3] / "pyproject.toml"
+    assert f'name = "{DIST}"' in pyproject.read_text()
+    assert DIST != "diagnose", "diagnose on the package index is an unrelated project"
+
+
+def test_a_remote_host_is_told_about_its_own_python_not_this_package() -> None:
+    hint = torch_hint("/usr/bin/python3", local=False, origin=Origin("index"), python=PY)
+    assert "on the host" in hint and "bench_python" in hint and "pip" not in hint
+
+
+def test_this_machine_gets_the_extra_or_bench_python_by_which_interpreter_lacks_torch() -> None:
+    editable = Origin("editable", "/home/ops/src/diagnose")
+    own = torch_hint(PY, local=True, origin=editable, python=PY)
+    assert (
+        own
+        == f"Install diagnose's bench extra into the environment running it: {PY} -m pip install -e "
+        + ("'/home/ops/src/diagnose[bench]'")
+    )
+    other = torch_hint("/usr/bin/python3", local=True, origin=editable, python=PY)
+    assert other.startswith("Install torch for that interpreter, or install diagnose's bench extra (")
+    assert other.endswith(f"-e bench_python={PY}")
+
+
+def test_a_venv_python_is_not_its_base_interpreter(tmp_path: Path) -> None:
+    link = tmp_path / "venv" / "bin" / "python"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(sys.executable)
+    assert not same_interpreter(str(link), sys.executable), "a venv's python links to the base interpreter"
+    assert same_interpreter(str(link), str(link.parent / ".." / "bin" / "python"))
+
+
+def test_the_running_installation_is_read_from_its_metadata(monkeypatch: pytest.MonkeyPatch) -> None:
+    """current_origin asks importlib.metadata for this distribution only: the index's `diagnose` (another
+    project) installed beside it must not be taken for it."""
+    asked: list[str] = []
+
+    class Dist:
+        def read_text(self, name: str) -> str | None:
+            return EDITABLE if name == "direct_url.json" else None
+
+    def distribution(name: str) -> Dist:
+        asked.append(name)
+        if name != DIST:
+            raise install_hint.metadata.PackageNotFoundError(name)
+        return Dist()
+
+    monkeypatch.setattr(install_hint.metadata, "distribution", distribution)
+    assert current_origin() == Origin("editable", "/home/ops/src/diag nose")
+    assert asked == [DIST]
+
+    def missing(name: str) -> Dist:
+        raise install_hint.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(install_hint.metadata, "distribution", missing)
+    checkout = Path(install_hint.__file__).resolve().parents[2]
+    assert current_origin() == Origin("checkout", str(checkout))
+    assert (checkout / "pyproject.toml").is_file()
+
+
+def test_the_printed_command_is_one_a_shell_runs_as_given(tmp_path: Path) -> None:
+    """Quoting: the brackets of an extra and a space in a path survive the shell (echoed, not installed)."""
+    command = install_command("bench", Origin("editable", str(tmp_path / "my src")), "echo")
+    out = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True).stdout
+    assert out.split("\n")[0] == f"-m pip install -e {tmp_path}/my src[bench]"
