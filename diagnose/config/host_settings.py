@@ -123,6 +123,11 @@ def _path(values: Vars, name: str) -> str | None:
     return None
 
 
+def _true_or_false(values: Vars, name: str) -> str | None:
+    values.bool(name)  # raises ConfigError naming the variable and the host
+    return None
+
+
 def _connection(values: Vars, name: str) -> str | None:
     value = values.str(name)
     if value is not None and value not in CONNECTIONS:
@@ -215,7 +220,7 @@ SETTINGS: dict[str, Validator] = {
     "diagnose_kubectl": _path,
     "ansible_kubectl_extra_args": _kubectl_args,
     "diagnose_k8s_selector": _one_line,
-    # Slurm (diagnose.slurm.hosts, connectors/srun.py, bench/launcher_srun.py, diagnose.slurm.submit)
+    # Slurm (diagnose.slurm.hosts, connectors/srun.py, engine/step_stage.py, launchers/srun.py, slurm/submit.py)
     "bench_launcher": _bench_launcher,
     "slurm_job_id": _matching(_SLURM_JOB, "a Slurm job id"),
     "slurm_node": _matching(_SLURM_NAME, "a Slurm node name"),
@@ -226,6 +231,8 @@ SETTINGS: dict[str, Validator] = {
     "slurm_time": _matching(_SLURM_TIME, "a Slurm time limit (minutes, H:MM:SS or D-HH:MM:SS)"),
     "slurm_nodes": bounded(Vars.int, 1),
     "slurm_gpus_per_node": bounded(Vars.int, 1),
+    "slurm_step_nodes": bounded(Vars.int, 1),
+    "slurm_step_checks": _true_or_false,
 }
 
 

@@ -8,85 +8,26 @@ stages print nothing: they tell the caller's :class:`~diagnose.engine.reporter.R
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from diagnose.catalog.loading import Entry, load_catalog, select
-from diagnose.connectors import ConnectError, Connection, close_jump_hosts, connect, stop_running_batches
-from diagnose.core.check import Check, ClusterCheck, Command, Facts
+from diagnose.connectors import ConnectError, close_jump_hosts, connect, stop_running_batches
+from diagnose.core.check import Check, ClusterCheck, Facts
 from diagnose.core.hosts import Host
-from diagnose.core.model import SEVERITY, CheckResult, CommandOutput, HostRecord, Outcome
-from diagnose.core.vars import Vars
-from diagnose.engine.environment import environment_from_facts
-from diagnose.engine.evaluate import evaluate_check, evaluate_cluster, fold_into_root_causes, outcome_result
+from diagnose.core.model import SEVERITY, CheckResult, HostRecord, Outcome
+from diagnose.engine.evaluate import evaluate_check, evaluate_cluster, outcome_result
+from diagnose.engine.host_batch import HostState, commands_of, judge_batch, mark_unreachable, save_evidence
 from diagnose.engine.reporter import Reporter
 from diagnose.engine.results import ResultsStore
-from diagnose.engine.run_ids import safe_name
+from diagnose.engine.step_stage import run_host_stage_in_steps, uses_steps
 
 DEFAULT_FORKS = 32
-
-
-@dataclass
-class HostState:
-    """What the host stage learnt about one host, handed on to cluster rules and benchmarks."""
-
-    host: Host
-    connection: Connection | None = None
-    facts: dict[str, Facts] = field(default_factory=dict)
-    results: list[CheckResult] = field(default_factory=list)
-    record: HostRecord | None = None
-
-    @property
-    def healthy(self) -> bool:
-        """Reachable and answering: the hosts a benchmark is launched on.
-
-        A host with a configuration FAIL (P2P disabled, a port Down) still runs the collectives: the
-        measured effect of the fault is what the acceptance report has to show.
-        """
-        return self.connection is not None and any(
-            r.id == "host.reachable" and r.status == "PASS" for r in self.results
-        )
-
-
-def _write_evidence(path: Path, text: str) -> None:
-    """One open, write and close: a run writes a file per command per host, and at that count the
-    buffered text layer of ``Path.write_text`` (its extra stat, ioctl and seeks) costs more than the data."""
-    data = memoryview(text.encode("utf-8", errors="replace"))
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
-    try:
-        while data:
-            data = data[os.write(fd, data) :]
-    finally:
-        os.close(fd)
-
-
-def _save_evidence(out_dir: Path, host: str, command: Command, output: CommandOutput) -> str:
-    """Raw output as the operator would have seen it; stderr and exit status beside it when they matter."""
-    folder = out_dir / "raw" / safe_name(host)
-    name = safe_name(command.key)
-    _write_evidence(folder / f"{name}.txt", output.stdout)
-    if output.stderr or output.exit_code not in (0, None) or output.timed_out or output.error:
-        status = (
-            output.error or ("timed out" if output.timed_out else None) or f"exit code {output.exit_code}"
-        )
-        _write_evidence(folder / f"{name}.err.txt", f"$ {command.script}\n# {status}\n{output.stderr}")
-    return f"raw/{safe_name(host)}/{name}.txt"
-
-
-def commands_of(checks: Iterable[Check], host_vars: Vars) -> list[Command]:
-    """Every command the host's checks need, once each: checks sharing a key share one run; those
-    marked ``last`` (a diagnostic that loads the GPUs) after all the others."""
-    by_key: dict[str, Command] = {}
-    for check in checks:
-        for command in check.host_commands(host_vars):
-            by_key.setdefault(command.key, command)
-    return sorted(by_key.values(), key=lambda command: command.last)
 
 
 def assess_host(
@@ -100,57 +41,17 @@ def assess_host(
     state = HostState(host=host)
     record = HostRecord(name=host.name, address=host.address)
     state.record = record
-    reachable_check = next(c for c in checks if c.id == "host.reachable")
     try:
         connection = connect(host, accept_unknown_host_keys, known_hosts)
         connection.open()
     except ConnectError as exc:
-        record.error = str(exc)
-        state.results.append(
-            CheckResult(
-                id="host.reachable",
-                host=host.name,
-                checklist=reachable_check.checklist,
-                status="FAIL",
-                observed=str(exc),
-                expected="a working login",
-                message=f"{host.name} is unreachable: {exc}",
-                remediation=reachable_check.remediation,
-            )
-        )
+        mark_unreachable(state, checks, str(exc), f"{host.name} is unreachable: {exc}")
         return state
     state.connection = connection
     timeout_cap = host.vars.float("command_timeout_s", None)
     commands = commands_of(checks, host.vars)
     outputs = connection.run_batch(commands, timeout_cap=timeout_cap)
-    (out_dir / "raw" / safe_name(host.name)).mkdir(parents=True, exist_ok=True)
-    evidence = {c.key: _save_evidence(out_dir, host.name, c, outputs[c.key]) for c in commands}
-    for check in checks:
-        check_commands = check.host_commands(host.vars)
-        path = evidence.get(check_commands[0].key) if check_commands else None
-        result, facts = evaluate_check(check, outputs, host.vars, path)
-        state.results.append(result)
-        if facts is not None:
-            state.facts[check.id] = facts
-    fold_into_root_causes(state.results, state.facts, checks, host.vars)
-    broken = next((o.error for o in outputs.values() if o.error), None)
-    if broken is not None:
-        # The host answered at first, then its batch was cut (frozen, connection lost): it is not a host
-        # to launch benchmarks on, and the checks it never answered are ERRORs already.
-        record.error = broken
-        record.reachable = False
-        for result in state.results:
-            if result.id == "host.reachable":
-                result.status = "FAIL"
-                result.message = f"{host.name} stopped answering during the checks: {broken}"
-                result.observed = broken
-        connection.close()
-        state.connection = None
-    else:
-        record.reachable = True
-    record.environment = environment_from_facts(state.facts)
-    if host.vars.get("diagnose_k8s_node"):  # the node a pod runs on, beside the pod in the report
-        record.environment["k8s_node"] = str(host.vars["diagnose_k8s_node"])
+    judge_batch(state, checks, commands, outputs, out_dir)
     return state
 
 
@@ -165,7 +66,13 @@ def run_host_stage(
     reporter: Reporter | None = None,
     deadline: Callable[[], bool] | None = None,
 ) -> dict[str, HostState]:
-    """Fan the host stage out over ``forks`` threads; results reach the store as each host finishes."""
+    """Fan the host stage out over ``forks`` threads; results reach the store as each host finishes.
+
+    Where every host is a Slurm node reached through srun, the stage runs as steps instead, one task per
+    node (:mod:`diagnose.engine.step_stage`).
+    """
+    if uses_steps(hosts):
+        return run_host_stage_in_steps(hosts, checks, out_dir, store, forks, reporter, deadline)
     reporter = reporter or Reporter()
     for host in hosts:
         store.set_host(HostRecord(name=host.name, address=host.address))
@@ -336,7 +243,7 @@ def _after_snapshot(
     outputs = connection.run_batch(commands, timeout_cap=host.vars.float("command_timeout_s", None))
     after_commands = {c.key: replace(c, key=f"{c.key}.after") for c in commands}
     evidence = {
-        key: _save_evidence(out_dir, host.name, after_commands[key], outputs[key]) for key in after_commands
+        key: save_evidence(out_dir, host.name, after_commands[key], outputs[key]) for key in after_commands
     }
     first = {r.id: r for r in state.results}
     results = []

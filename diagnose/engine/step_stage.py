@@ -1,0 +1,165 @@
+"""The host stage as Slurm steps: every node's batch as one task of a single ``srun`` step per wave.
+
+Where every host is a Slurm node reached through srun (``--slurm`` inside an allocation, or
+``ansible_connection: srun``), the scheduler is the distributed engine: instead of three steps per node
+(a reachability ``true``, a session probe, the batch), the nodes whose batches are the same run it as
+ONE step with a task per node (:class:`diagnose.connectors.srun.SrunStep`), in waves of at most
+``slurm_step_nodes`` nodes (default 2,048), the waves side by side. Each node's outputs come back framed
+as over SSH and go through the same evidence, parsers and judges (:mod:`diagnose.engine.host_batch`).
+
+A node whose task never started FAILs host.reachable saying so; one that stopped making progress, or that
+Slurm lost under the step, is named with its unfinished checks as ERRORs, like a host that froze over SSH.
+The step is cancelled (``scancel JOB.STEP``) once only such nodes are left, when the run's time budget
+runs out, and on Ctrl-C. Later stages (benchmarks, the second snapshot) reach each node through its own
+srun connection as before; ``slurm_step_checks: false`` keeps the per-node steps for the host stage too.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from diagnose.connectors.srun import (
+    CANCEL_WAIT_S,
+    DEFAULT_STEP_NODES,
+    OPEN_TIMEOUT_S,
+    SrunConnection,
+    SrunStep,
+    StepResult,
+    cancel_running_steps,
+    job_of,
+    node_of,
+)
+from diagnose.core.check import Check, Command
+from diagnose.core.hosts import Host
+from diagnose.core.model import HostRecord
+from diagnose.core.streams import DEFAULT_MAX_OUTPUT_BYTES
+from diagnose.engine.host_batch import HostState, commands_of, judge_batch, mark_unreachable
+from diagnose.engine.reporter import Reporter
+from diagnose.engine.results import ResultsStore
+
+#: Host variable: False keeps the host stage on a step per node and command batch.
+STEP_VAR = "slurm_step_checks"
+#: Host variable: the most nodes one step of the host stage holds.
+WAVE_VAR = "slurm_step_nodes"
+
+
+def uses_steps(hosts: list[Host]) -> bool:
+    """Whether the host stage runs as Slurm steps: every host reached through srun, none opting out."""
+    return bool(hosts) and all(h.connection == "srun" and h.vars.bool(STEP_VAR, True) for h in hosts)
+
+
+@dataclass
+class Wave:
+    """Hosts whose batches are the same, in the same job: one step."""
+
+    job: str | None
+    hosts: list[Host]
+    commands: list[Command]
+    timeout_cap: float | None
+    max_output_bytes: int
+    start_timeout: float
+
+    @property
+    def nodes(self) -> list[str]:
+        return [node_of(h) for h in self.hosts]
+
+
+def plan_waves(hosts: list[Host], checks: list[Check]) -> list[Wave]:
+    """The steps of the host stage, in inventory order: hosts grouped by job, batch and the settings that
+    shape it, each group cut into waves of ``slurm_step_nodes`` distinct nodes."""
+    groups: dict[tuple[object, ...], list[Host]] = {}
+    for host in hosts:
+        values = host.vars
+        key = (
+            job_of(host),
+            tuple(commands_of(checks, values)),
+            values.float("command_timeout_s", None),
+            values.int("max_output_bytes", None) or DEFAULT_MAX_OUTPUT_BYTES,
+            max(values.float("diagnose_connect_timeout", None) or 0.0, OPEN_TIMEOUT_S),
+            values.int(WAVE_VAR, None) or DEFAULT_STEP_NODES,
+        )
+        groups.setdefault(key, []).append(host)
+    waves = []
+    for (job, commands, cap, limit, start, size), members in groups.items():
+        current: list[Host] = []
+        later: list[Host] = []  # a second host on a node already in the wave: a step holds a node once
+        for host in members:
+            if len(current) == size:
+                waves.append(Wave(job, current, list(commands), cap, limit, start))
+                current = []
+            (later if node_of(host) in {node_of(h) for h in current} else current).append(host)
+        if current:
+            waves.append(Wave(job, current, list(commands), cap, limit, start))
+        waves += [Wave(job, [host], list(commands), cap, limit, start) for host in later]
+    return waves
+
+
+def run_wave(
+    wave: Wave, checks: list[Check], out_dir: Path, stop: Callable[[], str | None]
+) -> list[HostState]:
+    """One step over the wave's nodes, then each host judged from its task's output."""
+    step = SrunStep(
+        wave.job, wave.nodes, wave.commands, wave.timeout_cap, wave.max_output_bytes, wave.start_timeout
+    )
+    results = step.run(stop)
+    return [host_state(host, results[node_of(host)], wave.commands, checks, out_dir) for host in wave.hosts]
+
+
+def host_state(
+    host: Host, result: StepResult, commands: list[Command], checks: list[Check], out_dir: Path
+) -> HostState:
+    """What the host stage learnt about one node from its task of the step."""
+    state = HostState(host=host, record=HostRecord(name=host.name, address=host.address))
+    if not result.started:
+        reason = result.error or "did not start"
+        mark_unreachable(state, checks, reason, f"{host.name} was not reached by the checks step: {reason}")
+        return state
+    state.connection = SrunConnection(host)  # later stages' own steps; nothing is run to open it
+    judge_batch(state, checks, commands, result.outputs, out_dir)
+    return state
+
+
+def run_host_stage_in_steps(
+    hosts: list[Host],
+    checks: list[Check],
+    out_dir: Path,
+    store: ResultsStore,
+    forks: int,
+    reporter: Reporter | None = None,
+    deadline: Callable[[], bool] | None = None,
+) -> dict[str, HostState]:
+    """The host stage of :func:`diagnose.engine.stages.run_host_stage` through steps; results reach the
+    store as each wave ends. Ctrl-C cancels every step in flight before it propagates."""
+    reporter = reporter or Reporter()
+    for host in hosts:
+        store.set_host(HostRecord(name=host.name, address=host.address))
+    reporter.hosts_started(len(hosts))
+    waves = plan_waves(hosts, checks)
+
+    def stop() -> str | None:
+        return "the run's time budget ran out" if deadline is not None and deadline() else None
+
+    states: dict[str, HostState] = {}
+    pool = ThreadPoolExecutor(max_workers=max(1, min(forks, len(waves))), thread_name_prefix="step")
+    futures = {pool.submit(run_wave, wave, checks, out_dir, stop): wave for wave in waves}
+    try:
+        for future in concurrent.futures.as_completed(futures):
+            for state in future.result():
+                states[state.host.name] = state
+                assert state.record is not None
+                store.set_host(state.record)
+                store.add_checks(state.results)
+                reporter.host_done(state.host.name)
+    except BaseException:
+        cancel_running_steps("diagnose was interrupted")
+        concurrent.futures.wait(futures, timeout=CANCEL_WAIT_S + 10)
+        raise
+    finally:
+        reporter.hosts_finished()
+        pool.shutdown(wait=False, cancel_futures=True)
+    store.flush(force=True)
+    return {h.name: states[h.name] for h in hosts if h.name in states}
