@@ -105,4 +105,5 @@ CHECK = Check(
     remediation="Find what holds the clocks down: temperature, airflow, power delivery.",
     no_hardware=no_gpu_reason,
     folded_under="gpu.topology",
+    action="contact_support",
 )

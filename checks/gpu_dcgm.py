@@ -223,4 +223,5 @@ CHECK = Check(
     commands_for=commands_for,
     no_hardware=no_gpu_reason,
     folded_under="gpu.topology",
+    action="rma_gpu",
 )

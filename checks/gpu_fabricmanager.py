@@ -173,4 +173,5 @@ CHECK = Check(
     remediation=REMEDIATION,
     no_hardware=no_gpu_reason,
     folded_under="gpu.topology",
+    action="check_config",
 )

@@ -98,4 +98,5 @@ CHECK = Check(
     judge=judge,
     remediation="Enable GPUDirect RDMA: nvidia_peermem, or the open kernel module with DMA-BUF.",
     no_hardware=no_gpu_reason,
+    action="check_config",
 )

@@ -135,8 +135,14 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
     observed = _observed(gpus)
     remediation = " ".join(dict.fromkeys(fixes)) or None
     if fails:
+        failed_remap = any(g["remap_failure"] for g in gpus)  # memory the GPU cannot repair any more
         return Outcome(
-            "FAIL", f"{host}: " + "; ".join(fails + warns), observed, wanted, remediation=remediation
+            "FAIL",
+            f"{host}: " + "; ".join(fails + warns),
+            observed,
+            wanted,
+            remediation=remediation,
+            action="rma_gpu" if failed_remap else "reset_gpu",
         )
     if warns:
         return Outcome(
@@ -147,6 +153,7 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
             remediation=remediation
             or "Watch these GPUs: a lifetime count that grows between runs, or an Xid 48/63/94, means the memory "
             "is degrading.",
+            action="check_config" if any(g["ecc_mode"] is False for g in gpus) else "none",
         )
     remaps = sum(g["remapped_correctable"] or 0 for g in gpus) + sum(
         g["remapped_uncorrectable"] or 0 for g in gpus
@@ -170,4 +177,6 @@ CHECK = Check(
     remediation="Reset GPUs with pending remaps; RMA GPUs whose row remapping failed.",
     no_hardware=no_gpu_reason,
     folded_under="gpu.topology",
+    action="reset_gpu",
+    warn_action="none",
 )

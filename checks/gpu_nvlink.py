@@ -231,4 +231,5 @@ CHECK = Check(
     no_hardware=no_nvlink_reason,
     judge_delta=judge_delta,
     folded_under="gpu.topology",
+    action="reset_gpu",
 )

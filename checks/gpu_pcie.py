@@ -196,4 +196,5 @@ CHECK = Check(
     judge_delta=judge_delta,
     judge_under_load=judge_under_load,
     folded_under="gpu.topology",
+    action="reseat_or_replace_cable",
 )

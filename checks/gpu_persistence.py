@@ -65,4 +65,5 @@ CHECK = Check(
     remediation=REMEDIATION,
     no_hardware=no_gpu_reason,
     folded_under="gpu.topology",
+    action="check_config",
 )

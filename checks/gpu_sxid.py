@@ -18,10 +18,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from diagnose.catalog.sxid import REMEDIATION, kind, lookup, severity
+from diagnose.catalog.sxid import action as sxid_action
 from diagnose.checks.gpu_xid import unreadable_log, window_start
 from diagnose.config.profiles import no_gpu_reason
 from diagnose.core.check import Check, Facts
-from diagnose.core.model import CommandOutput, Outcome
+from diagnose.core.model import CommandOutput, Outcome, strongest
 from diagnose.core.vars import Vars
 from diagnose.parsers.kernel_log import KERNEL_LOG
 from diagnose.parsers.sxid import parse_sxid
@@ -37,7 +38,8 @@ def _in_window(event: dict[str, Any], start: float | None) -> bool:
 
 
 def summaries(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One entry per (switch, SXid): links, count of event lines, last time, worst severity, last detail.
+    """One entry per (switch, SXid): links, count of event lines, last time, worst severity, last detail and
+    the action (the group's second one when the SXid came more than once).
 
     Continuation lines (engine, register data) belong to an event and are not counted, except for an SXid
     that has nothing else: it counts once.
@@ -73,6 +75,7 @@ def summaries(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for entry in grouped.values():
         entry["count"] = max(entry["count"], 1)
         entry.setdefault("detail", "")
+        entry["action"] = sxid_action(entry["kind"], entry["count"])
     return sorted(grouped.values(), key=lambda e: (e["severity"] != "FAIL", e["switch"], e["sxid"]))
 
 
@@ -129,6 +132,7 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
         observed,
         wanted,
         remediation=remediation,
+        action=strongest([s["action"] for s in inside if s["severity"] == worst]),
     )
 
 
@@ -142,4 +146,6 @@ CHECK = Check(
     remediation="Act on the SXid's group: a fatal one needs the node's GPUs and NVSwitches reset (or a reboot), "
     "a non-fatal one only watching.",
     no_hardware=no_gpu_reason,
+    action="reset_gpu",
+    warn_action="none",
 )

@@ -148,4 +148,6 @@ CHECK = Check(
     judge=judge,
     remediation="Make the GPUs, NVLink mesh and NIC placement match the hardware profile.",
     no_hardware=no_gpu_reason,
+    action="reboot",
+    warn_action="check_config",
 )

@@ -22,9 +22,10 @@ from datetime import datetime, timezone
 from typing import Any
 
 from diagnose.catalog.xid import REMEDIATION, lookup, severity
+from diagnose.catalog.xid import action as xid_action
 from diagnose.config.profiles import no_gpu_reason
 from diagnose.core.check import Check, Facts
-from diagnose.core.model import CommandOutput, Outcome
+from diagnose.core.model import CommandOutput, Outcome, strongest
 from diagnose.core.vars import Vars
 from diagnose.parsers.gpu_query import GPU_QUERY, parse_gpu_query
 from diagnose.parsers.kernel_log import KERNEL_LOG, parse_kernel_log, pci_key
@@ -91,7 +92,8 @@ def _gpu_name(event: dict[str, Any]) -> str:
 
 
 def _summaries(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One entry per (GPU, Xid): count, last time, worst severity, last detail."""
+    """One entry per (GPU, Xid): count, last time, worst severity, last detail, and the action (the Xid's
+    second one when it came more than once on that GPU)."""
     grouped: dict[tuple[str, int], dict[str, Any]] = {}
     for event in events:
         key = (event["pci"], event["xid"])
@@ -114,6 +116,8 @@ def _summaries(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         entry["detail"] = event.get("detail", "")
         if level == "FAIL":
             entry["severity"] = "FAIL"
+    for entry in grouped.values():
+        entry["action"] = xid_action(entry["xid"], entry["detail"], entry["count"])
     return sorted(grouped.values(), key=lambda e: (e["severity"] != "FAIL", str(e["gpu"]), e["xid"]))
 
 
@@ -194,7 +198,12 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
         else " (errors a job can cause by itself; the GPU is suspect only if they repeat across jobs)"
     )
     return Outcome(
-        worst, f"{host} {window}: " + "; ".join(parts) + note + old, observed, wanted, remediation=remediation
+        worst,
+        f"{host} {window}: " + "; ".join(parts) + note + old,
+        observed,
+        wanted,
+        remediation=remediation,
+        action=strongest([s["action"] for s in summaries if s["severity"] == worst]),
     )
 
 
@@ -210,4 +219,5 @@ CHECK = Check(
     judge=judge,
     remediation="Act on the Xid's category: application Xids point at the job, hardware Xids at the GPU.",
     no_hardware=no_gpu_reason,
+    action="reset_gpu",
 )

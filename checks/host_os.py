@@ -43,4 +43,5 @@ CHECK = Check(
     parse=parse,
     judge=judge,
     remediation="Provide /etc/os-release (part of every systemd-era distribution's base files).",
+    action="check_config",
 )

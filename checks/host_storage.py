@@ -129,4 +129,5 @@ CHECK = Check(
     parse=parse,
     judge=judge,
     remediation=REMEDIATION,
+    action="check_config",
 )

@@ -86,4 +86,5 @@ CHECK = ClusterCheck(
     judge=judge,
     remediation="Bring the odd host's ports to the fabric's MTU and rate (subnet manager partition MTU or "
     "interface MTU; cable, transceiver and switch port for the rate).",
+    action="check_config",
 )

@@ -204,4 +204,5 @@ CHECK = Check(
     remediation=REMEDIATION,
     judge_delta=judge_delta,
     folded_under="ib.devices",
+    action="reseat_or_replace_cable",
 )

@@ -124,6 +124,7 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
             f"ibv_devinfo lists {len(ports)} {label} ports on {host} ({', '.join(names)}), expected {expected}",
             observed,
             wanted,
+            action="replace_hca",  # the driver is up and registered the others: this adapter is missing
         )
     return Outcome(
         "PASS",
@@ -144,4 +145,5 @@ CHECK = Check(
     "/dev/infiniband/uverbsN present, and `ibv_devinfo` listing each device.",
     no_hardware=no_fabric_reason,
     absence=absence,
+    action="check_config",
 )

@@ -219,4 +219,5 @@ CHECK = Check(
     judge=judge,
     remediation=REMEDIATION,
     folded_under="ib.devices",
+    action="reseat_or_replace_cable",
 )

@@ -83,4 +83,5 @@ CHECK = Check(
     remediation="Bring every fabric port to its rated speed (cable, transceiver, switch port configuration).",
     no_hardware=no_fabric_reason,
     folded_under="ib.devices",
+    action="reseat_or_replace_cable",
 )

@@ -73,4 +73,5 @@ CHECK = Check(
     "InfiniBand, interface MTU on RoCE).",
     no_hardware=no_fabric_reason,
     folded_under="ib.devices",
+    action="check_config",
 )

@@ -166,4 +166,5 @@ CHECK = Check(
     judge=judge,
     remediation=REMEDIATION,
     folded_under="ib.devices",
+    action="reseat_or_replace_cable",
 )

@@ -67,6 +67,7 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
             f"ibstat lists no HCA on {host}{panic}; {profile_label(host_vars)} expects {expected} {label} ports",
             observed,
             wanted,
+            action="check_config",  # no HCA at all: the driver stack, not every adapter at once
         )
     if not ports:
         others = sorted({describe_kind(p["fabric"]) for p in facts["ports"]})
@@ -77,6 +78,7 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
             wanted,
             remediation="Use the profile that matches the hardware (p5-efa for AWS EFA, an Ethernet/RoCE "
             "expectation for RoCE ports) or switch the HCA ports' link type with mlxconfig.",
+            action="check_config",
         )
     listed = ", ".join(_state(p) for p in inactive)
     if expected is not None and len(active) < expected:
@@ -87,6 +89,8 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
             wanted,
             remediation=_advice(inactive)
             + "NCCL skips inactive ports, so the node runs with less bandwidth.",
+            # every listed port is up, so the missing ones belong to an adapter that is not there at all
+            action=None if inactive else "replace_hca",
         )
     if inactive or panic:
         extra = f"; also not Active: {listed}" if inactive else ""
@@ -111,4 +115,5 @@ CHECK = Check(
     "subnet manager for Initializing/Armed.",
     no_hardware=no_fabric_reason,
     folded_under="ib.devices",
+    action="reseat_or_replace_cable",
 )

@@ -96,4 +96,5 @@ CHECK = ClusterCheck(
     remediation="Give the pod the node's devices (device-plugin resources for every HCA and GPU the job "
     "uses) and build its image with the NCCL the nodes are validated with; compare the pod's "
     "k8s.rdma_devices and k8s.resources results.",
+    action="check_config",
 )

@@ -108,4 +108,5 @@ CHECK = Check(
     parse=parse,
     judge=judge,
     remediation=REMEDIATION,
+    action="check_config",
 )

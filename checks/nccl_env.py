@@ -120,4 +120,5 @@ CHECK = Check(
     parse=parse,
     judge=judge,
     remediation="Keep NCCL's environment and config files free of transport-disabling leftovers.",
+    action="check_config",
 )

@@ -92,4 +92,5 @@ CHECK = Check(
     remediation="Install NCCL (via a CUDA PyTorch build or libnccl2) in one version on every host.",
     no_hardware=no_gpu_reason,
     commands_for=commands_for,
+    action="check_config",
 )

@@ -42,4 +42,5 @@ CHECK = Check(
         "Widen the range, e.g. `sysctl -w net.ipv4.ip_local_port_range='1024 65000'`, and persist it in "
         "/etc/sysctl.d/; keep reserved service ports out with net.ipv4.ip_local_reserved_ports."
     ),
+    action="check_config",
 )

@@ -70,4 +70,5 @@ CHECK = ClusterCheck(
     judge=judge,
     remediation="Install the same NCCL, driver, CUDA and torch build on every host (one image, one "
     "environment), then re-run.",
+    action="check_config",
 )

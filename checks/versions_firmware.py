@@ -104,4 +104,5 @@ CHECK = ClusterCheck(
     remediation="Bring the odd hosts to the fleet's firmware: `mlxfwmanager -u` (or `flint`) for the HCA with "
     "the image the others run, NVIDIA's firmware update package for the GPU VBIOS (the board vendor's, for "
     "OEM boards), then reboot (HCA firmware loads at reset; `mlxfwreset` where supported).",
+    action="check_config",
 )

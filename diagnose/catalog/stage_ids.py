@@ -42,6 +42,7 @@ HISTORY_PREFIX = "history."
 HISTORY_REGRESSION = "history.regression"
 HISTORY_UNSTABLE = "history.unstable"
 CUSTOM_PREFIX = "custom."
+QUARANTINE_CAP = "quarantine.cap"
 
 #: The training judgements (checklist section 4), in the checklist's order.
 TRAINING = (TRAIN_OVERLAP, TRAIN_TAIL, TRAIN_SYNC, TRAIN_INPUT)
@@ -68,6 +69,10 @@ class StageId:
     needs: str  # what has to run for it to appear
     judges: str  # what it judges, as ``diagnose checks`` says it
     title: str = ""  # the report checklist's line, for an id that answers no numbered item of it
+    # What the operator does first about a FAIL, a WARN (None: the same) and an ERROR (docs/actions.md).
+    action: str = ""
+    warn_action: str | None = None
+    error_action: str = "check_config"
 
 
 STAGE_IDS: tuple[StageId, ...] = (
@@ -76,18 +81,22 @@ STAGE_IDS: tuple[StageId, ...] = (
         "3",
         "benchmark stage (NCCL INFO log)",
         "the transport NCCL chose between and inside nodes",
+        action="check_config",
     ),
     StageId(
         bench_id("<collective>"),
         "3",
         "benchmark stage (torchrun)",
         "busbw over the size sweep vs the expected range",
+        action="check_config",
     ),
     StageId(
         BENCH_STRAGGLER,
         "3",
         "benchmark stage (localization)",
         "the slow host(s) behind a result below range, with deficit and confidence",
+        action="reseat_or_replace_cable",
+        warn_action="check_config",
     ),
     StageId(
         BENCH_LINK,
@@ -95,14 +104,24 @@ STAGE_IDS: tuple[StageId, ...] = (
         "benchmark stage (localization)",
         "a slow link between two hosts that are fast with other partners",
         "No slow link between hosts",
+        action="reseat_or_replace_cable",
     ),
-    StageId(BENCH_CLEANUP, "3", "benchmark stage", "no benchmark process left behind on any host"),
+    StageId(
+        BENCH_CLEANUP,
+        "3",
+        "benchmark stage",
+        "no benchmark process left behind on any host",
+        action="reboot",
+        warn_action="none",
+        error_action="reboot",
+    ),
     StageId(
         FLEET_BUSBW,
         "3",
         "benchmarks.fleet_probes",
         "single-node busbw against the fleet's median (MAD)",
         "Single-node busbw in line with the fleet",
+        action="reset_gpu",
     ),
     StageId(
         FLEET_H2D,
@@ -110,6 +129,7 @@ STAGE_IDS: tuple[StageId, ...] = (
         "benchmarks.fleet_probes",
         "host↔GPU copy bandwidth against the fleet",
         "Host↔GPU copy bandwidth in line with the fleet",
+        action="check_config",
     ),
     StageId(
         FLEET_NVLINK,
@@ -117,6 +137,7 @@ STAGE_IDS: tuple[StageId, ...] = (
         "benchmarks.fleet_probes",
         "GPU peer copy bandwidth against the fleet",
         "GPU peer copy bandwidth in line with the fleet",
+        action="reset_gpu",
     ),
     StageId(
         FLEET_MEMCPY,
@@ -124,6 +145,7 @@ STAGE_IDS: tuple[StageId, ...] = (
         "benchmarks.fleet_probes",
         "host memory copy bandwidth against the fleet",
         "Host memory copy bandwidth in line with the fleet",
+        action="check_config",
     ),
     StageId(
         GPU_GEMM,
@@ -131,6 +153,7 @@ STAGE_IDS: tuple[StageId, ...] = (
         "benchmarks.stress",
         "dense GEMM TFLOP/s per GPU (bf16, tf32, fp8) vs a fraction of the model's peak and the fleet",
         "GPU GEMM throughput at its model's level",
+        action="reset_gpu",
     ),
     StageId(
         GPU_HBM,
@@ -138,6 +161,7 @@ STAGE_IDS: tuple[StageId, ...] = (
         "benchmarks.stress",
         "HBM copy and triad GB/s per GPU vs a fraction of the model's bandwidth and the fleet",
         "GPU memory bandwidth at its model's level",
+        action="reset_gpu",
     ),
     StageId(
         GPU_MEMTEST,
@@ -145,6 +169,8 @@ STAGE_IDS: tuple[StageId, ...] = (
         "benchmarks.stress",
         "pattern write/read-back over most of the free GPU memory: no mismatching word",
         "GPU memory reads back what was written",
+        action="rma_gpu",
+        warn_action="reset_gpu",
     ),
     StageId(
         GPU_SDC,
@@ -152,6 +178,8 @@ STAGE_IDS: tuple[StageId, ...] = (
         "benchmarks.stress",
         "the same seeded GEMM gives the same bits on every GPU, repeat and host",
         "No silent data corruption (same bits on every GPU)",
+        action="rma_gpu",
+        warn_action="reset_gpu",
     ),
     StageId(
         GPU_BURNIN,
@@ -159,6 +187,7 @@ STAGE_IDS: tuple[StageId, ...] = (
         "benchmarks.stress, burnin_minutes",
         "sustained load: clocks, temperature, power, clock-event reasons, ECC per GPU",
         "GPUs hold their clocks under sustained load",
+        action="contact_support",
     ),
     StageId(
         IB_WRITE_BW,
@@ -166,6 +195,7 @@ STAGE_IDS: tuple[StageId, ...] = (
         "benchmarks.perftest (ib_write_bw per NIC pair)",
         "every NIC's RDMA write bandwidth against its line rate and its rail; slow NIC or link named",
         "Every NIC writes at line rate (ib_write_bw per rail)",
+        action="reseat_or_replace_cable",
     ),
     StageId(
         IB_LATENCY,
@@ -173,47 +203,70 @@ STAGE_IDS: tuple[StageId, ...] = (
         "benchmarks.perftest_latency (ib_write_lat per NIC pair)",
         "every rail's RDMA write latency p99 against max_ib_latency_p99_us",
         "RDMA write latency p99 within bounds on every rail",
+        action="reseat_or_replace_cable",
     ),
     StageId(
         TRAIN_OVERLAP,
         "4",
         "training probe or diagnose trace",
         "exposed communication, slow fabric told apart",
+        action="check_user_app",
     ),
-    StageId(TRAIN_TAIL, "4", "training probe or diagnose trace", "last all-reduce after the backward pass"),
     StageId(
-        TRAIN_SYNC, "4", "training probe or diagnose trace", "host syncs (.item(), synchronize) per step"
+        TRAIN_TAIL,
+        "4",
+        "training probe or diagnose trace",
+        "last all-reduce after the backward pass",
+        action="check_user_app",
     ),
-    StageId(TRAIN_INPUT, "4", "training probe or diagnose trace", "DataLoader / input stalls per step"),
+    StageId(
+        TRAIN_SYNC,
+        "4",
+        "training probe or diagnose trace",
+        "host syncs (.item(), synchronize) per step",
+        action="check_user_app",
+    ),
+    StageId(
+        TRAIN_INPUT,
+        "4",
+        "training probe or diagnose trace",
+        "DataLoader / input stalls per step",
+        action="check_user_app",
+    ),
     StageId(
         TRAIN_DATAPARALLEL,
         "4",
         "diagnose trace",
         "single-process nn.DataParallel (scatter/replicate/gather via GPU 0 each step) instead of DDP",
+        action="check_user_app",
     ),
     StageId(
         TRAIN_COMMUNICATOR,
         "4",
         "diagnose trace",
         "process groups / NCCL communicators created inside the training loop instead of once",
+        action="check_user_app",
     ),
     StageId(
         INFER_KV_TRANSFER,
         "5",
         "benchmarks.kv_transfer (torchrun per pair)",
         "KV-block p50 vs the pair's link, p99/p50, per-block cost",
+        action="check_config",
     ),
     StageId(
         INFER_PLACEMENT,
         "5",
         "kv_prefill_gpus / kv_decode_gpus",
         "prefill→decode pairs on the fastest path (NV#, same rail)",
+        action="check_config",
     ),
     StageId(
         INFER_STAGING,
         "5",
         "benchmarks.kv_transfer (NCCL log)",
         "KV path through host memory named, with its cost",
+        action="check_config",
     ),
     StageId(
         INFER_SERVING,
@@ -221,12 +274,14 @@ STAGE_IDS: tuple[StageId, ...] = (
         "diagnose trace --serving FILE",
         "vllm bench serve p99 TTFT/TPOT vs serving_* SLOs",
         "Serving latency (TTFT, TPOT) within the SLOs",
+        action="check_user_app",
     ),
     StageId(
         BENCH_NCCL_TESTS,
         "3",
         "nccl_tests_dir, mpirun",
         "nccl-tests binaries and launcher present where needed",
+        action="check_config",
     ),
     StageId(
         HISTORY_REGRESSION,
@@ -234,6 +289,7 @@ STAGE_IDS: tuple[StageId, ...] = (
         "--history database",
         "PASS→FAIL, busbw drop, version change, host gone",
         "No regression against the last good run",
+        action="check_config",
     ),
     StageId(
         HISTORY_UNSTABLE,
@@ -241,12 +297,22 @@ STAGE_IDS: tuple[StageId, ...] = (
         "--history database",
         "a check flipping PASS↔FAIL over the last runs",
         "No check flipping PASS↔FAIL between runs",
+        action="check_config",
+    ),
+    StageId(
+        QUARANTINE_CAP,
+        "H",
+        "--k8s-cordon, node-check --drain / --k8s",
+        "failing nodes within max_quarantine / max_quarantine_pct; beyond it reported, not taken out",
+        "Failing nodes within the quarantine cap (no shared cause)",
+        action="check_config",
     ),
     StageId(
         f"{CUSTOM_PREFIX}<module>::<test>",
         "–",
         "testinfra (playbook custom_checks)",
         "a site's own testinfra assertion",
+        action="check_config",
     ),
 )
 

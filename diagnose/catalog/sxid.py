@@ -14,7 +14,10 @@ are this tool's reading of those groups:
   driver could not handle, a thermal event); each has its own severity.
 
 Most driver lines also say "Fatal" or "Non-fatal" themselves; that word wins over the table (see
-:func:`severity`). Data, not code: adding an SXid is adding a row.
+:func:`severity`). Each group also says what the operator does first (its action, docs/actions.md) and what
+when the same SXid comes back on the same switch within the window (:data:`ACTION`): a non-fatal one needs
+nothing, a fatal one a reset of the GPUs and switches (a service case when it recurs), an always-fatal one
+a reboot. Data, not code: adding an SXid is adding a row.
 """
 
 from __future__ import annotations
@@ -45,6 +48,15 @@ REMEDIATION: dict[str, str] = {
     "driver and fabric manager versions match.",
     "thermal": "The NVSwitch reported a thermal event: check the node's cooling (fans, airflow, inlet "
     "temperature) before it throttles or shuts down the fabric.",
+}
+
+#: (first, when it recurs on the same switch) per group, from diagnose.core.model.ACTIONS.
+ACTION: dict[str, tuple[str, str]] = {
+    "non_fatal": ("none", "none"),
+    "fatal": ("reset_gpu", "contact_support"),
+    "always_fatal": ("reboot", "contact_support"),
+    "host": ("reset_gpu", "reboot"),
+    "thermal": ("contact_support", "contact_support"),
 }
 
 _NON_FATAL = (
@@ -184,3 +196,9 @@ def kind(number: int, said: str | None) -> str:
     if said == "non_fatal" and row.severity == "FAIL":
         return "non_fatal"
     return row.kind
+
+
+def action(group: str, count: int = 1) -> str:
+    """What the operator does first about ``count`` events of one SXid group on one switch."""
+    first, again = ACTION[group]
+    return again if count > 1 else first

@@ -9,11 +9,20 @@ row remap being *recorded*, which is the memory working as designed: it is a WAR
 ``gpu.memory``, where a pending remap (needs a GPU reset) or a remap failure (RMA) is judged. The NVLink
 Xids of Blackwell (144-150) carry "Nonfatal" or "Fatal" in their text; a non-fatal one is a WARN.
 
+Each row also says what the operator does first (its action, docs/actions.md) and what when the same Xid
+comes back on the same GPU within the window: the category's pair, or the row's own where NVIDIA's
+catalog resolves that Xid differently from its category. Xid 79 (off the bus): reboot, and RMA when it
+recurs; 48 (double-bit ECC): reset the GPU so the row remap takes effect, RMA when it recurs; 64 (the
+remap itself failed): RMA at once; 13/31/43/45: the job; 74 and the other NVLink Xids: reset, then reseat
+when it recurs; 119/120 (GSP): reset, then reboot. Xid 154 says the recovery it needs in its own text
+("… to 0x2 (Node Reboot Required)"), which wins over the table.
+
 Data, not code: adding an Xid is adding a row.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -23,6 +32,12 @@ class Xid:
     name: str
     category: str  # a key of REMEDIATION
     severity: str  # "FAIL" or "WARN"
+    # (first, when it recurs), both from diagnose.core.model.ACTIONS; None: the category's (ACTION)
+    action: tuple[str, str] | None = None
+
+    @property
+    def actions(self) -> tuple[str, str]:
+        return self.action or ACTION[self.category]
 
 
 REMEDIATION: dict[str, str] = {
@@ -45,6 +60,18 @@ REMEDIATION: dict[str, str] = {
     "hardware": "GPU hardware fault: drain the node, run NVIDIA field diagnostics and RMA the GPU if they fail.",
 }
 
+#: What the operator does first about an Xid of each category, and what when it recurs on the same GPU.
+ACTION: dict[str, tuple[str, str]] = {
+    "application": ("check_user_app", "check_user_app"),
+    "driver": ("reset_gpu", "contact_support"),
+    "memory": ("reset_gpu", "rma_gpu"),
+    "bus": ("reboot", "rma_gpu"),
+    "nvlink": ("reset_gpu", "reseat_or_replace_cable"),
+    "gsp": ("reset_gpu", "reboot"),
+    "firmware": ("reset_gpu", "rma_gpu"),
+    "hardware": ("rma_gpu", "rma_gpu"),
+}
+
 _ROWS = (
     (8, "GPU stopped processing", "driver", "WARN"),
     (13, "Graphics Engine Exception", "application", "WARN"),
@@ -58,8 +85,14 @@ _ROWS = (
     (57, "Error programming video memory interface", "memory", "FAIL"),
     (61, "Internal micro-controller breakpoint/warning", "firmware", "FAIL"),
     (62, "Internal micro-controller halt", "firmware", "FAIL"),
-    (63, "ECC page retirement or row remapping recording event", "memory", "WARN"),
-    (64, "ECC page retirement or row remapper recording failure", "memory", "FAIL"),
+    (
+        63,
+        "ECC page retirement or row remapping recording event",
+        "memory",
+        "WARN",
+        ("reset_gpu", "reset_gpu"),
+    ),
+    (64, "ECC page retirement or row remapper recording failure", "memory", "FAIL", ("rma_gpu", "rma_gpu")),
     (69, "Graphics Engine class error", "driver", "FAIL"),
     (74, "NVLink Error", "nvlink", "FAIL"),
     (79, "GPU has fallen off the bus", "bus", "FAIL"),
@@ -76,7 +109,7 @@ _ROWS = (
     (124, "SPI PMU RPC Erase Failure", "firmware", "WARN"),
     (137, "NVLink FLA privilege error", "nvlink", "WARN"),
     (140, "Unrecovered ECC Error", "memory", "FAIL"),
-    (143, "GPU Initialization Failure", "hardware", "FAIL"),
+    (143, "GPU Initialization Failure", "hardware", "FAIL", ("reboot", "rma_gpu")),
     (144, "NVLink SAW Error", "nvlink", "FAIL"),
     (145, "NVLink RLW Error", "nvlink", "FAIL"),
     (146, "NVLink TLW Error", "nvlink", "FAIL"),
@@ -85,12 +118,12 @@ _ROWS = (
     (149, "NVLink NETIR Error", "nvlink", "FAIL"),
     (150, "NVLink MSE Error", "nvlink", "FAIL"),
     (151, "Key rotation Error", "firmware", "WARN"),
-    (154, "GPU Recovery Action Changed", "hardware", "FAIL"),
+    (154, "GPU Recovery Action Changed", "hardware", "FAIL", ("reset_gpu", "reboot")),
     (155, "NVLink SW Defined Error", "nvlink", "WARN"),
     (156, "Resource Retirement Event", "memory", "WARN"),
 )
 
-CATALOG: dict[int, Xid] = {number: Xid(number, name, cat, sev) for number, name, cat, sev in _ROWS}
+CATALOG: dict[int, Xid] = {row[0]: Xid(*row) for row in _ROWS}
 
 # Blackwell's NVLink Xids say in their text whether the link survived.
 SEVERITY_FROM_TEXT = frozenset(range(144, 151))
@@ -98,7 +131,9 @@ SEVERITY_FROM_TEXT = frozenset(range(144, 151))
 
 def lookup(number: int) -> Xid:
     """The catalog row, or a WARN row for an Xid this table does not know (newer drivers add numbers)."""
-    return CATALOG.get(number) or Xid(number, "not in this tool's Xid table", "driver", "WARN")
+    return CATALOG.get(number) or Xid(
+        number, "not in this tool's Xid table", "driver", "WARN", ("contact_support", "contact_support")
+    )
 
 
 def severity(number: int, text: str) -> str:
@@ -107,3 +142,18 @@ def severity(number: int, text: str) -> str:
     if number in SEVERITY_FROM_TEXT and "nonfatal" in text.lower():
         return "WARN"
     return row.severity
+
+
+# Xid 154's text names the recovery the driver asks for: "... to 0x2 (Node Reboot Required)".
+_RECOVERY = re.compile(r"\((?P<what>[^()]*(?:reboot|reset)[^()]*)\)\s*\.?\s*$", re.IGNORECASE)
+
+
+def action(number: int, text: str, count: int = 1) -> str:
+    """What the operator does first about ``count`` events of Xid ``number`` on one GPU: the row's first
+    action, its second when the Xid recurs; Xid 154's own recovery word (reboot, reset) where it says one."""
+    if number == 154:
+        said = _RECOVERY.search(text or "")
+        if said:
+            return "reboot" if "reboot" in said.group("what").lower() else "reset_gpu"
+    first, again = lookup(number).actions
+    return again if count > 1 else first

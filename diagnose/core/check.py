@@ -74,6 +74,14 @@ class Check:
     # cause as its own ERROR or FAIL. The root check says so through ``absence``.
     folded_under: str | None = None
     absence: Callable[[Facts, Vars], str | None] | None = None
+    # What the operator does first about a FAIL (one of diagnose.core.model.ACTIONS; docs/actions.md); a
+    # WARN takes ``warn_action`` (None: the same as a FAIL, "none" where the warning is advisory), an ERROR
+    # (not judged) ``error_action``. A rule refines them from its facts through ``Outcome.action``; a result
+    # made outside the rule (an unreachable host) through ``action_for(status, message)`` (None: declared).
+    action: str = ""
+    warn_action: str | None = None
+    error_action: str = "check_config"
+    action_for: Callable[[str, str], str | None] | None = None
 
     def host_commands(self, host_vars: Vars) -> tuple[Command, ...]:
         return self.commands_for(host_vars) if self.commands_for else self.commands
@@ -99,6 +107,11 @@ class ClusterCheck:
     uses: tuple[str, ...]
     judge: Callable[[Mapping[str, Mapping[str, Facts]], Mapping[str, Vars]], list[Outcome]]
     remediation: str
+    # As for Check: the action of a FAIL, a WARN (None: the same) and an ERROR.
+    action: str = ""
+    warn_action: str | None = None
+    error_action: str = "check_config"
+    action_for: Callable[[str, str], str | None] | None = None
 
     @property
     def needs(self) -> str:

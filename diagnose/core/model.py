@@ -8,6 +8,30 @@ from typing import Any
 STATUSES = ("PASS", "WARN", "FAIL", "ERROR", "SKIP")
 # Worst first: used to order failures and to fold many results into one verdict.
 SEVERITY = {"FAIL": 4, "ERROR": 3, "WARN": 2, "PASS": 1, "SKIP": 0}
+# What an operator does first about a result that is not PASS (docs/actions.md), least drastic first: where
+# several findings meet in one result, the later word covers the earlier ones (a reboot resets the GPUs too).
+ACTIONS = (
+    "none",
+    "check_config",
+    "check_user_app",
+    "reset_gpu",
+    "reboot",
+    "reseat_or_replace_cable",
+    "replace_hca",
+    "rma_gpu",
+    "contact_support",
+)
+
+
+def check_action(action: str | None) -> None:
+    """Refuse a word outside :data:`ACTIONS`: dashboards and drain scripts match on these nine."""
+    if action is not None and action not in ACTIONS:
+        raise ValueError(f"unknown action {action!r} (one of {', '.join(ACTIONS)})")
+
+
+def strongest(actions: list[str]) -> str:
+    """The action that covers all of ``actions`` (the last in :data:`ACTIONS` order), ``none`` if empty."""
+    return max(actions, key=ACTIONS.index, default="none")
 
 
 @dataclass
@@ -20,10 +44,13 @@ class Outcome:
     expected: Any = None
     remediation: str | None = None
     host: str | None = None
+    # The rule's own choice among ACTIONS, from its facts (the Xid's number); None: the check's declared one.
+    action: str | None = None
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
             raise ValueError(f"unknown status {self.status!r}")
+        check_action(self.action)
 
 
 @dataclass
@@ -39,11 +66,17 @@ class CheckResult:
     message: str = ""
     remediation: str | None = None
     evidence: str | None = None
+    # One of ACTIONS on every result that is not PASS (the results store fills it in where the emitter did
+    # not); absent from a PASS row of results.json (docs/contracts.md, "Actions").
+    action: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         # Shallow on purpose: dataclasses.asdict deep-copies every observed value, which showed up as the
         # largest cost of the host stage's main thread at 64 hosts.
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        row = {f.name: getattr(self, f.name) for f in fields(self)}
+        if row["action"] is None:
+            del row["action"]
+        return row
 
 
 @dataclass

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from diagnose.catalog.actions import declared
 from diagnose.core.check import Check, ClusterCheck, Facts, ParseError
 from diagnose.core.model import CheckResult, CommandOutput, Outcome
 from diagnose.core.vars import Vars
@@ -19,6 +20,8 @@ _MISSING_TOOL = re.compile(r"\S+ is missing on \S+:")
 def outcome_result(
     check: Check | ClusterCheck, host: str | None, outcome: Outcome, evidence: str | None
 ) -> CheckResult:
+    """The result row of ``outcome``: the rule's action where it chose one, else what the check declares."""
+    chosen = outcome.action if outcome.status not in ("PASS", "SKIP") else None
     return CheckResult(
         id=check.id,
         host=host,
@@ -29,6 +32,7 @@ def outcome_result(
         message=outcome.message,
         remediation=outcome.remediation if outcome.remediation is not None else check.remediation,
         evidence=evidence,
+        action=chosen or declared(check, outcome.status, outcome.message),
     )
 
 
@@ -82,13 +86,14 @@ def evaluate_check(
         commands = check.host_commands(host_vars)
         first = commands[0].script if commands else check.id
         detail = str(exc) if isinstance(exc, ParseError) else f"{type(exc).__name__}: {exc}"
-        return outcome_result(
-            check, host, Outcome("ERROR", f"unparsable output of `{first}`: {detail}"), evidence
-        ), None
+        problem = Outcome("ERROR", f"unparsable output of `{first}`: {detail}", action="contact_support")
+        return outcome_result(check, host, problem, evidence), None
     try:
         outcome = check.judge(facts, host_vars)
     except Exception as exc:  # a rule bug must cost one result, never the run
-        outcome = Outcome("ERROR", f"rule {check.id} failed: {type(exc).__name__}: {exc}")
+        outcome = Outcome(
+            "ERROR", f"rule {check.id} failed: {type(exc).__name__}: {exc}", action="contact_support"
+        )
     return outcome_result(check, host, outcome, evidence), facts
 
 
@@ -99,7 +104,9 @@ def evaluate_cluster(
     try:
         outcomes = check.judge(facts, host_vars)
     except Exception as exc:
-        outcomes = [Outcome("ERROR", f"rule {check.id} failed: {type(exc).__name__}: {exc}")]
+        outcomes = [
+            Outcome("ERROR", f"rule {check.id} failed: {type(exc).__name__}: {exc}", action="contact_support")
+        ]
     return [outcome_result(check, o.host, o, None) for o in outcomes]
 
 
@@ -128,11 +135,11 @@ def fold_into_root_causes(
         root = folded.get(result.id)
         if root in reasons and result.status != "PASS":
             result.status, result.message = "SKIP", f"not judged: {reasons[root]}; see {root}"
-            result.remediation = None
+            result.remediation, result.action = None, "none"
         elif (
             root in missing_tool
             and result.status == "ERROR"
             and result.message.startswith(missing_tool[root])
         ):
             result.status, result.message = "SKIP", f"not judged: {missing_tool[root]}; see {root}"
-            result.remediation = None
+            result.remediation, result.action = None, "none"

@@ -5,6 +5,10 @@ results pour in), so a crash, a kill or Ctrl-C leaves a valid document holding e
 Each check row is turned into JSON text once, as it is added (the row as it stands then); a rewrite joins
 those texts, so a run of thousands of rows costs each rewrite a copy of the file rather than encoding
 every row again.
+
+The store is also where every row that is not PASS gets its ``action`` (docs/actions.md): whichever stage
+emitted it, a row arriving without one takes what its id declares (:mod:`diagnose.catalog.actions`), and
+a PASS row carries none.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from diagnose.catalog.actions import action_of
+from diagnose.catalog.stage_ids import bench_id
 from diagnose.core.model import CheckResult, HostRecord
 from diagnose.render.tally import coverage_of
 
@@ -47,6 +53,23 @@ def verdict_of(
     if "ERROR" in statuses:
         return "ERROR"
     return "PASS"
+
+
+def with_action(result: CheckResult) -> CheckResult:
+    """``result`` with the action it records: its emitter's choice where it made one (none on PASS)."""
+    result.action = action_of(result.id, result.status, result.message or "", result.action)
+    return result
+
+
+def benchmark_action(entry: dict[str, Any]) -> dict[str, Any]:
+    """A benchmark entry with the action of its ``bench.<collective>`` result (absent on PASS)."""
+    chosen = entry.pop("action", None)
+    action = action_of(
+        bench_id(entry.get("collective")), str(entry.get("status")), str(entry.get("message") or ""), chosen
+    )
+    if action is not None:
+        entry["action"] = action
+    return entry
 
 
 def to_json(value: Any) -> str:
@@ -117,7 +140,7 @@ class ResultsStore:
         self.add_checks([result])
 
     def add_checks(self, results: list[CheckResult]) -> None:
-        rows = [r.to_dict() for r in results]
+        rows = [with_action(r).to_dict() for r in results]
         texts = [row_json(row) for row in rows]  # encoded outside the lock: other hosts keep adding
         with self._lock:
             self.checks.extend(rows)
@@ -127,7 +150,7 @@ class ResultsStore:
     def replace_check(self, result: CheckResult) -> None:
         """Put ``result`` in place of the earlier result of the same check on the same host (a verdict
         revised by a later stage), or add it if there is none."""
-        row = result.to_dict()
+        row = with_action(result).to_dict()
         text = row_json(row)
         with self._lock:
             for index, old in enumerate(self.checks):
@@ -149,6 +172,7 @@ class ResultsStore:
         self.flush(force=True)
 
     def add_benchmark(self, entry: dict[str, Any]) -> None:
+        benchmark_action(entry)
         with self._lock:
             self.benchmarks.append(entry)
         self.flush(force=True)  # benchmarks are few and expensive: never hold one back
