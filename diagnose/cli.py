@@ -151,6 +151,8 @@ def _report_outcome(outcome: Any, request: Any) -> int:
         suggestion = document["run"].get("profile_suggestion")
         if isinstance(suggestion, dict) and suggestion.get("text"):  # cron's one line stays one
             print(f"diagnose: {suggestion['text']}")
+    for note in outcome.notes:  # after the verdict, which stands: a format not written is no failed run
+        print(f"diagnose: {note}", file=sys.stderr)
     return _verdict_code(document)
 
 
@@ -162,6 +164,8 @@ def _render(results_path: Path, formats: set[str], out_dir: Path | None = None) 
     if rendered.written is None:
         print(rendered.failure, file=sys.stderr, end="")
         print(f"diagnose: rendering failed; {results_path} is complete", file=sys.stderr)
+    for note in rendered.notes:
+        print(f"diagnose: {note}", file=sys.stderr)
     return rendered.written
 
 
@@ -360,7 +364,8 @@ def build_parser() -> argparse.ArgumentParser:
     trace.add_argument("-e", "--extra-vars", action="append", help="key=value (train_* thresholds), or @file")
     trace.add_argument("--profile", help="hardware profile whose train_* thresholds apply")
     trace.add_argument(
-        "--fabric", help="a run's results.json (or folder) whose all_reduce busbw is the fabric baseline"
+        "--fabric",
+        help="a run (results.json, run folder or run id) whose all_reduce busbw is the fabric baseline",
     )
     trace.add_argument(
         "--serving",

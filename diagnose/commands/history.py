@@ -1,12 +1,13 @@
 """``diagnose history`` and ``diagnose baseline``: the history database read back, and a run pinned as the
 reference later runs of its series are compared with. Both raise ConfigError (exit 2) for a database or
-run id that cannot be used."""
+run that cannot be used; a run is named as every command names one (:func:`run_reference`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from diagnose import history
+from diagnose.engine.run_ids import run_reference
 
 
 def database(path: str | None) -> Path:
@@ -24,6 +25,11 @@ def history_text(
     return history.history_list(db, limit)
 
 
-def pin_baseline(path: str | None, run_id: str) -> str:
-    """Pin the run ``run_id`` names (a unique prefix is enough); returns its full id."""
-    return history.set_baseline(database(path), run_id)
+def pin_baseline(path: str | None, run: str) -> str:
+    """Pin the run ``run`` names — its id (a unique prefix is enough), its folder's name or path, a file in
+    that folder — and return its full id. A folder on this machine names its run by its results.json; a
+    name found nowhere here is looked up in the history, by id and by the folder it recorded."""
+    reference = run_reference(run)
+    if reference.run_id:
+        return history.set_baseline(database(path), reference.run_id)
+    return history.set_baseline(database(path), str(reference.folder or run))

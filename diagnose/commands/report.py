@@ -7,13 +7,16 @@ the failure is handed back (with its traceback) for the CLI to show, never raise
 from __future__ import annotations
 
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from diagnose.core.errors import ConfigError
 from diagnose.engine.results import SCHEMA
 from diagnose.engine.run import parse_formats
+from diagnose.engine.run_ids import RESULTS_FILE, find_results, folder_run_id, other_run
+from diagnose.render.atomic import write_atomic
 from diagnose.render.load import read_results
+from diagnose.render.pdf import PdfUnavailable
 from diagnose.render.render import render
 
 
@@ -28,18 +31,22 @@ class ReportRequest:
 
 @dataclass
 class Rendered:
-    """The files written, or (``written`` None) the traceback of the renderer that failed."""
+    """The files written, or (``written`` None) the traceback of the renderer that failed; ``notes``: what
+    was not written and why (a PDF without WeasyPrint's libraries), said on stderr."""
 
     written: list[Path] | None
     failure: str = ""
+    notes: list[str] = field(default_factory=list)
 
 
-def prepare_report(results: str, out: str | None, formats: str) -> ReportRequest:
-    """Check the arguments of ``diagnose report``; a ConfigError (exit 2) says what is wrong with which."""
+def prepare_report(results: str, out: str | None, formats: str, db: str | None = None) -> ReportRequest:
+    """Check the arguments of ``diagnose report``; a ConfigError (exit 2) says what is wrong with which.
+
+    ``out`` must not hold another run's record or reports: the new files would sit beside them, each
+    set half of a run. It may hold this run's (a report rendered again), and gets a copy of its
+    results.json, so that the folder always says which run its reports show."""
     chosen = parse_formats(formats)
-    path = Path(results)
-    if path.is_dir():  # a run folder
-        path = path / "results.json"
+    path = find_results(results, db)
     if not path.is_file():
         raise ConfigError(f"{results}: no such results file or run folder")
     try:
@@ -54,12 +61,31 @@ def prepare_report(results: str, out: str | None, formats: str) -> ReportRequest
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ConfigError(f"--out {folder}: cannot create: {exc.strerror or exc}") from None
+        _check_out(folder, path, str(document.get("run", {}).get("id")))
     return ReportRequest(path, chosen, folder)
+
+
+def _check_out(folder: Path, results: Path, run_id: str) -> None:
+    """Refuse an ``--out`` holding another run; copy this run's record into one that may take its reports."""
+    if folder.resolve() == results.parent.resolve():
+        return
+    found = other_run(folder)
+    if found is not None and folder_run_id(folder) != run_id:
+        raise ConfigError(
+            f"--out {folder}: holds another run ({found}); give a new or empty folder for run {run_id}'s "
+            "reports, or move that run away first"
+        )
+    try:
+        write_atomic(folder / RESULTS_FILE, results.read_bytes())
+    except OSError as exc:
+        raise ConfigError(f"--out {folder}: cannot write: {exc.strerror or exc}") from None
 
 
 def render_reports(results: Path, formats: set[str], out: Path | None = None) -> Rendered:
     """Render ``results`` in ``formats`` (beside it, or into ``out``)."""
     try:
         return Rendered(render(results, formats, out))
+    except PdfUnavailable as exc:
+        return Rendered(exc.written, notes=[str(exc)])
     except Exception:
         return Rendered(None, traceback.format_exc())

@@ -24,7 +24,7 @@ from diagnose.core.model import CheckResult
 from diagnose.core.redact import redact_argv
 from diagnose.core.vars import Vars
 from diagnose.engine.results import ResultsStore
-from diagnose.engine.run_ids import make_run_dir, new_run_id, run_header
+from diagnose.engine.run_ids import find_results, make_run_dir, new_run_id, run_header
 from diagnose.inference.serving import judge_serving, parse_serving, serving_check, serving_record
 from diagnose.render.load import read_results
 from diagnose.trace.analyze import RankAnalysis, analyze_trace
@@ -77,9 +77,10 @@ def _baseline(options: TraceOptions, host_vars: Vars, analyses: list[RankAnalysi
     grad_bytes = host_vars.int("train_grad_bytes")
     baseline = None
     if options.fabric:
-        path = Path(options.fabric)
-        if path.is_dir():
-            path = path / "results.json"
+        try:
+            path = find_results(options.fabric)
+        except ConfigError as exc:
+            raise ConfigError(f"--fabric {exc}") from None
         try:
             document = read_results(path)
         except (OSError, ValueError) as exc:

@@ -50,6 +50,7 @@ from diagnose.engine.run_ids import make_run_dir, new_run_id, run_header
 from diagnose.history.coverage import record_coverage
 from diagnose.k8s.pods import PodSource
 from diagnose.probes.registry import HOST_SETTINGS
+from diagnose.render.pdf import PdfUnavailable
 from diagnose.render.render import DEFAULT_FORMATS, FORMATS, render
 from diagnose.slurm import hosts as slurm_hosts
 from diagnose.targets.loading import InventoryFiles
@@ -116,6 +117,7 @@ class RunOutcome:
     regressions: list[Any] = field(default_factory=list)
     not_stopped: list[str] = field(default_factory=list)
     retention_failures: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what the operator must still hear (a format not written)
     exit_code: int | None = None  # set by a lock held elsewhere (unattended.LockBusy)
 
 
@@ -370,6 +372,8 @@ class Run:
         outcome = RunOutcome("done", out_dir=out_dir, document=document, regressions=regressions)
         try:
             outcome.written = render(out_dir / "results.json", self.request.formats)
+        except PdfUnavailable as exc:  # the cluster was measured: the verdict stands, the PDF is told
+            outcome.written, outcome.notes = exc.written, [str(exc)]
         except Exception:
             outcome.status, outcome.message = "internal", traceback.format_exc()
             return outcome

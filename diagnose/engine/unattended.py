@@ -1,5 +1,5 @@
 """What a run needs when nobody watches it: a lock, a time budget, one line for cron mail and retention
-(the dated folders themselves are named in :mod:`diagnose.engine.run_ids`).
+(the run folders themselves are named in :mod:`diagnose.engine.run_ids`).
 
 A nightly run starts from cron or a systemd timer. If last night's run still hangs on a host, a second one
 must not start beside it (both would benchmark the same GPUs and measure each other); if a host hangs, the
@@ -25,11 +25,10 @@ from types import TracebackType
 from typing import IO, Any
 
 from diagnose import history
-from diagnose.engine.run_ids import dated_folder_time
+from diagnose.engine.run_ids import RESULTS_FILE, dated_folder_time
 from diagnose.render.tally import coverage_of
 
 EXIT_LOCKED = 4
-RESULTS_FILE = "results.json"
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -168,7 +167,7 @@ def summary_line(
     """One line for cron mail: verdict, what failed, the regressions, where the report is.
 
     e.g. ``diagnose nightly prod: FAIL — 2 FAIL, 1 ERROR, 3 regressions (node07 ib.port_state PASS→FAIL;
-    all_reduce ≥64MiB busbw -18%; +1 more) — report: /srv/nightly/2026-11-21T02-00-00Z/report.html``.
+    all_reduce ≥64MiB busbw -18%; +1 more) — report: /srv/nightly/20261121T020000Z-cb43/report.html``.
     The regressions are counted apart from the run's other results, which they would otherwise double;
     the rest is counted as everywhere else (:mod:`diagnose.render.tally`), and a PASS with limited
     coverage says so.

@@ -27,6 +27,7 @@ from diagnose.history.stability import UNSTABLE_ID, instability
 from diagnose.history.storage import (
     SCHEMA_VERSION,
     default_db_path,
+    find_run,
     previous_check_observed,
     previous_run_started,
     record_run,
@@ -42,6 +43,7 @@ __all__ = [
     "PrunedRun",
     "Regression",
     "default_db_path",
+    "find_run",
     "history_list",
     "history_trend",
     "instability",

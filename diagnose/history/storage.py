@@ -381,16 +381,30 @@ class Reference:
 
 
 def _resolve_run(conn: sqlite3.Connection, run_id: str, db_path: str | Path) -> str:
-    """A run id, or an unambiguous prefix of one (ids are long; people type the start)."""
+    """A run id, an unambiguous prefix of one (ids are long; people type the start), or the run's folder:
+    its path, or its name alone (a nightly folder named before folders carried the id)."""
     rows = [r[0] for r in conn.execute("SELECT id FROM runs WHERE id = ?", (run_id,))]
     if not rows:
         pattern = run_id.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         rows = [r[0] for r in conn.execute("SELECT id FROM runs WHERE id LIKE ? ESCAPE '\\'", (pattern,))]
+    name = run_id.rstrip("/")
+    if not rows and name:
+        folder = str(Path(name).expanduser().resolve())
+        named = list(conn.execute("SELECT id, run_dir FROM runs WHERE run_dir IS NOT NULL"))
+        rows = [i for i, d in named if d == folder] or [i for i, d in named if Path(d).name == name]
     if len(rows) == 1:
         return str(rows[0])
     if not rows:
         raise ConfigError(f"no run {run_id!r} in the history", db_path)
     raise ConfigError(f"run id {run_id!r} is ambiguous: {', '.join(sorted(rows)[:5])}", db_path)
+
+
+def find_run(db_path: str | Path, run_id: str) -> tuple[str, str | None]:
+    """The full id and the recorded folder of the run ``run_id`` names (see :func:`_resolve_run`);
+    ConfigError (exit 2) when none or several match."""
+    with open_db(db_path) as conn:
+        full_id = _resolve_run(conn, run_id, db_path)
+        return full_id, conn.execute("SELECT run_dir FROM runs WHERE id = ?", (full_id,)).fetchone()[0]
 
 
 def set_baseline(db_path: str | Path, run_id: str) -> str:

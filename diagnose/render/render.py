@@ -13,7 +13,8 @@ from typing import Any
 
 from diagnose.render.atomic import write_atomic
 from diagnose.render.junit import render_junit
-from diagnose.render.load import clean_tree, normalize, read_results
+from diagnose.render.load import clean_in_place, clean_tree, normalize, read_results
+from diagnose.render.pdf import PdfUnavailable, render_pdf  # weasyprint itself loads when a PDF is asked
 from diagnose.render.prometheus import render_prometheus
 
 FORMATS = ("html", "pdf", "json", "junit", "prom")
@@ -26,37 +27,52 @@ def render(results_path: Path, formats: set[str], out_dir: Path | None = None) -
     """Write the ``formats`` asked for next to results.json (or into ``out_dir``); return the paths.
 
     ``json`` is results.json itself, already written by the run, so it is only listed. Evidence paths in
-    the results are read relative to the folder holding results.json, wherever the output goes.
+    the results are read relative to the folder holding results.json, wherever the output goes. The PDF
+    comes last: :class:`~diagnose.render.pdf.PdfUnavailable` (WeasyPrint's system libraries missing)
+    carries the files written before it.
     """
     _check_formats(formats)
-    results = read_results(results_path)
-    written = render_from_dict(results, formats, out_dir or results_path.parent, results_path.parent)
-    return [results_path, *written] if "json" in formats else written
+    results = clean_in_place(read_results(results_path))  # ours alone: cleaned without a copy
+    listed = [results_path] if "json" in formats else []
+    try:
+        written = render_from_dict(
+            results, formats, out_dir or results_path.parent, results_path.parent, cleaned=True
+        )
+    except PdfUnavailable as exc:
+        exc.written = [*listed, *exc.written]
+        raise
+    return [*listed, *written]
 
 
 def render_from_dict(
-    results: dict[str, Any], formats: set[str], out_dir: Path, evidence_dir: Path | None = None
+    results: dict[str, Any],
+    formats: set[str],
+    out_dir: Path,
+    evidence_dir: Path | None = None,
+    cleaned: bool = False,
 ) -> list[Path]:
-    """Like :func:`render` for results already in memory; ``json`` is ignored here (nothing to list)."""
+    """Like :func:`render` for results already in memory; ``json`` is ignored here (nothing to list).
+    The caller's dict is left as it is unless ``cleaned`` says it went through ``clean_in_place``."""
     _check_formats(formats)
-    results = normalize(clean_tree(results))
+    results = normalize(results if cleaned else clean_tree(results))
     evidence_dir = evidence_dir or out_dir
     writers: dict[str, Callable[[], bytes]] = {
         "junit": lambda: render_junit(results),
         "prom": lambda: render_prometheus(results),
     }
     written = []
-    if formats & {"html", "pdf"}:
-        html = _html(results, evidence_dir)
-        if "html" in formats:
-            written.append(write_atomic(out_dir / OUTPUT_NAMES["html"], html.encode("utf-8")))
-        if "pdf" in formats:
-            from diagnose.render.pdf import render_pdf  # weasyprint is slow to import; only when asked
-
-            written.append(write_atomic(out_dir / OUTPUT_NAMES["pdf"], render_pdf(html, evidence_dir)))
+    html = _html(results, evidence_dir) if formats & {"html", "pdf"} else ""
+    if "html" in formats:
+        written.append(write_atomic(out_dir / OUTPUT_NAMES["html"], html.encode("utf-8")))
     for name in ("junit", "prom"):
         if name in formats:
             written.append(write_atomic(out_dir / OUTPUT_NAMES[name], writers[name]()))
+    if "pdf" in formats:  # last: a machine without WeasyPrint's libraries still gets every other format
+        try:
+            written.append(write_atomic(out_dir / OUTPUT_NAMES["pdf"], render_pdf(html, evidence_dir)))
+        except PdfUnavailable as exc:
+            exc.written = written
+            raise
     return written
 
 

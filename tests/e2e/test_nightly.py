@@ -29,7 +29,7 @@ from tests.support.testbed import HostSpec, TestBed
 
 pytestmark = pytest.mark.e2e
 
-DATED = re.compile(r"\d{4}-\d\d-\d\dT\d\d-\d\d-\d\dZ")
+RUN_ID = re.compile(r"\d{8}T\d{6}Z-[0-9a-f]{4}")
 PLAYBOOK_NAME = "nightly-testbed"
 
 
@@ -124,12 +124,13 @@ def test_nightly_runs_catch_a_regression_keep_history_lock_and_retain(
     line = summary(first)
     assert first.returncode == 0, line
     (folder_1,) = night.folders()
-    assert DATED.fullmatch(folder_1)
+    assert RUN_ID.fullmatch(folder_1)  # the folder is named by the run's id
     report_1 = re.escape(str(night.runs / folder_1 / "report.html"))
     assert re.fullmatch(
         rf"diagnose {PLAYBOOK_NAME} inv: PASS — \d+ PASS, no regressions — report: {report_1}", line
     )
     run_1 = night.results(folder_1)
+    assert run_1["run"]["id"] == folder_1
     assert run_1["verdict"] == "PASS" and (night.runs / folder_1 / "report.html").is_file()
     assert [b["backend"] for b in run_1["benchmarks"]] == ["gloo"]
     testbed.stop()
@@ -168,6 +169,11 @@ def test_nightly_runs_catch_a_regression_keep_history_lock_and_retain(
         pinned = night.diagnose("baseline", id_1[: len(common) + 1], "--history", str(night.db))
         assert pinned.returncode == 0, pinned.stderr
         assert pinned.stdout.strip() == f"baseline: {id_1}"
+        # The report path the nightly line prints names the same run.
+        by_path = night.diagnose(
+            "baseline", str(night.runs / folder_1 / "report.html"), "--history", str(night.db)
+        )
+        assert by_path.returncode == 0 and by_path.stdout.strip() == f"baseline: {id_1}", by_path.stderr
         assert night.history().splitlines()[3].endswith("baseline, last good")
 
         # A run that finds the lock taken (last night's run still going) starts nothing and says why.

@@ -5,13 +5,17 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from tests.support.paths import REPO
 
 
-def diagnose(*argv: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+def diagnose(
+    *argv: str, cwd: Path, timeout: float = 600, before: Sequence[Path] = ()
+) -> subprocess.CompletedProcess[str]:
+    """``before``: folders searched for modules ahead of everything (stand-ins for installed packages)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*map(str, before), str(REPO)])}
     return subprocess.run(
         [sys.executable, "-m", "diagnose.cli", *argv],
         cwd=cwd,

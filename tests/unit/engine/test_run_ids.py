@@ -3,22 +3,25 @@ caller's Reporter instead of printing."""
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
+from diagnose.core.errors import ConfigError
 from diagnose.core.hosts import Host
 from diagnose.core.vars import Vars
 from diagnose.engine import stages
 from diagnose.engine.reporter import Reporter
 from diagnose.engine.run_ids import (
+    RunReference,
     dated_folder_time,
-    dated_run_dir,
     make_run_dir,
     new_run_id,
     run_header,
+    run_reference,
 )
 
 MOMENT = datetime(2026, 11, 21, 2, 0, 0, tzinfo=timezone.utc)
@@ -41,17 +44,68 @@ def test_the_default_folder_is_named_after_the_id_and_the_source(
         make_run_dir("20261121T020000Z-ab12", Path("prod cluster.yaml"), None)
 
 
-def test_out_is_reused_and_runs_dir_gets_a_dated_folder(tmp_path: Path) -> None:
+def _write_run(folder: Path, run_id: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "results.json").write_text(json.dumps({"schema": 1, "run": {"id": run_id}, "verdict": "PASS"}))
+    return folder
+
+
+def test_out_is_taken_empty_or_new_and_runs_dir_gets_a_folder_named_by_the_id(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    assert make_run_dir("x", None, str(out)) == out == make_run_dir("y", None, str(out))
-    dated = make_run_dir("x", None, str(out), runs_dir=str(tmp_path / "nightly"))
-    assert dated.parent == tmp_path / "nightly" and dated_folder_time(dated) is not None
-
-
-def test_the_time_of_a_dated_folder_is_read_back_from_its_name(tmp_path: Path) -> None:
-    folder = dated_run_dir(tmp_path, MOMENT)
+    assert make_run_dir("20261121T020000Z-ab12", None, str(out)) == out and out.is_dir()
+    (out / "diagnose-slurm-42.out").write_text("a batch job's output is no run\n")
+    assert make_run_dir("20261121T020000Z-ab12", None, str(out)) == out
+    folder = make_run_dir("20261121T020000Z-ab12", None, str(out), runs_dir=str(tmp_path / "nightly"))
+    assert folder == tmp_path / "nightly" / "20261121T020000Z-ab12"
     assert dated_folder_time(folder) == MOMENT
+
+
+@pytest.mark.parametrize(
+    ("left", "named"),
+    [
+        ("results.json", "run 20261121T020000Z-ab12"),
+        ("report.html", "report.html"),
+        ("raw", "raw"),
+    ],
+)
+def test_a_folder_holding_another_run_is_refused_naming_it(tmp_path: Path, left: str, named: str) -> None:
+    out = tmp_path / "acceptance"
+    if left == "results.json":
+        _write_run(out, "20261121T020000Z-ab12")
+    else:
+        (out / left).mkdir(parents=True)  # a report or evidence left by a run whose record is gone
+    with pytest.raises(ConfigError) as caught:
+        make_run_dir("20261122T020000Z-cd34", None, str(out))
+    assert str(caught.value).startswith(f"--out {out}: holds another run ({named});")
+    assert "new or empty folder" in str(caught.value)
+
+
+def test_the_time_of_a_run_folder_is_read_back_from_its_name_old_or_new(tmp_path: Path) -> None:
+    assert dated_folder_time(tmp_path / "20261121T020000Z-ab12") == MOMENT
+    assert dated_folder_time(tmp_path / "20261121T020000Z-ab12-prod") == MOMENT
+    assert dated_folder_time(tmp_path / "2026-11-21T02-00-00Z") == MOMENT  # nightly folders before the id
+    assert dated_folder_time(tmp_path / "2026-11-21T02-00-00Z-2") == MOMENT
     assert dated_folder_time(tmp_path / "my-run") is None
+
+
+def test_a_run_is_named_by_its_id_its_folder_name_or_path_or_a_file_in_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    default = _write_run(tmp_path / "diagnose-runs" / "20261121T020000Z-ab12-prod", "20261121T020000Z-ab12")
+    nightly = _write_run(tmp_path / "nightly" / "2026-11-21T02-00-00Z", "20261121T020002Z-ef56")
+    (nightly / "report.html").write_text("<html></html>")
+    for text in ("20261121T020000Z-ab12", "20261121T020000Z-ab12-prod", "20261121T020000Z", str(default)):
+        found = run_reference(text)
+        assert found.folder is not None and found.folder.resolve() == default
+        assert found.run_id == "20261121T020000Z-ab12"
+    for text in (str(nightly), f"{nightly}/", str(nightly / "report.html"), str(nightly / "results.json")):
+        assert run_reference(text).run_id == "20261121T020002Z-ef56"
+    assert run_reference("2026-11-21T02-00-00Z") == RunReference("2026-11-21T02-00-00Z", None, None)
+    assert run_reference("20261121T030000Z-9999").run_id == "20261121T030000Z-9999"  # the history's to find
+    _write_run(tmp_path / "diagnose-runs" / "20261121T020000Z-cd34-prod", "20261121T020000Z-cd34")
+    with pytest.raises(ConfigError, match="names 2 run folders"):
+        run_reference("20261121T020000Z")
 
 
 def test_the_header_names_the_playbook_by_name() -> None:

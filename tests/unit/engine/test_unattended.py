@@ -85,12 +85,13 @@ def test_deadline_counts_down_and_caps_timeouts() -> None:
     assert unlimited.cap(20) == 20 and not unlimited.expired()
 
 
-def test_dated_run_dir_is_utc_and_never_shared(tmp_path: Path) -> None:
+def test_a_nightly_folder_is_named_by_its_utc_run_id_and_never_shared(tmp_path: Path) -> None:
     moment = datetime(2026, 11, 21, 3, 0, 0, tzinfo=timezone(timedelta(hours=1)))
-    first = run_ids.dated_run_dir(tmp_path / "nightly", moment)
-    second = run_ids.dated_run_dir(tmp_path / "nightly", moment)
-    assert first.name == "2026-11-21T02-00-00Z" and first.is_dir()
-    assert second.name == "2026-11-21T02-00-00Z-2" and second.is_dir()
+    run_id = run_ids.new_run_id(moment)
+    first = run_ids.dated_run_dir(tmp_path / "nightly", run_id)
+    assert first.name == run_id and run_id.startswith("20261121T020000Z-") and first.is_dir()
+    with pytest.raises(FileExistsError):
+        run_ids.dated_run_dir(tmp_path / "nightly", run_id)
 
 
 def _results(verdict: str, statuses: list[str]) -> dict[str, Any]:
