@@ -70,6 +70,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         operator=args.operator,
         argv=args.argv,
         slurm=slurm,
+        k8s_cordon=args.k8s_cordon,
     )
     try:
         request = prepare(options)
@@ -320,6 +321,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--cluster-name", help="the cluster the report names (default: the inventory's name, or this host's)"
     )
     run.add_argument("--operator", help="who ran the acceptance, for the sign-off (default: the login)")
+    run.add_argument(
+        "--k8s-cordon",
+        action="store_true",
+        help="cordon and taint the Kubernetes nodes of pods whose checks FAIL, within max_quarantine(_pct); "
+        "lift only what diagnose set once they pass (docs/actions.md)",
+    )
     slurm = run.add_argument_group("Slurm", "hosts from Slurm; -i inventories then only lend their variables")
     slurm.add_argument(
         "--slurm",

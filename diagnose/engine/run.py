@@ -50,6 +50,7 @@ from diagnose.engine.run_ids import make_run_dir, new_run_id, run_header
 from diagnose.history.coverage import record_coverage
 from diagnose.k8s.pods import PodSource
 from diagnose.probes.registry import HOST_SETTINGS
+from diagnose.quarantine.stage import act_on_nodes
 from diagnose.render.pdf import PdfUnavailable
 from diagnose.render.render import DEFAULT_FORMATS, FORMATS, render
 from diagnose.slurm import hosts as slurm_hosts
@@ -79,6 +80,7 @@ class RunOptions:
     operator: str | None = None
     argv: list[str] = field(default_factory=list)  # recorded (redacted) in run.argv
     slurm: slurm_hosts.SlurmQuery | None = None  # hosts from Slurm (--slurm ...), inventories lend vars
+    k8s_cordon: bool = False  # cordon and taint the nodes of failing pods (diagnose.quarantine)
 
 
 @dataclass
@@ -327,6 +329,7 @@ class Run:
                 self.states, request.host_checks, out_dir, store, options.forks, samples, self.reporter
             )
             engine.note_counters_on_slow_collectives(store)
+        act_on_nodes(request.hosts, self.states, out_dir, store, self.run_id, options.k8s_cordon)
         regressions: list[Any] = []
         if db is not None:
             drop = self.nightly.busbw_drop_pct if self.nightly else 10.0

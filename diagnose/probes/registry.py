@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from diagnose.benchmarks.setup import Setup
+from diagnose.config import quarantine_settings
 from diagnose.config.host_settings import SETTINGS, Validator
 from diagnose.probes import kv_settings, perftest_settings, training_settings
 
@@ -40,12 +41,13 @@ EXTRAS: tuple[Extra, ...] = (
 
 
 #: Every host variable a run checks before any host is touched: the transports' and the benchmark stage's
-#: (diagnose.config.host_settings), then each extra's own.
+#: (diagnose.config.host_settings), then each extra's own, and the bounds on acting on nodes.
 HOST_SETTINGS: dict[str, Validator] = {
     **SETTINGS,
     **kv_settings.SETTINGS,
     **training_settings.SETTINGS,
     **perftest_settings.SETTINGS,
+    **quarantine_settings.SETTINGS,
 }
 
 

@@ -7,7 +7,11 @@ test puts first on the PATH of the diagnose process. It answers the subset diagn
   tests/fixtures/k8s/ renamed per pod, with its node, phase and the test bed's address as pod IP;
 * ``exec -i POD [-c C] -- /bin/sh -c SCRIPT``: the real ``ssh`` into the test-bed host standing for the
   pod (TestBed.ssh_argv), stdin passed through, exit status kept (``os.execvp``);
-* global ``--kubeconfig``, ``--context``, ``-n`` and extra options, as kubectl's own parser takes them.
+* global ``--kubeconfig``, ``--context``, ``-n`` and extra options, as kubectl's own parser takes them;
+* nodes (tests/fixtures/k8s/gpu-node.json renamed per node): ``get node NAME -o json``, ``get nodes -o
+  json``, ``cordon``/``uncordon``, ``taint node`` (add with ``--overwrite``, remove ``KEY:EFFECT-``),
+  ``annotate node`` (``--overwrite``, remove ``KEY-``) and ``patch node --subresource=status
+  --type=strategic`` of conditions (merged by type), each changing the state file as the API server would.
 
 Errors are printed in kubectl's words. Every command line is appended to ``calls.jsonl``, so a test can
 hand each one to the real kubectl's parser (:func:`real_kubectl`, :func:`parses_with_real_kubectl`).
@@ -30,6 +34,7 @@ from tests.support.prerequisites import unavailable
 from tests.support.testbed import TestBed, TestHost
 
 FIXTURE = FIXTURES / "k8s" / "rdma-gpu-pod.json"
+NODE_FIXTURE = FIXTURES / "k8s" / "gpu-node.json"
 
 SCRIPT = r"""
 import json, os, re, shlex, sys
@@ -41,7 +46,8 @@ def fail(text, rc=1):
     sys.stderr.write(text + "\n"); sys.exit(rc)
 flags, words, rest, i = {}, [], None, 0
 valued = {"--kubeconfig", "--context", "-n", "--namespace", "-l", "--selector", "-o", "-c",
-          "--container", "--request-timeout", "--server", "-s", "--cluster", "--user", "--as"}
+          "--container", "--request-timeout", "--server", "-s", "--cluster", "--user", "--as", "-p",
+          "--patch", "--type", "--subresource"}
 while i < len(argv):
     a = argv[i]
     if a == "--":
@@ -77,6 +83,78 @@ if words == ["get", "pods"]:
     items = [p for p in pods.values()
              if all(p["metadata"].get("labels", {}).get(k) == v for k, v in wanted.items())]
     print(json.dumps({"apiVersion": "v1", "kind": "List", "items": items})); sys.exit(0)
+nodes = {n["metadata"]["name"]: n for n in state.get("nodes", [])}
+def save():
+    with open(os.environ.get("FAKE_KUBECTL_STATE") or STATE, "w") as out:
+        json.dump(state, out)
+def node_named(name):
+    if name not in nodes:
+        fail(f'Error from server (NotFound): nodes "{name}" not found')
+    if name in state.get("refuse", []):
+        fail(f'Error from server (Forbidden): nodes "{name}" is forbidden: User "diagnose" cannot patch '
+             'resource "nodes" in API group "" at the cluster scope')
+    return nodes[name]
+if words[:2] == ["get", "node"] and len(words) == 3 and words[2] in nodes:
+    print(json.dumps(nodes[words[2]])); sys.exit(0)
+if words[:2] == ["get", "node"] and len(words) == 3:
+    fail(f'Error from server (NotFound): nodes "{words[2]}" not found')
+if words == ["get", "nodes"]:
+    print(json.dumps({"apiVersion": "v1", "kind": "List", "items": list(nodes.values())})); sys.exit(0)
+if words[:1] in (["cordon"], ["uncordon"]) and len(words) == 2:
+    node = node_named(words[1])
+    cordon = words[0] == "cordon"
+    if bool(node["spec"].get("unschedulable")) == cordon:
+        print(f"node/{words[1]} already {words[0]}ed"); sys.exit(0)
+    if cordon:
+        node["spec"]["unschedulable"] = True
+        node["spec"].setdefault("taints", []).append(
+            {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule", "timeAdded": "2024-02-08T11:05:00Z"})
+    else:
+        node["spec"].pop("unschedulable", None)
+        node["spec"]["taints"] = [t for t in node["spec"].get("taints", [])
+                                  if t["key"] != "node.kubernetes.io/unschedulable"]
+    save(); print(f"node/{words[1]} {words[0]}ed"); sys.exit(0)
+if words[:2] == ["taint", "node"] and len(words) == 4:
+    node = node_named(words[2])
+    taints = node["spec"].setdefault("taints", [])
+    spec = words[3]
+    if spec.endswith("-"):
+        key, _, effect = spec[:-1].partition(":")
+        kept = [t for t in taints if not (t["key"] == key and t["effect"] == effect)]
+        if len(kept) == len(taints):
+            fail(f'error: taint "{spec[:-1]}" not found')
+        node["spec"]["taints"] = kept
+        save(); print(f"node/{words[2]} untainted"); sys.exit(0)
+    m = re.fullmatch(r"([A-Za-z0-9_./-]+)(?:=([A-Za-z0-9_.-]*))?:(NoSchedule|PreferNoSchedule|NoExecute)", spec)
+    if not m:
+        fail(f'error: invalid taint spec: {spec}')
+    same = [t for t in taints if t["key"] == m.group(1) and t["effect"] == m.group(3)]
+    if same and "--overwrite" not in flags:
+        fail(f"error: node {words[2]} already has {m.group(1)} taint(s) with same effect(s) and --overwrite is false")
+    node["spec"]["taints"] = [t for t in taints if t not in same] + [
+        {"key": m.group(1), "value": m.group(2) or "", "effect": m.group(3), "timeAdded": "2024-02-08T11:05:00Z"}]
+    save(); print(f"node/{words[2]} {'modified' if same else 'tainted'}"); sys.exit(0)
+if words[:2] == ["annotate", "node"] and len(words) == 4:
+    node = node_named(words[2])
+    notes = node["metadata"].setdefault("annotations", {})
+    spec = words[3]
+    if spec.endswith("-") and "=" not in spec:
+        notes.pop(spec[:-1], None)
+    else:
+        key, _, value = spec.partition("=")
+        if key in notes and "--overwrite" not in flags:
+            fail(f"error: --overwrite is false but found the following declared annotation(s): '{key}' already has a value ({notes[key]})")
+        notes[key] = value
+    save(); print(f"node/{words[2]} annotated"); sys.exit(0)
+if words[:2] == ["patch", "node"] and len(words) == 3:
+    node = node_named(words[2])
+    if flags.get("--subresource") != "status" or flags.get("--type") != "strategic":
+        fail("fake kubectl: only strategic patches of a node's status are served", 64)
+    patch = json.loads(flags.get("-p") or flags.get("--patch"))
+    conditions = node["status"].setdefault("conditions", [])
+    for new in patch["status"]["conditions"]:
+        conditions[:] = [c for c in conditions if c["type"] != new["type"]] + [new]
+    save(); print(f"node/{words[2]} patched"); sys.exit(0)
 if words[:1] == ["exec"] and len(words) == 2 and rest is not None and "-i" in flags:
     pod = pods.get(words[1])
     if pod is None:
@@ -109,12 +187,28 @@ class FakePod:
     pod: dict[str, Any] | None = None
 
 
+@dataclass
+class FakeNode:
+    """A node the fake cluster knows, as an operator or an earlier run left it."""
+
+    name: str
+    unschedulable: bool = False
+    taints: list[dict[str, str]] | None = None
+    annotations: dict[str, str] | None = None
+
+
 class FakeCluster:
     """The fake kubectl's folder (put it first on PATH) and the pods it answers for."""
 
     def __init__(
-        self, bed: TestBed, folder: Path, pods: list[FakePod], contexts: tuple[str, ...] = ()
+        self,
+        bed: TestBed,
+        folder: Path,
+        pods: list[FakePod],
+        contexts: tuple[str, ...] = (),
+        nodes: list[FakeNode] | None = None,
     ) -> None:
+        """``nodes``: the nodes' state; by default every pod's node, schedulable and untainted."""
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.state = self.folder / "state.json"
@@ -133,7 +227,15 @@ class FakeCluster:
             objects.append(obj)
             if pod.host is not None:
                 ssh[pod.name] = bed.ssh_argv(pod.host, "")[:-1]
-        self.state.write_text(json.dumps({"pods": objects, "ssh": ssh, "contexts": list(contexts)}))
+        if nodes is None:
+            nodes = [FakeNode(name) for name in dict.fromkeys(pod.node for pod in pods)]
+        state = {
+            "pods": objects,
+            "ssh": ssh,
+            "contexts": list(contexts),
+            "nodes": [node_object(n) for n in nodes],
+        }
+        self.state.write_text(json.dumps(state))
         kubectl = self.folder / "kubectl"
         kubectl.write_text(f"#!{sys.executable}\nSTATE = {str(self.state)!r}\n{SCRIPT}")
         kubectl.chmod(0o755)
@@ -142,9 +244,34 @@ class FakeCluster:
         """The environment of a diagnose process that must find this kubectl first."""
         return {**os.environ, "PATH": f"{self.folder}:{os.environ.get('PATH', '')}"}
 
+    def node(self, name: str) -> dict[str, Any]:
+        """The node object as the fake API server holds it now."""
+        return next(n for n in json.loads(self.state.read_text())["nodes"] if n["metadata"]["name"] == name)
+
+    def refuse(self, *names: str) -> None:
+        """From now on, changes to these nodes are Forbidden (RBAC without patch on nodes)."""
+        state = json.loads(self.state.read_text())
+        state["refuse"] = list(names)
+        self.state.write_text(json.dumps(state))
+
     def calls(self) -> list[list[str]]:
         log = self.folder / "calls.jsonl"
         return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def node_object(node: FakeNode) -> dict[str, Any]:
+    """The captured-shape node object (tests/fixtures/k8s/gpu-node.json) as ``node`` says."""
+    obj: dict[str, Any] = json.loads(NODE_FIXTURE.read_text())
+    obj["metadata"]["name"] = node.name
+    obj["metadata"]["labels"]["kubernetes.io/hostname"] = node.name
+    obj["metadata"]["annotations"].update(node.annotations or {})
+    taints = list(node.taints or [])
+    if node.unschedulable:
+        obj["spec"]["unschedulable"] = True
+        taints.append({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"})
+    if taints:
+        obj["spec"]["taints"] = taints
+    return obj
 
 
 def real_kubectl() -> str:

@@ -213,6 +213,7 @@ MAY_USE = {
     "trace": {"core", "catalog"},
     "inference": {"core", "parsers", "catalog"},
     "history": {"core", "catalog"},
+    "quarantine": {"core", "catalog", "config", "connectors", "k8s", "parsers"},
     "render": {"core", "catalog"},
 }
 
