@@ -46,7 +46,7 @@ def clean_text(text: str, limit: int | None = MAX_FIELD_CHARS) -> str:
 
 
 def clean_tree(value: Any) -> Any:
-    """``clean_text`` applied to every string (keys included) of a decoded JSON value."""
+    """``clean_text`` applied to every string (keys included) of a decoded JSON value, as a copy."""
     if isinstance(value, str):
         return clean_text(value)
     if isinstance(value, dict):
@@ -54,6 +54,50 @@ def clean_tree(value: Any) -> Any:
     if isinstance(value, list):
         return [clean_tree(v) for v in value]
     return value
+
+
+def clean_in_place(value: Any, seen: dict[str, str] | None = None) -> Any:
+    """``clean_tree`` for a value nobody else holds (just read from results.json): its dicts and lists are
+    cleaned where they are, and equal strings become one object.
+
+    At 16,384 hosts results.json holds some 230,000 check rows whose remediation, message, status and
+    checklist texts repeat from host to host; decoded, each repeat is a string of its own, and a cleaned
+    copy of the tree is a second set of every dict. Sharing the strings and keeping the one tree is most
+    of what ``diagnose report`` holds in memory at that size (docs/scale.md).
+    """
+    seen = {} if seen is None else seen
+    if isinstance(value, str):
+        return _shared(value, seen)
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            if isinstance(item, str | dict | list):
+                value[index] = clean_in_place(item, seen)
+        return value
+    if isinstance(value, dict):
+        for key in value:
+            if seen.get(key) is None and _shared(key, seen) != key:  # a key to clean: the dict rebuilt
+                return {clean_text(str(k)): clean_in_place(v, seen) for k, v in value.items()}
+        for key, item in value.items():
+            if type(item) is str:  # the common case inline: most of a large document's time is here
+                known = seen.get(item)
+                value[key] = (
+                    known if known is not None and len(item) <= MAX_FIELD_CHARS else _shared(item, seen)
+                )
+            elif isinstance(item, dict | list):
+                value[key] = clean_in_place(item, seen)
+        return value
+    return value
+
+
+def _shared(text: str, seen: dict[str, str]) -> str:
+    """``text`` cleaned, as the one object every equal string shares. A text equal to one already
+    cleaned is clean itself (cleaning leaves no bad character), unless cleaning would cut it."""
+    if len(text) <= MAX_FIELD_CHARS:
+        known = seen.get(text)
+        if known is not None:
+            return known
+    cleaned = clean_text(text)
+    return seen.setdefault(cleaned, cleaned)
 
 
 def normalize(results: dict[str, Any]) -> dict[str, Any]:
@@ -66,15 +110,18 @@ def normalize(results: dict[str, Any]) -> dict[str, Any]:
     out = dict(results)
     for key in ("hosts", "checks", "benchmarks"):
         value = out.get(key)
-        out[key] = [dict(v) for v in value if isinstance(v, dict)] if isinstance(value, list) else []
-    for row in (*out["checks"], *out["benchmarks"]):
-        status = row.get("status")
-        if status not in STATUSES:
-            row["status"] = "ERROR"
-            row["message"] = f"[status {status!r} not understood by this report] {row.get('message') or ''}"
+        out[key] = [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+    for key in ("checks", "benchmarks"):  # rows are shared with ``results``; a row changed is a copy
+        out[key] = [row if row.get("status") in STATUSES else _unknown_status(row) for row in out[key]]
     if not isinstance(out.get("run"), dict):
         out["run"] = {}
     return out
+
+
+def _unknown_status(row: dict[str, Any]) -> dict[str, Any]:
+    status = row.get("status")
+    message = f"[status {status!r} not understood by this report] {row.get('message') or ''}"
+    return {**row, "status": "ERROR", "message": message}
 
 
 def decode_bytes(data: bytes) -> str:

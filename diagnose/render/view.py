@@ -184,8 +184,11 @@ def build_report(results: dict[str, Any], base_dir: Path) -> Report:
                 show(c.get("observed")),
                 show(c.get("expected")),
             )
-            for c in sorted(checks, key=lambda c: column_order(str(c.get("id", "?"))))
-            if c.get("host") is None
+            # the cluster-wide rows only, then sorted: not every host's rows sorted to keep a few
+            for c in sorted(
+                (c for c in checks if c.get("host") is None),
+                key=lambda c: column_order(str(c.get("id", "?"))),
+            )
         ],
         matrix=build_matrix(results),
         benchmarks=build_benchmarks(results),
