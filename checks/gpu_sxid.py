@@ -39,7 +39,7 @@ def _in_window(event: dict[str, Any], start: float | None) -> bool:
 
 def summaries(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One entry per (switch, SXid): links, count of event lines, last time, worst severity, last detail and
-    the action (the group's second one when the SXid came more than once).
+    the action (the group's second one when the SXid came back on a link, or more than once without one).
 
     Continuation lines (engine, register data) belong to an event and are not counted, except for an SXid
     that has nothing else: it counts once.
@@ -75,7 +75,8 @@ def summaries(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for entry in grouped.values():
         entry["count"] = max(entry["count"], 1)
         entry.setdefault("detail", "")
-        entry["action"] = sxid_action(entry["kind"], entry["count"])
+        # the same link reporting again is the fault coming back; one line per link is one fault's burst
+        entry["action"] = sxid_action(entry["kind"], 2 if entry["count"] > max(len(entry["links"]), 1) else 1)
     return sorted(grouped.values(), key=lambda e: (e["severity"] != "FAIL", e["switch"], e["sxid"]))
 
 

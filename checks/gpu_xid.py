@@ -21,7 +21,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
-from diagnose.catalog.xid import REMEDIATION, lookup, severity
+from diagnose.catalog.xid import REMEDIATION, lookup, occurrences, severity
 from diagnose.catalog.xid import action as xid_action
 from diagnose.config.profiles import no_gpu_reason
 from diagnose.core.check import Check, Facts
@@ -93,8 +93,9 @@ def _gpu_name(event: dict[str, Any]) -> str:
 
 def _summaries(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One entry per (GPU, Xid): count, last time, worst severity, last detail, and the action (the Xid's
-    second one when it came more than once on that GPU)."""
+    second one when it came back on that GPU: ``occurrences`` counts bursts, not lines)."""
     grouped: dict[tuple[str, int], dict[str, Any]] = {}
+    moments: dict[tuple[str, int], list[float]] = {}
     for event in events:
         key = (event["pci"], event["xid"])
         row = lookup(event["xid"])
@@ -112,12 +113,15 @@ def _summaries(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "count": 0,
             }
         entry["count"] += 1
+        if event.get("epoch") is not None:
+            moments.setdefault(key, []).append(event["epoch"])
         entry["last"] = event.get("time")
         entry["detail"] = event.get("detail", "")
         if level == "FAIL":
             entry["severity"] = "FAIL"
-    for entry in grouped.values():
-        entry["action"] = xid_action(entry["xid"], entry["detail"], entry["count"])
+    for key, entry in grouped.items():
+        entry["occurrences"] = occurrences(moments.get(key, []))
+        entry["action"] = xid_action(entry["xid"], entry["detail"], entry["occurrences"])
     return sorted(grouped.values(), key=lambda e: (e["severity"] != "FAIL", str(e["gpu"]), e["xid"]))
 
 

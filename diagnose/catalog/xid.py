@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from itertools import pairwise
 
 
 @dataclass(frozen=True)
@@ -148,9 +149,22 @@ def severity(number: int, text: str) -> str:
 _RECOVERY = re.compile(r"\((?P<what>[^()]*(?:reboot|reset)[^()]*)\)\s*\.?\s*$", re.IGNORECASE)
 
 
+#: Lines of one Xid on one GPU closer together than this are one fault (a burst: a DBE reported per
+#: address, an NVLink error per link); a line this long after the last is the fault coming back.
+BURST_S = 60.0
+
+
+def occurrences(epochs: list[float]) -> int:
+    """How many separate times an Xid struck, from its lines' Unix times: 1 when none has a time (a burst
+    cannot be told from a recurrence then, and the first action is the milder one)."""
+    times = sorted(epochs)
+    return 1 + sum(1 for before, after in pairwise(times) if after - before >= BURST_S)
+
+
 def action(number: int, text: str, count: int = 1) -> str:
-    """What the operator does first about ``count`` events of Xid ``number`` on one GPU: the row's first
-    action, its second when the Xid recurs; Xid 154's own recovery word (reboot, reset) where it says one."""
+    """What the operator does first about Xid ``number`` striking ``count`` separate times on one GPU: the
+    row's first action, its second when the Xid recurs; Xid 154's own recovery word (reboot, reset) where
+    it says one."""
     if number == 154:
         said = _RECOVERY.search(text or "")
         if said:

@@ -3,7 +3,9 @@
 CI dashboards (GitLab, Jenkins, GitHub test reporters) show ``classname`` as the group and ``name`` as the
 test, so a check id becomes the group and the host the test: a failing ``ib.port_state`` lists the hosts
 it failed on. FAIL maps to ``<failure>``, ERROR (could not be judged) to ``<error>``, SKIP to ``<skipped>``;
-WARN passes, with its message kept in ``<system-out>`` so that it is not lost. A benchmark is the testcase
+WARN passes, with its message kept in ``<system-out>`` so that it is not lost. A result's action (what the
+operator does first, docs/actions.md) is a ``<property name="action">`` of its testcase and closes the
+failure's message, so a CI view shows it without opening the detail. A benchmark is the testcase
 of its ``bench.<collective>`` result, its size sweep in the detail; only an entry no such result stands for
 (an older file) gets a testcase of its own, in the ``benchmarks`` suite (:mod:`diagnose.render.tally`).
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import Any
 
+from diagnose.catalog.actions import MEANING
 from diagnose.catalog.stage_ids import bench_id
 from diagnose.render.checklist import CLUSTER
 from diagnose.render.hostlist import natural_key
@@ -29,6 +32,8 @@ def _detail(row: dict[str, Any]) -> str:
         f"observed: {show(row.get('observed'), 2000)}",
         f"expected: {show(row.get('expected'), 2000)}",
     ]
+    if row.get("action") in MEANING:
+        parts.append(f"action: {row['action']} ({MEANING[row['action']]})")
     if row.get("remediation"):
         parts.append(f"remediation: {row['remediation']}")
     if row.get("evidence"):
@@ -36,11 +41,24 @@ def _detail(row: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
-def _case(suite: ET.Element, classname: str, name: str, status: str, message: str, detail: str) -> str:
+def _case(
+    suite: ET.Element,
+    classname: str,
+    name: str,
+    status: str,
+    message: str,
+    detail: str,
+    action: object = None,
+) -> str:
     case = ET.SubElement(suite, "testcase", classname=classname, name=name, time="0")
     element = _ELEMENT.get(status)
     if element is None and status not in ("PASS", "WARN"):
         element = "error"  # a status this version does not know cannot count as a pass
+    if action in MEANING and status != "PASS":
+        properties = ET.SubElement(case, "properties")
+        ET.SubElement(properties, "property", name="action", value=str(action))
+        if element in ("failure", "error"):
+            message = f"{message or status} (action: {action})"
     if element:
         ET.SubElement(case, element, message=message or status, type=status).text = detail
     elif status == "WARN":
@@ -59,6 +77,7 @@ def _bench_detail(bench: dict[str, Any]) -> str:
     lines = [
         f"status: {bench.get('status')}",
         f"message: {bench.get('message') or ''}",
+        *([f"action: {bench['action']}"] if bench.get("action") in MEANING else []),
         f"expected busbw: {show(bench.get('expected_busbw_gbps'))} GB/s",
         f"transport: inter_node={show(transport.get('inter_node'))} intra_node={show(transport.get('intra_node'))}",
         "bytes busbw_gbps algbw_gbps wrong",
@@ -94,6 +113,7 @@ def render_junit(results: dict[str, Any]) -> bytes:
                 str(row.get("status")),
                 str(row.get("message") or ""),
                 "\n\n".join([_detail(row), *(sweeps.get(check_id, []) if row.get("host") is None else [])]),
+                row.get("action"),
             )
             for row in rows
         ]
@@ -111,6 +131,7 @@ def render_junit(results: dict[str, Any]) -> bytes:
                 str(b.get("status")),
                 str(b.get("message") or ""),
                 _bench_detail(b),
+                b.get("action"),
             )
             for b in benchmarks
         ]

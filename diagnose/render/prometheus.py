@@ -4,7 +4,10 @@ and every NIC's RDMA write bandwidth as gauges.
 Nightly runs drop this file into the collector's folder, so that the same alerting that watches the
 cluster's nodes also sees "ib.port_state went to FAIL on gpu042" or "all_reduce busbw fell". A status is a
 number on the scale of :data:`diagnose.core.model.SEVERITY` rather than a label, so that a series keeps its
-identity when the status changes and ``max by (check)`` finds the worst host.
+identity when the status changes and ``max by (check)`` finds the worst host. The per-check and
+per-benchmark series carry the result's ``action`` (docs/actions.md) as a label: one of nine words, ``none``
+on a PASS, so alert routes can send ``rma_gpu`` to the vendor queue and ``check_config`` to the team; the
+series of a check changes its action label when its verdict changes, as an alert on it does anyway.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from diagnose.catalog.stage_ids import bench_id
-from diagnose.core.model import SEVERITY
+from diagnose.core.model import ACTIONS, SEVERITY, strongest
 from diagnose.render.hostlist import natural_key
 from diagnose.render.tally import LIMITED_BELOW, coverage_of
 
@@ -60,6 +63,15 @@ class _Family:
         return head + [f"{self.name}{labels} {value}" for labels, value in self.samples.items()]
 
 
+def action_label(entry: dict[str, Any]) -> str:
+    """The ``action`` label of a result: its recorded action, ``none`` on PASS; empty (no label) where an
+    older file recorded none or a hand-made one holds a word outside the nine, so the label stays bounded."""
+    if entry.get("status") == "PASS":
+        return "none"
+    action = entry.get("action")
+    return action if action in ACTIONS else ""
+
+
 def _timestamp(stamp: Any) -> float | None:
     try:
         return datetime.fromisoformat(stamp).timestamp()
@@ -74,7 +86,7 @@ def render_prometheus(results: dict[str, Any]) -> bytes:
         "diagnose_check_status",
         f"Result of a check per host ({_SCALE}); host is empty for cluster-wide checks.",
     )
-    worst_per_series: dict[tuple[str, str, str], int] = {}
+    worst_per_series: dict[tuple[str, str, str], tuple[int, str]] = {}
     rows = [r for r in results.get("checks") or [] if isinstance(r, dict) and r.get("status") in SEVERITY]
     rows.sort(
         key=lambda r: (str(r.get("id")), natural_key("" if r.get("host") is None else str(r.get("host"))))
@@ -85,9 +97,14 @@ def render_prometheus(results: dict[str, Any]) -> bytes:
             "" if row.get("host") is None else str(row.get("host")),
             str(row.get("checklist") or ""),
         )
-        worst_per_series[key] = max(worst_per_series.get(key, 0), SEVERITY[row["status"]])
-    for (check_id, host, checklist), value in worst_per_series.items():
-        status.add({"check": check_id, "host": host, "checklist": checklist}, value)
+        value, action = SEVERITY[row["status"]], action_label(row)
+        seen, seen_action = worst_per_series.get(key, (-1, ""))
+        if value == seen:  # two results of one series alike: the action that covers both
+            action = strongest([a for a in (action, seen_action) if a]) if action or seen_action else ""
+        if value >= seen:
+            worst_per_series[key] = (value, action)
+    for (check_id, host, checklist), (value, action) in worst_per_series.items():
+        status.add({"check": check_id, "host": host, "checklist": checklist, "action": action}, value)
 
     coverage = coverage_of(results)
     counts = _Family(
@@ -148,7 +165,7 @@ def render_prometheus(results: dict[str, Any]) -> bytes:
         if isinstance(bench.get("expected_busbw_gbps"), int | float):
             expected.add(labels, bench["expected_busbw_gbps"])
         if bench.get("status") in SEVERITY:
-            bench_status.add(labels, SEVERITY[bench["status"]])
+            bench_status.add({**labels, "action": action_label(bench)}, SEVERITY[bench["status"]])
 
     lines: list[str] = []
     families = (status, counts, measured, limited, skipped, verdict, host_count, finished)

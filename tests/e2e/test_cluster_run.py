@@ -28,6 +28,7 @@ pytestmark = pytest.mark.e2e
 
 HEALTHY = ("node1", "node2")
 FAULTY, FAULT_CHECK = "node3", "ib.port_state"
+CABLE = "reseat_or_replace_cable"
 COLLECTIVES = ("all_reduce", "all_gather")
 # Four sizes per collective and three timed iterations: enough rows to check the arithmetic, and two
 # torch imports per host stay affordable on a 2-core machine.
@@ -113,6 +114,8 @@ def test_acceptance_run_of_a_small_cluster_reads_as_a_document(testbed: TestBed,
     fault = by_host(results, FAULT_CHECK)[FAULTY]
     assert fault["status"] == "FAIL" and "mlx5_9/1 Down/Polling" in fault["message"], fault
     assert fault["remediation"] and fault["evidence"] == f"raw/{FAULTY}/ibstat.txt"
+    assert fault["action"] == CABLE
+    assert all("action" not in c for c in results["checks"] if c["status"] == "PASS")
     assert "State: Down" in (out / fault["evidence"]).read_text()
     failing = [(c["id"], c["host"]) for c in results["checks"] if c["status"] == "FAIL"]
     assert failing == [(FAULT_CHECK, FAULTY)], "the fault and nothing else fails"
@@ -129,12 +132,15 @@ def test_acceptance_run_of_a_small_cluster_reads_as_a_document(testbed: TestBed,
     junit = ET.parse(out / "junit.xml").getroot()
     cases = {(c.get("classname"), c.get("name")): c for c in junit.iter("testcase")}
     assert cases[(FAULT_CHECK, FAULTY)].find("failure") is not None
+    # A port Down/Polling is a cable or transceiver to reseat: the action rides on the failure.
+    assert cases[(FAULT_CHECK, FAULTY)].find("properties/property[@name='action']").get("value") == CABLE
+    assert cases[(FAULT_CHECK, FAULTY)].find("failure").get("message").endswith(f"(action: {CABLE})")
     assert all(cases[(FAULT_CHECK, h)].find("failure") is None for h in HEALTHY)
     assert [key for key, case in cases.items() if case.find("failure") is not None] == [(FAULT_CHECK, FAULTY)]
     assert junit.get("failures") == "1"
 
     prom = (out / "diagnose.prom").read_text().splitlines()
-    gauge = f'diagnose_check_status{{check="{FAULT_CHECK}",host="{FAULTY}",checklist="1"}}'
+    gauge = f'diagnose_check_status{{check="{FAULT_CHECK}",host="{FAULTY}",checklist="1",action="{CABLE}"}}'
     assert f"{gauge} {float(GAUGE['FAIL'])}" in prom
     assert f"diagnose_verdict{{}} {float(GAUGE['FAIL'])}" in prom
 
