@@ -148,17 +148,21 @@ class SrunConnection(Connection):
 
 
 def task_script(batch: str) -> str:
-    """What every task of a checks step runs: its node and step first, then ``batch`` with both of its
-    streams cut into tagged pieces on the task's stdout (see the module docstring)."""
-    encode = f"LC_ALL=C awk -v w={PIECE_BYTES}"
+    """What every task of a checks step runs: its node and step first, then ``batch`` with each of its
+    streams cut into tagged pieces on the task's stream of the same name (see the module docstring).
+    One writer per stream: two ``awk`` on one pipe would interleave their pieces mid-line."""
+    encode = f"LC_ALL=C $a -v w={PIECE_BYTES}"
     return "\n".join(
         [
             'printf "n %s %s.%s\\n" "$SLURMD_NODENAME" "$SLURM_JOB_ID" "$SLURM_STEP_ID"',
             f"b={shlex.quote(batch)}",
             f"e={shlex.quote(_ENCODE)}",
+            # mawk (Debian's awk) waits for a full input buffer unless interactive: no progress would
+            # reach the controller before the batch ends.
+            'a=awk; case $(awk -W version 2>&1 </dev/null) in *mawk*) a="awk -W interactive";; esac',
             "exec 3>&1",
             f'{{ /bin/sh -c "$b" 2>&4 </dev/null | {encode} -v f=o -v p=O "$e" >&3; }} 4>&1 '
-            f'| {encode} -v f=e -v p=E "$e" >&3',
+            f'| {encode} -v f=e -v p=E "$e" >&2',
         ]
     )
 
@@ -320,26 +324,39 @@ class SrunStep:
         proc.wait()
 
     def _task_lines(self, lines: list[bytes]) -> None:
+        self._lines(lines, (b"n", b"o", b"O"))
+
+    def _srun_words(self, lines: list[bytes]) -> None:
+        self._lines(lines, (b"e", b"E"))
+
+    def _lines(self, lines: list[bytes], tags: tuple[bytes, ...]) -> None:
+        """Lines from one of srun's streams: its tasks' tagged pieces (stdout: ``n``, ``o``, ``O``;
+        stderr: ``e``, ``E``) go to their node; anything else is srun's or a task's own words."""
         now = time.monotonic()
         for line in lines:
             match = _LABELLED.match(line)
-            if match is None:
-                if line.strip():
-                    self.srun_lines.append(line.decode("utf-8", errors="replace"))
+            tag = match.group(2)[:1] if match else b""
+            if match is None or tag not in tags:
+                text = line.decode("utf-8", errors="replace").strip()
+                if match is not None:  # a task's words before its batch began (no awk, no sh)
+                    text = (
+                        f"task {match.group(1).decode()}: {match.group(2).decode('utf-8', errors='replace')}"
+                    )
+                if text:
+                    self.srun_lines.append(text)
                 continue
-            task, payload = int(match.group(1)), match.group(2)
-            tag, data = payload[:1], payload[1:]
+            task, data = int(match.group(1)), match.group(2)[1:]
             if tag == b"n":
                 self._started(task, data.decode("utf-8", errors="replace").split(), now)
                 continue
             run = self.by_task.get(task)
-            if run is None or tag not in (b"o", b"O", b"e", b"E"):
+            if run is None:
                 continue
-            stream = run.out if tag in (b"o", b"O") else run.err
             last = tag.lower()
             if tag.isupper():
                 run.pieces[last] = run.pieces.get(last, b"") + data
                 continue
+            stream = run.out if last == b"o" else run.err
             stream.feed(run.pieces.pop(last, b"") + data + b"\n")
             if stream is run.out and run.out.markers != run.markers:
                 run.markers, run.progress_at = run.out.markers, now
@@ -369,15 +386,6 @@ class SrunStep:
             key = begun[-1]
         assert run.started is not None
         return min(run.started + self.budget, now + self.limits[key] + KILL_GRACE_S + FREEZE_GRACE_S)
-
-    def _srun_words(self, lines: list[bytes]) -> None:
-        for line in lines:
-            text = line.decode("utf-8", errors="replace")
-            match = _LABELLED.match(line)
-            if match is not None:  # a task's own error output before its batch began (no awk, no sh)
-                text = f"task {match.group(1).decode()}: {match.group(2).decode('utf-8', errors='replace')}"
-            if text.strip():
-                self.srun_lines.append(text.strip())
 
     def _finished(self, run: NodeRun) -> bool:
         return run.out.finished(self.commands[-1].key) is not None

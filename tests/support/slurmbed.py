@@ -52,6 +52,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -423,8 +424,10 @@ class SlurmBed:
 
     def _start_node(self, node: SlurmNode) -> None:
         (self.workdir / "spool" / node.name).mkdir(exist_ok=True)
+        before = set(self._namespaces)
         node._proc, node._lifeline = self._spawn(node.dir / "init.sh", node.log)
         node.pid = node._proc.pid
+        node.pid_namespace = next(iter(self._namespaces - before), None)
 
     def _spawn(self, init: Path, log: Path) -> tuple[subprocess.Popen[bytes], int]:
         """Start ``init`` as the first process of new namespaces, its stdin the lifeline pipe."""
@@ -516,6 +519,42 @@ class SlurmBed:
             time.sleep(0.1)
 
     # -- faults --------------------------------------------------------------------------------------
+
+    def processes(self, name: str) -> dict[int, str]:
+        """Machine pid -> command line of every live process on node ``name`` (its pid namespace)."""
+        found = {}
+        for pid in pids_in({self.nodes[name].pid_namespace or ""}):
+            with contextlib.suppress(OSError):
+                found[pid] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+        return found
+
+    def step_processes(self, name: str) -> dict[int, str]:
+        """The processes of job steps on node ``name``: all but its init shell (and the lifeline reader
+        it forked) and slurmd."""
+        init = str(self.nodes[name].dir / "init.sh")
+        return {
+            pid: cmd
+            for pid, cmd in self.processes(name).items()
+            if cmd and init not in cmd and not cmd.startswith(SLURMD)
+        }
+
+    def freeze(self, name: str) -> list[int]:
+        """SIGSTOP every process of the job steps on node ``name`` but slurmstepd: the node stops making
+        progress as a hung machine does, and only SIGKILL (scancel's) ends them. The pids frozen."""
+        frozen = [pid for pid, cmd in self.step_processes(name).items() if not cmd.startswith("slurmstepd")]
+        for pid in frozen:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+        return frozen
+
+    def crash(self, name: str) -> None:
+        """Node ``name`` dies: its slurmd is killed, and with it the node's namespace — every slurmstepd
+        and task there — as when a machine loses power. slurmctld learns it only from missed answers."""
+        node = self.nodes[name]
+        node._proc, node._lifeline = _end(node._proc, node._lifeline)
+        deadline = time.monotonic() + 10
+        while pids_in({node.pid_namespace or ""}) and time.monotonic() < deadline:
+            time.sleep(0.05)
 
     def plant(self, name: str, spec: HostSpec) -> None:
         """Give the running node ``name`` the tools, files and /sys/class/infiniband of ``spec`` (a
