@@ -5,7 +5,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from diagnose.render.load import clean_text, clean_tree, normalize, read_excerpt, read_results
+from diagnose.render.load import (
+    MAX_FIELD_CHARS,
+    clean_in_place,
+    clean_text,
+    clean_tree,
+    normalize,
+    read_excerpt,
+    read_results,
+)
 from tests.support.paths import FIXTURES
 
 
@@ -31,6 +39,34 @@ def test_long_fields_are_cut_with_a_note() -> None:
 def test_clean_tree_cleans_keys_and_nested_values() -> None:
     tree = {"k\x00": [{"v": "\udcff"}, 3, None]}
     assert clean_tree(tree) == {"k\\x00": [{"v": "\\xff"}, 3, None]}
+
+
+def test_clean_in_place_cleans_as_clean_tree_does_without_copying_and_shares_equal_strings() -> None:
+    long = "y" * (MAX_FIELD_CHARS + 5)
+    text = json.dumps(
+        {
+            "k\x00": [{"v": "\udcff"}, 3, None],
+            "rows": [{"status": "PASS", "fix": "reseat"}, {"status": "PASS", "fix": "reseat"}],
+            "long": [long, long],
+            "clean": {"a": "b"},
+        }
+    )
+    tree, expected = json.loads(text), clean_tree(json.loads(text))
+    untouched = tree["rows"]
+    assert untouched[0]["fix"] is not untouched[1]["fix"]  # decoded apart, as from results.json
+    cleaned = clean_in_place(tree)
+    assert cleaned == expected
+    assert cleaned["rows"] is untouched  # the same list and dicts, cleaned where they are
+    first, second = cleaned["rows"]
+    assert first["fix"] is second["fix"] and first["status"] is second["status"]
+    assert cleaned["long"][0].endswith("[cut: 5 more characters]")
+
+
+def test_normalize_shares_the_rows_it_keeps_and_copies_the_one_it_changes() -> None:
+    kept, odd = {"id": "a", "status": "PASS"}, {"id": "b", "status": "MAYBE"}
+    out = normalize({"checks": [kept, odd]})
+    assert out["checks"][0] is kept
+    assert odd["status"] == "MAYBE" and out["checks"][1]["status"] == "ERROR"
 
 
 def test_read_results_accepts_raw_non_utf8_bytes(tmp_path: Path) -> None:
