@@ -86,7 +86,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.list_hosts or args.check:
         from diagnose.commands.dry_run import dry_run_lines
 
-        _print_lines(dry_run_lines(request, args.check, args.skip_benchmarks))
+        _print_lines(dry_run_lines(request, args.check))
         return EXIT_PASS
     outcome = command.execute(request, show_progress=sys.stderr.isatty() and not args.quiet)
     return _report_outcome(outcome, request)

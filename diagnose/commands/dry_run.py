@@ -2,19 +2,45 @@
 
 Operators check an inventory change before a night of runs the way they do with Ansible: which hosts a
 pattern selects and how they are reached, which profile and expected values each host ends up with
-after every group_vars/host_vars level and ``-e``, and the exact commands each check would run. Nothing
-here opens a connection or writes a file.
+after every group_vars/host_vars level and ``-e``, the exact commands each check would run, every
+benchmark and extra the playbook switches on with its settings, and how long it will all take. Hosts
+that share their variables, and hosts that share their commands, are shown once as a group
+(``node[01-04]``): a thousand-node inventory reads as a handful of blocks. Nothing here opens a
+connection or writes a file.
+
+``--check`` is a list of sections (:data:`SECTIONS`), each a function of the run request returning its
+lines; a new concern adds its own function there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
+from diagnose.config.playbook import PROFILE_VARIABLE, BenchmarkPlan
 from diagnose.core.check import Check
 from diagnose.core.hosts import Host
+from diagnose.core.units import duration, human_bytes
+from diagnose.engine.estimate import estimate, ranks_per_host, total
+from diagnose.engine.host_batch import commands_of
+from diagnose.engine.profile_hint import NO_PROFILE_MEANING
 from diagnose.engine.run import RunRequest
-from diagnose.engine.stages import commands_of
-from diagnose.targets.view import list_hosts, relevant_vars
+from diagnose.probes.perftest_settings import settings_from as perftest_settings
+from diagnose.probes.registry import EXTRAS, enabled
+from diagnose.probes.training import ProbeSettings
+from diagnose.render.hostlist import summarize
+from diagnose.targets.view import PER_HOST_VARS, list_hosts, var_groups
+
+#: Above this many hosts, ``--check`` folds the host list by how hosts are reached.
+HOST_LIST_LIMIT = 32
+
+
+def _reach(row: dict[str, Any], with_address: bool = True) -> str:
+    if row["connection"] == "local":
+        return "local"
+    user = f"{row['user']}@" if row["user"] else ""
+    port = f":{row['port']}" if row["port"] else ""
+    return f"{row['connection']} {user}{row['address'] if with_address else '<host>'}{port}"
 
 
 def host_lines(hosts: Sequence[Host]) -> list[str]:
@@ -23,48 +49,223 @@ def host_lines(hosts: Sequence[Host]) -> list[str]:
     width = max((len(r["name"]) for r in rows), default=4)
     lines = [f"hosts ({len(rows)}):"]
     for row in rows:
-        if row["connection"] == "local":
-            reach = "local"
-        else:
-            user = f"{row['user']}@" if row["user"] else ""
-            port = f":{row['port']}" if row["port"] else ""
-            reach = f"{row['connection']} {user}{row['address']}{port}"
         groups = ",".join(row["groups"]) or "ungrouped"
-        lines.append(f"  {row['name']:<{width}}  {reach}  groups={groups}")
+        lines.append(f"  {row['name']:<{width}}  {_reach(row)}  groups={groups}")
     return lines
 
 
-def plan_lines(hosts: Sequence[Host], checks: Sequence[Check], benchmarks: str | None) -> list[str]:
-    """Per host its merged variables that matter; then each distinct set of check commands, once."""
-    lines = host_lines(hosts)
-    for host in hosts:
-        lines.append(f"\n{host.name}: profile {host.vars.get('diagnose_profile') or 'none'}")
-        lines += [f"  {key} = {value}" for key, value in relevant_vars(host).items()]
-    plans: dict[tuple[tuple[str, str], ...], list[str]] = {}
-    for host in hosts:
-        commands = tuple((c.key, c.script) for c in commands_of(checks, host.vars))
-        plans.setdefault(commands, []).append(host.name)
-    for commands, names in plans.items():
-        shown = (
-            names[0]
-            if len(names) == 1
-            else f"{len(names)} hosts ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"
+def folded_host_lines(hosts: Sequence[Host]) -> list[str]:
+    """Hosts folded by how they are reached and their groups (``node[001-512]  ssh ops@<host>``)."""
+    if len(hosts) <= HOST_LIST_LIMIT:
+        return host_lines(hosts)
+    folds: dict[tuple[str, str], list[str]] = {}
+    for row in list_hosts(hosts):
+        key = (_reach({**row, "port": None}, with_address=False), ",".join(row["groups"]) or "ungrouped")
+        folds.setdefault(key, []).append(row["name"])
+    lines = [f"hosts ({len(hosts)}, folded by connection and groups; --list-hosts lists each):"]
+    lines += [f"  {summarize(names)}  {reach}  groups={groups}" for (reach, groups), names in folds.items()]
+    return lines
+
+
+def _who(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{summarize(names)} ({len(names)} hosts)"
+
+
+def variable_lines(request: RunRequest) -> list[str]:
+    """One block per distinct set of merged variables, with its profile."""
+    groups = var_groups(request.hosts)
+    by_name = {h.name: h for h in request.hosts}
+    lines = [f"\nvariables: {len(groups)} distinct set(s)"]
+    for names, shown in groups:
+        profile = shown.get(PROFILE_VARIABLE)
+        lines.append(f"\n{_who(names)}: profile {profile or 'none'}")
+        if not profile:
+            lines.append(f"  (no profile: {NO_PROFILE_MEANING}; the run suggests one after the host stage)")
+        lines += [f"  {key} = {value}" for key, value in shown.items()]
+        own = sorted({k for name in names for k in by_name[name].vars if k in PER_HOST_VARS})
+        if len(names) > 1 and own:
+            lines.append(f"  ({', '.join(own)}: each host's own, in the host list)")
+    return lines
+
+
+def command_lines(request: RunRequest) -> list[str]:
+    """Each distinct batch of check commands once, with the hosts that run it and each command's timeout."""
+    batches: dict[tuple[tuple[str, str, float], ...], list[str]] = {}
+    for host in request.hosts:
+        commands = tuple((c.key, c.script, c.timeout) for c in commands_of(request.host_checks, host.vars))
+        batches.setdefault(commands, []).append(host.name)
+    lines = []
+    for commands, names in batches.items():
+        lines.append(f"\ncommands on {_who(names)}, in one batch, each under its own timeout:")
+        lines += [f"  [{key}] {script}  (timeout {timeout:g} s)" for key, script, timeout in commands]
+    return lines
+
+
+def check_lines(request: RunRequest) -> list[str]:
+    checks: Sequence[Check] = request.host_checks
+    cluster = [c.id for c in request.cluster_checks]
+    lines = [f"\nchecks ({len(checks)} per host): {', '.join(c.id for c in checks)}"]
+    if cluster:
+        lines.append(f"cluster-wide ({len(cluster)}): {', '.join(cluster)}")
+    if request.custom_modules:
+        lines.append(f"custom checks (testinfra): {', '.join(str(p) for p in request.custom_modules)}")
+    return lines
+
+
+def _plan(request: RunRequest) -> BenchmarkPlan | None:
+    plan = request.playbook.benchmarks
+    return plan if plan and plan.enabled and not request.options.skip_benchmarks else None
+
+
+def sweep_lines(request: RunRequest) -> list[str]:
+    """The collective sweep: collectives, sizes, tool, backend, ranks, iterations, and localization."""
+    plan = _plan(request)
+    if plan is None:
+        why = "--skip-benchmarks" if request.options.skip_benchmarks else "the playbook has none"
+        return [f"\nbenchmarks: none ({why})"]
+    hosts, first = request.hosts, request.hosts[0] if request.hosts else None
+    sizes = plan.sizes()
+    backend = first.vars.str("bench_backend") if first else None
+    ranks = ranks_per_host(first) if first else 1
+    lines = [
+        f"\nbenchmark sweep: {', '.join(plan.collectives)} with {plan.tool}",
+        f"  sizes: {human_bytes(sizes[0])} to {human_bytes(sizes[-1])}, ×{plan.step_factor} ({len(sizes)} sizes)"
+        if sizes
+        else "  sizes: none",
+        f"  iterations: {plan.warmup_iters} warm-up + {plan.iters} timed per size"
+        + (f"; at most {plan.timeout_s:g} s a size" if plan.timeout_s else ""),
+        f"  backend: {backend or 'nccl on GPU hosts, gloo on CPU hosts (from the host facts; bench_backend sets it)'}",
+        f"  ranks: {len(hosts)} host(s) × {ranks} = {len(hosts) * ranks} (bench_gpus_per_host, else expected_gpu_count)",
+    ]
+    if plan.straggler_isolation and len(hosts) > 2:
+        lines.append(
+            "  localization: if a collective is short, the slow host or link is searched for "
+            "(straggler_isolation)"
         )
-        lines.append(f"\ncommands on {shown}, in one batch, each under its own timeout:")
-        lines += [f"  [{key}] {script}" for key, script in commands]
-    lines.append(f"\nchecks: {', '.join(c.id for c in checks)}")
-    lines.append(f"benchmarks: {benchmarks or 'none'}")
+    else:
+        why = "straggler_isolation off" if not plan.straggler_isolation else "needs more than 2 hosts"
+        lines.append(f"  localization: off ({why})")
     return lines
 
 
-def dry_run_lines(request: RunRequest, show_commands: bool, skip_benchmarks: bool) -> list[str]:
-    """``--check`` (``show_commands``): the plan with every command; ``--list-hosts``: the hosts only."""
+def _extra_settings(key: str, first: Host, plan: BenchmarkPlan, hosts: int) -> str:
+    """The settings one extra after the sweep runs with, from the first host (as the extras read them)."""
+    v = first.vars
+    if key == "fleet_probes":
+        names = ("fleet_mad_k", "fleet_min_rel_dev_pct", "min_host_copy_gbps", "min_peer_copy_gbps")
+        set_ = ", ".join(f"{n} {v.get(n)}" for n in names if v.get(n) is not None)
+        return f"busbw, host↔GPU and peer copies per host against the fleet median ({set_ or 'defaults'})"
+    if key == "training_probe":
+        probe = ProbeSettings.from_vars(v)
+        caps = ", ".join(f"{c:g}" for c in probe.bucket_caps)
+        model = f"{probe.params_m:g} M params" if probe.params_m else "480 M params on GPU, 2 M on CPU"
+        steps = f"{probe.steps} steps" if probe.steps else "5 steps on GPU, 3 on CPU"
+        return f"DDP bucket sizes {caps} MB, {model}, {steps}"
+    if key == "kv_transfer":
+        names = ("kv_model", "kv_request_tokens", "kv_prefill_gpus", "kv_decode_gpus", "kv_repeats")
+        return ", ".join(f"{n} {v.get(n)}" for n in names if v.get(n) is not None) or "program defaults"
+    if key == "perftest":
+        s = perftest_settings(v)
+        rails = v.int("expected_hca_count") or 1
+        if hosts < 2:
+            return "SKIP: a NIC is measured against a partner on another host, and there is one host"
+        return (
+            f"{hosts // 2} pair(s) a round over {rails} rail(s), {human_bytes(s.message_bytes)} writes for "
+            f"{s.duration_s} s per direction, ports {s.ports[0]}-{s.ports[1]}, budget {s.budget_s:g} s"
+            + (", latency (ib_write_lat) too" if plan.perftest_latency else "")
+        )
+    if key == "stress":
+        return (
+            f"GEMM, HBM, memtest {v.get('memtest_seconds') or 30} s, bitwise checks, burn-in "
+            f"{v.get('burnin_minutes') or 0} min (gemm_min_fraction {v.get('gemm_min_fraction')}, "
+            f"hbm_min_fraction {v.get('hbm_min_fraction')})"
+        )
+    return "on"
+
+
+def extra_lines(request: RunRequest) -> list[str]:
+    """Every benchmark after the sweep that is on, with its settings; the ones that are off, named."""
+    plan = _plan(request)
+    if plan is None or not request.hosts:
+        return []
+    on = enabled(plan)
+    lines = ["\nafter the sweep:" if on else "\nafter the sweep: nothing"]
+    lines += [
+        f"  {e.plan_key}: {_extra_settings(e.plan_key, request.hosts[0], plan, len(request.hosts))}"
+        for e in on
+    ]
+    off = [e.plan_key for e in EXTRAS if e not in on]
+    if off:
+        lines.append(f"  off: {', '.join(off)}")
+    return lines
+
+
+def history_lines(request: RunRequest) -> list[str]:
+    nightly, db = request.playbook.nightly, request.history_db
+    lines = []
+    if db is not None:
+        lines.append(f"\nhistory: recorded in {db}; regressions and trends judged against earlier runs")
+    if nightly is not None:
+        keep = ", ".join(
+            part
+            for part in (
+                f"{nightly.keep_runs} runs" if nightly.keep_runs else "",
+                f"{nightly.keep_days:g} days" if nightly.keep_days else "",
+            )
+            if part
+        )
+        lines.append(
+            f"nightly: time budget {duration(nightly.time_budget_s)}, busbw drop > {nightly.busbw_drop_pct:g} % "
+            f"is a regression, keeps {keep or 'every run'}, one lock per history"
+        )
+    return lines
+
+
+def estimate_lines(request: RunRequest) -> list[str]:
+    """Per stage the typical duration and its bound, and the total: an estimate, with its basis."""
+    stages = estimate(
+        request.hosts, request.host_checks, request.playbook.benchmarks, request.options.forks,
+        request.options.skip_benchmarks, request.playbook.nightly,
+    )  # fmt: skip
+    width = max(len(s.stage) for s in stages)
+    lines = [
+        "\nestimated duration (an estimate: typical figures measured on real runs, bounds from timeouts "
+        "and budgets):",
+        f"  {'stage':<{width}}  {'typical':>12}  {'bound':>14}  basis",
+    ]
+    for s in stages:
+        upper = f"≤ {duration(s.upper_s)}" if s.upper_s is not None else "none"
+        typical = f"~{duration(s.typical_s)}" if s.typical_s else "—"
+        extra = "" if s.counted else " (not in the total)"
+        lines.append(f"  {s.stage:<{width}}  {typical:>12}  {upper:>14}  {s.basis}{extra}")
+    typical, upper = total(stages)
+    unbounded = [s.stage for s in stages if s.counted and s.upper_s is None]
+    bound = f"≤ {duration(upper)}" if upper is not None else "none"
+    why = f"{', '.join(unbounded)}: stopped by hang budgets, not a set time" if unbounded else ""
+    lines.append(f"  {'total':<{width}}  {'~' + duration(typical):>12}  {bound:>14}  {why}".rstrip())
+    return lines
+
+
+#: The sections of ``--check``, in order. A new concern adds one function here.
+SECTIONS: list[Callable[[RunRequest], list[str]]] = [
+    lambda request: folded_host_lines(request.hosts),
+    variable_lines,
+    command_lines,
+    check_lines,
+    sweep_lines,
+    extra_lines,
+    history_lines,
+    estimate_lines,
+]
+
+
+def plan_lines(request: RunRequest) -> list[str]:
+    """The whole plan, section by section."""
+    return [line for section in SECTIONS for line in section(request)]
+
+
+def dry_run_lines(request: RunRequest, show_commands: bool) -> list[str]:
+    """``--check`` (``show_commands``): the whole plan; ``--list-hosts``: the hosts only."""
     if not show_commands:
         return host_lines(request.hosts)
-    plan = request.playbook.benchmarks
-    benchmarks = (
-        f"{', '.join(plan.collectives)} ({plan.tool})"
-        if plan and plan.enabled and not skip_benchmarks
-        else None
-    )
-    return plan_lines(request.hosts, request.host_checks, benchmarks)
+    return plan_lines(request)

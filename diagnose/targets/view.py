@@ -72,3 +72,30 @@ def relevant_vars(host: Host) -> dict[str, Any]:
         for name in sorted(host.vars)
         if _is_relevant(name)
     }
+
+
+#: Variables that name one host (where it is reached): a dry run groups hosts by everything else.
+PER_HOST_VARS = frozenset({"ansible_host", "ansible_ssh_host", "ansible_port", "ansible_ssh_port"})
+
+
+def var_groups(hosts: Sequence[Host]) -> list[tuple[list[str], dict[str, Any]]]:
+    """Hosts grouped by identical shown variables, largest group first: a thousand-node inventory is a
+    handful of hardware generations, and its dry run should read as one block per generation.
+
+    The variables that only say where one host is reached (:data:`PER_HOST_VARS`) do not split groups; a
+    group of one host keeps them, a larger group leaves them to the host list.
+    """
+    groups: dict[str, tuple[list[str], dict[str, Any]]] = {}
+    for host in hosts:
+        shown = relevant_vars(host)
+        shared = {k: v for k, v in shown.items() if k not in PER_HOST_VARS}
+        key = repr(sorted((k, repr(v)) for k, v in shared.items()))
+        names, _ = groups.setdefault(key, ([], shown))
+        names.append(host.name)
+    return sorted(
+        (
+            (names, shown if len(names) == 1 else {k: v for k, v in shown.items() if k not in PER_HOST_VARS})
+            for names, shown in groups.values()
+        ),
+        key=lambda group: -len(group[0]),
+    )

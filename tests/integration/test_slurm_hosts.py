@@ -71,7 +71,8 @@ def test_sinfo_nodes_with_partition_state_and_hostlist_filters(bed: SlurmBed, in
     )
     assert gpu.returncode == 0, gpu.stderr
     assert list(host_table(gpu.stdout.split("\n\n")[0])) == ["n2", "n3"]
-    assert "bench_gpus_per_host = 4" in gpu.stdout.split("\nn2:")[1].split("\n\n")[0], "group_vars/gpu.yml"
+    group = gpu.stdout.split("\nn[2-3] (2 hosts):")[1].split("\n\n")[0]  # same variables: one block
+    assert "bench_gpus_per_host = 4" in group, "group_vars/gpu.yml"
     assert "profile cpu-testbed" in gpu.stdout
 
     wrong = bed.run([*DIAGNOSE, "--slurm-state", "bogus", "--list-hosts"])
