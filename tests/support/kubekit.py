@@ -248,6 +248,12 @@ class FakeCluster:
         """The node object as the fake API server holds it now."""
         return next(n for n in json.loads(self.state.read_text())["nodes"] if n["metadata"]["name"] == name)
 
+    def enter(self, bed: TestBed, pod: str, host: TestHost) -> None:
+        """From now on ``kubectl exec`` into ``pod`` enters ``host`` (a fault repaired, or planted)."""
+        state = json.loads(self.state.read_text())
+        state["ssh"][pod] = bed.ssh_argv(host, "")[:-1]
+        self.state.write_text(json.dumps(state))
+
     def refuse(self, *names: str) -> None:
         """From now on, changes to these nodes are Forbidden (RBAC without patch on nodes)."""
         state = json.loads(self.state.read_text())

@@ -8,7 +8,7 @@ import pytest
 from diagnose.config.host_settings import first_problem
 from diagnose.config.quarantine_settings import SETTINGS
 from diagnose.core.vars import Vars
-from diagnose.quarantine.cap import Cap, Candidate, cap_finding, cap_of, ranked, split
+from diagnose.quarantine.cap import Candidate, Cap, cap_finding, cap_of, ranked, split
 
 
 @pytest.mark.parametrize(
