@@ -19,17 +19,21 @@ from typing import Any
 
 from diagnose.core.model import SEVERITY, STATUSES, worst
 from diagnose.core.units import MISSING, duration
+from diagnose.render.causes import group_causes
 from diagnose.render.checklist import NOT_COVERED, OTHER_SECTION, SectionResult, build_checklist
 from diagnose.render.hostlist import summarize
 from diagnose.render.parts import Part, build_parts
 from diagnose.render.tally import coverage_line, coverage_of
 from diagnose.render.text import MESSAGE_CHARS, format_time, show
+from diagnose.render.values import Shown, shown
 from diagnose.render.view_benchmarks import Benchmark, build_benchmarks
 from diagnose.render.view_environment import Environment, build_environment
 from diagnose.render.view_findings import (
+    ActionRow,
     EvidenceIndex,
     Finding,
     Matrix,
+    build_actions,
     build_findings,
     build_matrix,
     column_order,
@@ -148,8 +152,36 @@ class ClusterRow:
     check_id: str
     status: str
     message: str
-    observed: str
-    expected: str
+    observed: Shown
+    expected: Shown
+
+
+#: Causes the first page lists, worst first; the findings chapter holds every one.
+COVER_CAUSES = 5
+
+
+@dataclass(frozen=True)
+class Chapter:
+    """A chapter's anchor, number and title: the contents and the headings read them from one list."""
+
+    key: str
+    number: str
+    title: str
+
+
+def chapters(parts: list[tuple[Part, Any]], has_history: bool) -> dict[str, Chapter]:
+    """The report's chapters in order, numbered 1, 2, 3, ... and the appendix A, by anchor."""
+    titles = [
+        ("checklist", "Operational checklist"),
+        ("findings", "Findings by cause, worst first"),
+        ("matrix", "Host × check matrix"),
+        ("benchmarks", "Benchmarks"),
+        *((part.key, part.title) for part, _data in parts),
+        ("environment", "Environment record"),
+        *((("history", "History"),) if has_history else ()),
+    ]
+    numbered = {key: Chapter(key, str(n), title) for n, (key, title) in enumerate(titles, start=1)}
+    return numbered | {"appendix": Chapter("appendix", "A", "Appendix: evidence excerpts")}
 
 
 @dataclass
@@ -159,6 +191,8 @@ class Report:
     cover: Cover
     checklist: list[SectionResult]
     findings: list[Finding]
+    top_causes: list[Finding]  # the first page's: empty on a PASS (warnings are in the findings chapter)
+    actions: list[ActionRow]
     cluster_checks: list[ClusterRow]
     matrix: Matrix
     benchmarks: list[Benchmark]
@@ -166,23 +200,30 @@ class Report:
     evidence: EvidenceIndex
     history: History | None
     parts: list[tuple[Part, Any]]
+    chapters: dict[str, Chapter]
 
 
 def build_report(results: dict[str, Any], base_dir: Path) -> Report:
     """The whole report's content from a cleaned results dict and the folder its evidence paths start in."""
     checks = [c for c in results.get("checks") or [] if isinstance(c, dict)]
     evidence = EvidenceIndex(base_dir)
+    causes = group_causes(results)
+    findings = build_findings(causes, evidence)
+    parts = build_parts(results)
+    history = build_history(results.get("history"))
     return Report(
         cover=build_cover(results),
         checklist=build_checklist(results),
-        findings=build_findings(checks, evidence),
+        findings=findings,
+        top_causes=findings[:COVER_CAUSES] if results.get("verdict") != "PASS" else [],
+        actions=build_actions(causes),
         cluster_checks=[
             ClusterRow(
                 str(c.get("id", "?")),
                 str(c.get("status")),
                 show(c.get("message") or "", MESSAGE_CHARS),
-                show(c.get("observed")),
-                show(c.get("expected")),
+                shown(c.get("observed"), str(c.get("id", ""))),
+                shown(c.get("expected"), str(c.get("id", ""))),
             )
             # the cluster-wide rows only, then sorted: not every host's rows sorted to keep a few
             for c in sorted(
@@ -194,6 +235,7 @@ def build_report(results: dict[str, Any], base_dir: Path) -> Report:
         benchmarks=build_benchmarks(results),
         environment=build_environment(results),
         evidence=evidence,
-        history=build_history(results.get("history")),
-        parts=build_parts(results),
+        history=history,
+        parts=parts,
+        chapters=chapters(parts, history is not None),
     )

@@ -11,10 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from diagnose.core.model import SEVERITY, worst
-from diagnose.render.checklist import SECTIONS
+from diagnose.render.actions import action_text, needs_doing
+from diagnose.render.causes import Cause
+from diagnose.render.checklist import CLUSTER, SECTIONS
 from diagnose.render.hostlist import natural_key, summarize
 from diagnose.render.load import Excerpt, read_excerpt
 from diagnose.render.text import MESSAGE_CHARS, host_label, show
+from diagnose.render.values import Shown, shown
 
 # Evidence quoted per finding line: the first few hosts show what the others look like; the rest are listed
 # by path. Without this bound, 300 failing hosts would turn the appendix into a printout of raw/.
@@ -46,78 +49,149 @@ class EvidenceIndex:
         return anchor
 
 
+#: Lines a finding shows (distinct messages or values among its results); the rest are counted.
+LINES_PER_FINDING = 6
+
+
 @dataclass
 class FindingLine:
-    """Hosts that failed one check the same way."""
+    """Hosts whose results of one cause say exactly the same thing."""
 
     hosts: str
     host_count: int
+    check_id: str
     message: str
-    observed: str
-    expected: str
+    observed: Shown
+    expected: Shown
     evidence: list[tuple[str, str, str | None]]  # (host, path, anchor)
     evidence_more: int
 
 
 @dataclass
 class Finding:
+    """One cause (diagnose.render.causes): however many hosts and checks it shows up in, one block."""
+
     status: str
-    check_id: str
+    check_id: str  # the first check it shows up in
+    check_ids: list[str]
     checklist: str
     remediation: str
+    action: str | None  # the recorded action in words, None where the results record none
+    todo: str  # the action in words, or without one the remediation's first sentence
+    hosts: str
     lines: list[FindingLine]
     host_count: int
+    where: str  # "3 hosts: node[01-03]", "cluster-wide", "cluster-wide and 1 host: gpu05"
+    more_lines: int = 0
 
 
-def build_findings(checks: list[dict[str, Any]], evidence: EvidenceIndex) -> list[Finding]:
-    """Non-passing results, worst first, with identical failures on many hosts folded into one line."""
-    groups: dict[tuple[str, str, str], dict[tuple[str, str, str], list[dict[str, Any]]]] = {}
-    for row in checks:
-        status = row.get("status")
-        if status not in ("FAIL", "ERROR", "WARN"):
-            continue
-        key = (str(status), str(row.get("id", "?")), str(row.get("remediation") or ""))
-        line_key = (
+def _lines(cause: Cause, evidence: EvidenceIndex) -> list[FindingLine]:
+    """The cause's results with identical check, message and values folded into one line, most hosts first."""
+    groups: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
+    for row in cause.rows:
+        key = (
+            str(row.get("id", "?")),
             show(row.get("message") or "", MESSAGE_CHARS),
-            show(row.get("observed")),
-            show(row.get("expected")),
+            show(row.get("observed"), 4000),
+            show(row.get("expected"), 4000),
         )
-        groups.setdefault(key, {}).setdefault(line_key, []).append(row)
-    ordered = sorted(
-        groups.items(), key=lambda kv: (-SEVERITY[kv[0][0]], -sum(len(v) for v in kv[1].values()), kv[0][1])
-    )
-    findings = []
-    for (status, check_id, remediation), lines in ordered:
-        built = []
-        for (message, observed, expected), rows in sorted(lines.items(), key=lambda kv: -len(kv[1])):
-            rows.sort(key=lambda r: natural_key(host_label(r.get("host"))))
-            cited = [r for r in rows if r.get("evidence")]
-            links = [
-                (
-                    host_label(r.get("host")),
-                    str(r["evidence"]),
-                    evidence.cite(str(r["evidence"]), f"{check_id} on {host_label(r.get('host'))}"),
-                )
-                for r in cited[:EXCERPTS_PER_FINDING]
-            ]
-            names = [host_label(r.get("host")) for r in rows]
-            built.append(
-                FindingLine(
-                    summarize(names), len(names), message, observed, expected, links, len(cited) - len(links)
-                )
+        groups.setdefault(key, []).append(row)
+    built = []
+    for (check_id, message, _observed, _expected), rows in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        rows.sort(key=lambda r: natural_key(host_label(r.get("host"))))
+        cited = [r for r in rows if r.get("evidence")]
+        links = [
+            (
+                host_label(r.get("host")),
+                str(r["evidence"]),
+                evidence.cite(str(r["evidence"]), f"{check_id} on {host_label(r.get('host'))}"),
             )
-        first = next(iter(lines.values()))[0]
+            for r in cited[:EXCERPTS_PER_FINDING]
+        ]
+        names = [host_label(r.get("host")) for r in rows]
+        built.append(
+            FindingLine(
+                summarize(names),
+                len(names),
+                check_id,
+                message,
+                shown(rows[0].get("observed"), check_id),
+                shown(rows[0].get("expected"), check_id),
+                links,
+                len(cited) - len(links),
+            )
+        )
+    return built
+
+
+def _where(cause: Cause) -> str:
+    hosts = [h for h in cause.hosts if h != CLUSTER]
+    named = (
+        f"{len(hosts)} host{'' if len(hosts) == 1 else 's'}: {summarize(hosts, limit=160)}" if hosts else ""
+    )
+    if len(hosts) == len(cause.hosts):
+        return named
+    return f"{CLUSTER} and {named}" if named else CLUSTER
+
+
+def build_findings(causes: list[Cause], evidence: EvidenceIndex) -> list[Finding]:
+    """One finding per cause, in the causes' order (worst first, then the most hosts): a fault that shows
+    up in eleven checks is one block listing them, not eleven blocks saying the same."""
+    findings = []
+    for cause in causes:
+        lines = _lines(cause, evidence)
+        checklists = dict.fromkeys(str(r.get("checklist") or "–") for r in cause.rows)
         findings.append(
             Finding(
-                status,
-                check_id,
-                str(first.get("checklist") or "–"),
-                remediation,
-                built,
-                sum(line.host_count for line in built),
+                status=cause.status,
+                check_id=cause.check_ids[0],
+                check_ids=cause.check_ids,
+                checklist=", ".join(checklists),
+                remediation=cause.remediation,
+                action=action_text(cause.action),
+                todo=cause.what_to_do,
+                hosts=cause.hosts_text,
+                lines=lines[:LINES_PER_FINDING],
+                host_count=len(cause.hosts),
+                where=_where(cause),
+                more_lines=max(0, len(lines) - LINES_PER_FINDING),
             )
         )
     return findings
+
+
+@dataclass
+class ActionRow:
+    """What to do, and on which hosts: the findings grouped by the action their results record."""
+
+    action: str
+    hosts: str
+    host_count: int
+    check_ids: list[str]
+    worst: str
+
+
+def build_actions(causes: list[Cause]) -> list[ActionRow]:
+    """Per recorded action (``none`` left out), the hosts it is to be taken on and the checks that ask for
+    it, worst first; empty when no result records an action (older results.json)."""
+    grouped: dict[str, list[Cause]] = {}
+    for cause in causes:
+        if needs_doing(cause.action):
+            grouped.setdefault(str(cause.action), []).append(cause)
+    rows = []
+    for action, members in grouped.items():
+        hosts = sorted({h for c in members for h in c.hosts}, key=natural_key)
+        rows.append(
+            ActionRow(
+                action=str(action_text(action)),
+                hosts=summarize(hosts, limit=300),
+                host_count=len(hosts),
+                check_ids=list(dict.fromkeys(i for c in members for i in c.check_ids)),
+                worst=worst([c.status for c in members]),
+            )
+        )
+    rows.sort(key=lambda r: (-SEVERITY[r.worst], -r.host_count, r.action))
+    return rows
 
 
 @dataclass

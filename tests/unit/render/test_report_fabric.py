@@ -49,7 +49,7 @@ def test_the_chapter_shows_every_host_by_rail_with_the_slow_nic_and_the_link(tmp
     assert [line.cells[0] for line in view.links] == ["gpu001 mlx5_0 ↔ gpu002 mlx5_0"]
     (written,) = render_from_dict(results, {"html"}, tmp_path)
     html = written.read_text()
-    assert re.search(r"<h2>4\.\d+ Fabric: RDMA write bandwidth of every NIC, by rail</h2>", html)
+    assert re.search(r"<h2>\d+ Fabric: RDMA write bandwidth of every NIC, by rail</h2>", html)
     chapter = html.split('<section class="chapter" id="fabric">')[1].split("</section>")[0]
     assert "<svg" in chapter and "share of line rate" in chapter
     assert "gpu001" not in chapter.split("<svg")[1].split("</svg>")[0]  # names stay out of the plot

@@ -51,7 +51,7 @@ def test_the_odd_host_leads_the_table_and_is_shaded(tmp_path: Path) -> None:
     assert h2d.where == "slowest of 2: GPU 0" and "odd: robust z" in h2d.why
     assert [r.worst for r in view.rows[1:]] == ["PASS"] * 15
     html = html_of(results, tmp_path)
-    assert re.search(r"<h2>4\.\d+ Fleet: hosts against their peers</h2>", html)
+    assert re.search(r"<h2>\d+ Fleet: hosts against their peers</h2>", html)
     cell = re.search(r'<td class="f-cell st-fail"[^>]*>\s*<span class="f-value">([\d.]+)</span>', html)
     assert cell is not None and cell.group(1) == h2d.value
     assert html.count('class="f-cell st-fail"') == 1
