@@ -1,9 +1,10 @@
 """What the default target, this machine, has: learnt before the run so that the first run tells the truth.
 
-`pip install . && diagnose run` on a laptop or a CI runner must not end in a wall of "nvidia-smi missing"
-ERRORs. When no NVIDIA GPU is on this machine's PCI bus (and no NVIDIA device node exists), the default
-run judges it with the ``cpu-testbed`` profile and says so. An NVIDIA GPU that is present but unusable (no
-driver, a broken nvidia-smi) keeps the GPU profile: that is a fault the checks must report, not hide.
+The README's first command (install, then `diagnose run`) on a laptop or a CI runner must not end in a
+wall of "nvidia-smi missing" ERRORs. When no NVIDIA GPU is on this machine's PCI bus (and no NVIDIA device
+node exists), the default run judges it with the ``cpu-testbed`` profile and says so. An NVIDIA GPU that
+is present but unusable (no driver, a broken nvidia-smi) keeps the GPU profile: that is a fault the checks
+must report, not hide.
 
 Nobody told the default run what this machine should have, so where ``nvidia-smi topo -m`` answers, the
 profile follows what it shows (one call, well under a second): GPUs joined by NV# on every pair keep
