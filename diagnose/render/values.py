@@ -11,6 +11,7 @@ the unit in each column's header, and the unit comes from the key's suffix (``_m
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +43,8 @@ UNITS: tuple[tuple[str, str], ...] = (
     ("_c", "°C"),
     ("_bytes", "bytes"),
 )
+#: A field name of diagnose: lower-case words joined by underscores, each word starting with a letter.
+_FIELD = re.compile(r"[a-z][a-z0-9]*(?:_[a-z][a-z0-9]*)*")
 #: Keys that are a unit's name by themselves.
 UNIT_KEYS = {
     "gbps": ("bandwidth", "GB/s"),
@@ -82,8 +85,14 @@ def split_unit(key: str) -> tuple[str, str]:
     for suffix, unit in UNITS:
         if lowered.endswith(suffix) and len(key) > len(suffix):
             bare = key[: -len(suffix)] if suffix.startswith("_") else key[: -len("_gbps")]
-            return bare.replace("_", " ").strip(), unit
-    return key.replace("_", " "), ""
+            return _words(bare), unit
+    return _words(key), ""
+
+
+def _words(key: str) -> str:
+    """A field name as words (``step_cpu`` → ``step cpu``); a name that is data keeps its underscores
+    (``NCCL_P2P_DISABLE``, ``mlx5_2``)."""
+    return key.replace("_", " ") if _FIELD.fullmatch(key) else key
 
 
 def scalar(value: Any, unit: str = "") -> str:
@@ -127,6 +136,8 @@ def _line(mapping: dict[str, Any], inherited: str = "") -> str:
     for key, value in mapping.items():
         label, unit = split_unit(str(key))
         unit = unit or inherited
+        if not _FIELD.fullmatch(str(key)):  # a device, a variable, an index: ``mlx5_2/1: Down``
+            label += ":"
         if isinstance(value, dict) and _is_rows(value):  # deeper than a line can say: JSON, as recorded
             parts.append(f"{label} {json.dumps(value, ensure_ascii=False, default=str)}")
         elif isinstance(value, dict):
