@@ -17,14 +17,49 @@ from diagnose.catalog.actions import MEANING, action_of, declared, declarer_of
 from diagnose.catalog.loading import load_catalog
 from diagnose.catalog.stage_ids import STAGE_IDS
 from diagnose.checks import gpu_memory, gpu_sxid, gpu_xid, host_reachable, ib_devices, ib_port_state
+from diagnose.config.profile_files import load_profile
 from diagnose.core.check import Check, Command
 from diagnose.core.model import ACTIONS, CheckResult, CommandOutput, Outcome, strongest
+from diagnose.core.vars import Vars
 from diagnose.engine.evaluate import evaluate_check
-from tests.unit.checks.test_fabric_rules import log, text
-from tests.unit.checks.test_fabric_rules import profile as ndr_profile
-from tests.unit.checks.test_health_rules import HEALTHY_QUERY, judge, kernel_log, lent_h200, out
+from tests.support.paths import CAPTURED
 
 DECLARERS = [*load_catalog(), *STAGE_IDS]
+HEALTHY_QUERY = "gpu_query/h200x2_580_healthy.txt"
+
+
+def profile(name: str, host: str = "node1", **overrides: Any) -> Vars:
+    return Vars({**load_profile(name).vars, "diagnose_profile": name, **overrides}, host=host)
+
+
+def ndr_profile(**overrides: Any) -> Vars:
+    return profile("h100-8x-ndr400", **overrides)
+
+
+def lent_h200() -> Vars:
+    """The lent two-GPU VM as an inventory would describe it."""
+    return profile("single-node-nvlink", host="vm", expected_gpu_count=2)
+
+
+def text(fixture: str) -> str:
+    return (CAPTURED / fixture).read_text()
+
+
+def out(fixture: str | None = None, body: str = "") -> CommandOutput:
+    return CommandOutput(stdout=text(fixture) if fixture else body, exit_code=0)
+
+
+def log(body: str) -> CommandOutput:
+    """Kernel-log lines behind the header the shared kernel-log command prints before them."""
+    return CommandOutput(stdout="# source dmesg\n" + body)
+
+
+def kernel_log(fixture: str) -> CommandOutput:
+    return log(text(fixture))
+
+
+def judge(check: Check, vars_: Vars, **outputs: CommandOutput) -> Any:
+    return check.judge(check.parse(outputs, vars_), vars_)
 
 
 @pytest.mark.parametrize("entry", DECLARERS, ids=lambda e: e.id)
@@ -151,7 +186,7 @@ def test_a_missing_adapter_is_replace_hca_a_down_port_a_cable() -> None:
     ibstat = out("ibstat/h100_cx7_ndr400_8hca_bond.txt")  # eight NDR ports, all Active
     ports_short = judge(ib_port_state.CHECK, ndr_profile(expected_hca_count=9), ibstat=ibstat)
     assert ports_short.status == "FAIL" and ports_short.action == "replace_hca"
-    down = out(text=ibstat.stdout.replace("State: Active", "State: Down", 1))
+    down = out(body=ibstat.stdout.replace("State: Active", "State: Down", 1))
     cable = judge(ib_port_state.CHECK, ndr_profile(), ibstat=down)
     assert cable.status == "FAIL" and cable.action is None  # the declared one: a cable
     assert declared(ib_port_state.CHECK, cable.status) == "reseat_or_replace_cable"
