@@ -53,7 +53,7 @@ def test_the_sweep_is_costed_at_the_profile_busbw_and_grows_with_the_sizes() -> 
 def test_perftest_matches_the_scale_bench_and_stress_adds_its_minutes() -> None:
     fabric = hosts(64, expected_hca_count=8, memtest_seconds=30, burnin_minutes=10)
     stages = {s.stage: s for s in estimate(fabric, CHECKS, plan(perftest=True, stress=True), 32)}
-    assert stages["perftest"].typical_s / 60 == pytest.approx(2.1, abs=0.1)  # README: 2.1 min, 64 × 8 rails
+    assert stages["perftest"].typical_s / 60 == pytest.approx(2.1, abs=0.1)  # docs/benchmarks.md: 2.1 min, 64 × 8 rails
     assert stages["perftest"].upper_s == 1200
     assert stages["GPU stress"].typical_s == pytest.approx(12 + 30 + 30 + 600)
     single = {s.stage for s in estimate(hosts(1), CHECKS, plan(perftest=True), 32)}
