@@ -17,7 +17,7 @@ every pair of a round runs at once, so a round lasts as long as its longest laun
 ``launch_s`` and ``step_s`` from the real thing: pair launches of 2, 4 and 8 steps of the perftest stand-in
 (tests/support/perftest_standin.py) between two sshd test hosts, at ``-D 1``, three times each, a line
 through the medians (T = launch_s + steps × (1 + step_s)). Without it the defaults are those measured on this project's
-2-core build machine (see the README). On a cluster the stand-in's ~0.1 s Python start becomes perftest's
+2-core build machine (see docs/benchmarks.md). On a cluster the stand-in's ~0.1 s Python start becomes perftest's
 QP set-up (and with GPUDirect a CUDA context, ~1-2 s): ``--step-s`` adds it.
 
     python bench/perftest_scale.py --hosts 64,256,1024 --rails 8
@@ -47,7 +47,7 @@ from diagnose.probes.perftest_plan import HostRails, Nic, Step  # noqa: E402
 from diagnose.probes.perftest_readings import Reading  # noqa: E402
 from diagnose.probes.perftest_settings import Settings  # noqa: E402
 
-#: Measured with --measure on the 2-core build machine (2, 4 and 8 steps, medians of 3; see the README).
+#: Measured with --measure on the 2-core build machine (2, 4 and 8 steps, medians of 3; see docs/benchmarks.md).
 LAUNCH_S = 0.64
 STEP_S = 0.60
 LATENCY_STEP_S = 0.5
