@@ -43,7 +43,6 @@ HISTORY_REGRESSION = "history.regression"
 HISTORY_UNSTABLE = "history.unstable"
 CUSTOM_PREFIX = "custom."
 QUARANTINE_CAP = "quarantine.cap"
-QUARANTINE_CAP = "quarantine.cap"
 
 #: The training judgements (checklist section 4), in the checklist's order.
 TRAINING = (TRAIN_OVERLAP, TRAIN_TAIL, TRAIN_SYNC, TRAIN_INPUT)
@@ -307,13 +306,6 @@ STAGE_IDS: tuple[StageId, ...] = (
         "failing nodes within max_quarantine / max_quarantine_pct; beyond it reported, not taken out",
         "Failing nodes within the quarantine cap (no shared cause)",
         action="check_config",
-    ),
-    StageId(
-        QUARANTINE_CAP,
-        "H",
-        "--k8s-cordon, node-check --drain / --k8s",
-        "failing nodes within max_quarantine / max_quarantine_pct; beyond it reported, not taken out",
-        "Failing nodes within the quarantine cap (no shared cause)",
     ),
     StageId(
         f"{CUSTOM_PREFIX}<module>::<test>",
