@@ -161,15 +161,35 @@ def _table(entries: list[tuple[str, Any]], key_header: str) -> Table:
         for name in value if isinstance(value, dict) else ["value"]:
             if str(name) not in fields:
                 fields.append(str(name))
+    if len(fields) > INLINE_ENTRIES and len(entries) < len(fields) and len(entries) <= MAX_COLUMNS:
+        return _transposed(entries, fields, key_header)
     shown = fields[:MAX_COLUMNS]
     units = {name: split_unit(name) for name in shown}
-    columns = [f"{label} ({unit})" if unit and unit != "bytes" else label for label, unit in units.values()]
+    columns = [_header(label, unit) for label, unit in units.values()]
     rows = []
     for key, value in entries[:MAX_ROWS]:
         cells = value if isinstance(value, dict) else {"value": value}
         # the unit is in the column's header; only sizes are written out in each cell (1 GiB, 1.88 GB)
         rows.append((key, [_cut(scalar(cells.get(name), _in_cell(units[name][1]))) for name in shown]))
     return Table(key_header, columns, rows, max(0, len(entries) - MAX_ROWS), len(fields) - len(shown))
+
+
+def _transposed(entries: list[tuple[str, Any]], fields: list[str], key_header: str) -> Table:
+    """Few rows of many fields (two ranks, eight GPUs of nine ECC counters) turned on their side: one
+    row per field, one column per rank or GPU, so that a page's width holds them."""
+    named = [
+        f"{key_header} {key}" if key.isdigit() and key_header not in ("", "#") else key for key, _v in entries
+    ]
+    rows = []
+    for name in fields[:MAX_ROWS]:
+        label, unit = split_unit(name)
+        cells = [v.get(name) if isinstance(v, dict) else v for _key, v in entries]
+        rows.append((_header(label, unit), [_cut(scalar(c, _in_cell(unit))) for c in cells]))
+    return Table("", named, rows, max(0, len(fields) - MAX_ROWS))
+
+
+def _header(label: str, unit: str) -> str:
+    return f"{label} ({unit})" if unit and unit != "bytes" else label
 
 
 def _in_cell(unit: str) -> str:

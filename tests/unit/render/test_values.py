@@ -30,24 +30,26 @@ def test_per_rank_figures_are_a_table_with_units_in_the_headers() -> None:
     value = shown(observed, "train.overlap")
     assert value.text == ""
     ((caption, table),) = value.tables
-    assert caption == "" and table.key_header == "rank"
-    assert table.columns[:4] == ["step (ms)", "step cpu (ms)", "compute (ms)", "backward (ms)"]
-    assert table.columns[-1] == "comm" and table.rows[0][0] == "0"
-    cells = dict(zip(table.columns, table.rows[0][1], strict=True))
-    assert (
-        cells["backward (ms)"] == "13.71"
-        and cells["comm"] == "1.88 GB"
-        and cells["overlap ratio"] == "0.9534"
-    )
+    # two ranks of eight figures: one row per figure, one column per rank, so the page's width holds it
+    assert caption == "" and table.columns == ["rank 0", "rank 1"]
+    labels = [label for label, _cells in table.rows]
+    assert labels[:4] == ["step (ms)", "step cpu (ms)", "compute (ms)", "backward (ms)"]
+    cells = dict(table.rows)
+    assert cells["backward (ms)"][0] == "13.71" and cells["comm"][0] == "1.88 GB"
+    assert cells["overlap ratio"] == ["0.9534", "0.9554"]
+    many = {str(rank): {"step_ms": 20.0 + rank, "tail_ms": 1.0} for rank in range(8)}
+    ((_, wide),) = shown(many, "train.tail").tables  # more ranks than figures: one row per rank
+    assert wide.key_header == "rank" and wide.columns == ["step (ms)", "tail (ms)"] and len(wide.rows) == 8
 
 
 def test_gpu_pairs_and_processes_are_tables_too() -> None:
     pairs = shown(_recorded("h200x2_kv_transfer.json", "infer.kv_transfer", "observed"), "infer.kv_transfer")
     ((_, table),) = pairs.tables
-    assert table.key_header == "GPUs" and "p50 (µs)" in table.columns and "bandwidth (GB/s)" in table.columns
+    assert table.columns[0] == "GPU0->GPU1" and "p50 (µs)" in dict(table.rows)
+    assert "bandwidth (GB/s)" in dict(table.rows)
     processes = shown(_recorded("h100_stress_hog.json", "gpu.processes", "observed"), "gpu.processes")
     ((_, table),) = processes.tables
-    assert table.key_header == "#" and "used (MiB)" in table.columns and table.rows[0][0] == "1"
+    assert table.columns == ["1"] and dict(table.rows)["used (MiB)"] == ["1060"]
 
 
 def test_a_mapping_with_a_list_of_rows_keeps_its_line_and_gets_a_table() -> None:
@@ -55,7 +57,7 @@ def test_a_mapping_with_a_list_of_rows_keeps_its_line_and_gets_a_table() -> None
     value = shown(observed, "bench.straggler")
     assert value.text.startswith("deficit 58.4 % · confidence 1")
     ((caption, table),) = value.tables
-    assert caption == "measurements" and "reference (GB/s)" in table.columns
+    assert caption == "measurements" and "reference (GB/s)" in dict(table.rows)
 
 
 def test_bare_numbers_take_their_check_familys_unit() -> None:
