@@ -17,6 +17,7 @@ from diagnose.catalog.actions import MEANING, action_of, declared, declarer_of
 from diagnose.catalog.loading import load_catalog
 from diagnose.catalog.stage_ids import STAGE_IDS
 from diagnose.checks import gpu_memory, gpu_sxid, gpu_xid, host_reachable, ib_devices, ib_port_state
+from diagnose.cli import main
 from diagnose.config.profile_files import load_profile
 from diagnose.core.check import Check, Command
 from diagnose.core.model import ACTIONS, CheckResult, CommandOutput, Outcome, strongest
@@ -260,3 +261,12 @@ def test_an_action_outside_the_nine_words_is_refused() -> None:
 def test_gpu_memory_action_follows_what_the_memory_can_still_do(fixture: str, action: str) -> None:
     outcome = judge(gpu_memory.CHECK, lent_h200(), gpu_query=out(fixture))
     assert (outcome.status, outcome.action) == ("FAIL", action)
+
+
+def test_diagnose_checks_shows_each_ids_action(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["checks"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:4] == ["id", "list", "action", "needs"]
+    listed = {line.split()[0]: line.split()[2] for line in lines[1:] if line.strip()}
+    assert listed["gpu.memtest"] == "rma_gpu" and listed["ib.port_state"] == "reseat_or_replace_cable"
+    assert listed["train.sync"] == "check_user_app" and listed["net.port_range"] == "check_config"
