@@ -21,7 +21,7 @@ from diagnose.config.playbook import PROFILE_VARIABLE, BenchmarkPlan
 from diagnose.core.check import Check
 from diagnose.core.hosts import Host
 from diagnose.core.units import duration, human_bytes
-from diagnose.engine.estimate import estimate, ranks_per_host, total
+from diagnose.engine.estimate import estimate, one_rank, ranks_per_host, total
 from diagnose.engine.host_batch import commands_of
 from diagnose.engine.profile_hint import NO_PROFILE_MEANING
 from diagnose.engine.run import RunRequest
@@ -137,6 +137,9 @@ def sweep_lines(request: RunRequest) -> list[str]:
         f"  backend: {backend or 'nccl on GPU hosts, gloo on CPU hosts (from the host facts; bench_backend sets it)'}",
         f"  ranks: {len(hosts)} host(s) × {ranks} = {len(hosts) * ranks} (bench_gpus_per_host, else expected_gpu_count)",
     ]
+    alone = one_rank(hosts)
+    if alone:
+        lines.append(f"  SKIP: {alone}")
     if plan.straggler_isolation and len(hosts) > 2:
         lines.append(
             "  localization: if a collective is short, the slow host or link is searched for "
@@ -155,6 +158,8 @@ def _extra_settings(key: str, first: Host, plan: BenchmarkPlan, hosts: int) -> s
         names = ("fleet_mad_k", "fleet_min_rel_dev_pct", "min_host_copy_gbps", "min_peer_copy_gbps")
         set_ = ", ".join(f"{n} {v.get(n)}" for n in names if v.get(n) is not None)
         return f"busbw, host↔GPU and peer copies per host against the fleet median ({set_ or 'defaults'})"
+    if key in ("training_probe", "kv_transfer") and one_rank([first]) and hosts == 1:
+        return f"SKIP: {one_rank([first])}"
     if key == "training_probe":
         probe = ProbeSettings.from_vars(v)
         caps = ", ".join(f"{c:g}" for c in probe.bucket_caps)

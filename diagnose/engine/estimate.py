@@ -11,13 +11,15 @@ estimate, and each stage says what it stands on:
   localization's time model (diagnose/localize/timing.py: 10 s a launch, 0.1 s a node) plus, per size,
   warm-up, timed and validation passes moving bytes × the bus factor at the busbw the profile expects
   (``nvlink_busbw_gbps`` on one node, 80 % of ``line_rate_gbps`` × ``expected_hca_count`` between nodes;
-  1 GB/s without either: gloo over TCP). The upper bound is the playbook's ``timeout_s`` per size.
+  without either 20 GB/s, PCIe, or 1 GB/s, gloo over TCP, on hosts without GPUs). The upper bound is the
+  playbook's ``timeout_s`` per size. One host with one GPU (or none) has no pair of ranks: the sweep, the
+  training probe and the KV transfer SKIP there, and cost nothing.
 * extras after the sweep, from runs on lent GPUs (tests/fixtures/results/): fleet probes 10 s; the
-  training probe 12 s per DDP bucket size; KV transfer 30 s; GPU stress 30 s of GEMM, HBM and bitwise
-  checks plus ``memtest_seconds`` plus ``burnin_minutes``, and 12 s of launch (the H100 stress runs: 115.7 s
-  wall for 103 s of phases); per-NIC perftest by bench/perftest_scale.py's model: three rounds, each
-  pair measuring every rail both ways and together in a first round, ``perftest_duration_s`` + 0.6 s a
-  step, the later rounds 24 % more, capped by ``perftest_budget_s``.
+  training probe 12 s per DDP bucket size; KV transfer 30 s; GPU stress 15 s of GEMM, HBM and bitwise
+  checks plus ``memtest_seconds`` plus ``burnin_minutes``, and 14 s of launch (H100 stress runs: 120.8 s
+  wall for 104.9 s of phases, 115.7 for 103.4); per-NIC perftest by bench/perftest_scale.py's model: a
+  first round in which each pair measures every rail both ways and together, ``perftest_duration_s`` +
+  0.6 s a step, the later rounds 24 % more, capped by ``perftest_budget_s``.
 * localization runs only when a collective is found short on more than two hosts: not in the total; its
   bound is about 2 × log2(nodes) launches of the time model.
 
@@ -44,17 +46,23 @@ from diagnose.probes.training import ProbeSettings
 HOST_WAVE_S = 5.0
 #: Seconds past a command's timeout the batch lets it be killed in (diagnose/connectors/base.py).
 KILL_GRACE_S = 2.0
-#: busbw assumed when no profile figure applies: gloo over TCP on the test beds' order of magnitude.
-FALLBACK_BUSBW_GBPS = 1.0
+#: busbw assumed when no profile figure applies: PCIe between GPUs (a Gen4 x16 path's order), or gloo over
+#: TCP on the test beds' order of magnitude for hosts without GPUs.
+FALLBACK_GPU_BUSBW_GBPS = 20.0
+FALLBACK_CPU_BUSBW_GBPS = 1.0
 #: Share of the per-node line rate a healthy inter-node all_reduce reaches.
 INTER_NODE_SHARE = 0.8
 #: Passes of each size beyond warm-up and timed iterations: one untimed, the validation launch's two.
 EXTRA_PASSES = 3
+#: The extras that need a pair of ranks, as the sweep does.
+PAIRED_EXTRAS = ("training probe", "KV transfer")
 FLEET_S = 10.0
 TRAINING_PHASE_S = 12.0
 KV_S = 30.0
-STRESS_FIXED_S = 30.0
-STRESS_LAUNCH_S = 12.0
+#: GPU stress on a lent H100: GEMM, HBM and bitwise phases took 14.8 s, and the launch 15.9 s beyond the
+#: phases (120.8 s wall for 104.9 s of phases; 12.3 s in an earlier run).
+STRESS_FIXED_S = 15.0
+STRESS_LAUNCH_S = 14.0
 #: bench/perftest_scale.py's measured per-step overhead; its stage lasted 1.24 × its first round (2.1 and
 #: 1.7 min at 5 s a step on 64 and 1,024 hosts × 8 rails), the later rounds being small.
 PERFTEST_STEP_S = 0.6
@@ -99,7 +107,22 @@ def sweep_busbw(first: Host, nodes: int) -> tuple[float, str]:
         nvlink = first.vars.float("nvlink_busbw_gbps")
         if nvlink:
             return nvlink, "nvlink_busbw_gbps"
-    return FALLBACK_BUSBW_GBPS, "no profile figure: gloo over TCP assumed"
+    if first.vars.int("expected_gpu_count") == 0 or first.vars.str("bench_backend") == "gloo":
+        return FALLBACK_CPU_BUSBW_GBPS, "no profile figure: gloo over TCP assumed"
+    return FALLBACK_GPU_BUSBW_GBPS, "no profile figure: PCIe between GPUs assumed"
+
+
+def one_rank(hosts: Sequence[Host]) -> str | None:
+    """Why the sweep, the training probe and the KV transfer SKIP on these hosts as far as the variables
+    tell (one host without GPUs, or one GPU in all: no pair of ranks), or None."""
+    if len(hosts) != 1:
+        return None
+    values = hosts[0].vars
+    if values.int("expected_gpu_count") == 0:
+        return "one host without GPU: no fabric to measure"
+    if (values.int("bench_gpus_per_host") or values.int("expected_gpu_count")) == 1:
+        return "one rank in all: no pair of ranks to measure"
+    return None
 
 
 def ranks_per_host(first: Host) -> int:
@@ -209,11 +232,13 @@ def estimate(
     """Every stage the run would go through, in order, each with its estimate."""
     stages = [host_stage(hosts, checks, forks)]
     if plan is not None and plan.enabled and not skip_benchmarks and hosts:
-        stages.append(sweep(plan, hosts))
+        alone = one_rank(hosts)
+        if alone is None:
+            stages.append(sweep(plan, hosts))
         found = localization(plan, hosts)
         if found is not None:
             stages.append(found)
-        stages += extras(plan, hosts)
+        stages += [s for s in extras(plan, hosts) if alone is None or s.stage not in PAIRED_EXTRAS]
     if nightly is not None:
         stages.append(
             StageEstimate(

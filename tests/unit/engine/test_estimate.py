@@ -44,7 +44,7 @@ def test_the_sweep_is_costed_at_the_profile_busbw_and_grows_with_the_sizes() -> 
     # 2(n-1)/n over 128 ranks: about 3 s
     added = sum(1 << e for e in range(25, 34))
     assert large.typical_s - small.typical_s == pytest.approx(28 * 2 * 127 / 128 * added / 320e9)
-    slow = sweep(plan(), hosts(2))
+    slow = sweep(plan(), hosts(2, expected_gpu_count=0))
     assert "gloo over TCP assumed" in slow.basis  # 1 MiB .. 1 GiB (2 GiB) × 28 passes at 1 GB/s, 2 ranks
     assert slow.typical_s == pytest.approx(10 + 0.2 + 28 * sum(1 << e for e in range(20, 31)) / 1e9)
     assert sweep(plan(timeout_s=60), fabric).upper_s == 10 + 60 * 11
@@ -53,9 +53,11 @@ def test_the_sweep_is_costed_at_the_profile_busbw_and_grows_with_the_sizes() -> 
 def test_perftest_matches_the_scale_bench_and_stress_adds_its_minutes() -> None:
     fabric = hosts(64, expected_hca_count=8, memtest_seconds=30, burnin_minutes=10)
     stages = {s.stage: s for s in estimate(fabric, CHECKS, plan(perftest=True, stress=True), 32)}
-    assert stages["perftest"].typical_s / 60 == pytest.approx(2.1, abs=0.1)  # docs/benchmarks.md: 2.1 min, 64 × 8 rails
+    assert stages["perftest"].typical_s / 60 == pytest.approx(
+        2.1, abs=0.1
+    )  # docs/benchmarks.md: 2.1 min, 64 × 8 rails
     assert stages["perftest"].upper_s == 1200
-    assert stages["GPU stress"].typical_s == pytest.approx(12 + 30 + 30 + 600)
+    assert stages["GPU stress"].typical_s == pytest.approx(14 + 15 + 30 + 600)
     single = {s.stage for s in estimate(hosts(1), CHECKS, plan(perftest=True), 32)}
     assert "perftest" not in single, "one host: the stage SKIPs"
 
@@ -77,3 +79,11 @@ def test_stages_in_run_order_localization_outside_the_total() -> None:
     assert [s.stage for s in estimate(hosts(8), CHECKS, every, 32, skip_benchmarks=True)] == ["host stage"]
     bounded = estimate(hosts(2), CHECKS, plan(timeout_s=30, straggler_isolation=False), 32)
     assert total(bounded)[1] == pytest.approx(35 + 2 * KILL_GRACE_S + 10 + 30 * 11)
+
+
+def test_one_rank_skips_the_sweep_and_the_paired_extras_as_the_run_does() -> None:
+    every = plan(fleet_probes=True, training_probe=True, kv_transfer=True, stress=True)
+    one_gpu = [s.stage for s in estimate(hosts(1, expected_gpu_count=1), CHECKS, every, 32)]
+    assert one_gpu == ["host stage", "fleet probes", "GPU stress"]
+    two_gpus = [s.stage for s in estimate(hosts(1, expected_gpu_count=2), CHECKS, every, 32)]
+    assert "collective sweep" in two_gpus and "KV transfer" in two_gpus
