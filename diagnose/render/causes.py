@@ -36,6 +36,7 @@ from diagnose.render.text import host_label
 
 #: The statuses a cause is made of, worst first; PASS and SKIP are not causes of anything.
 CAUSE_STATUSES = ("FAIL", "ERROR", "WARN")
+REACHABLE = "host.reachable"
 #: Cause lines the terminal prints at most (the last one says how many more there are, and where).
 TERMINAL_LINES = 10
 #: Characters of a message the terminal shows on a cause line.
@@ -141,8 +142,8 @@ def _own_words(row: dict[str, Any]) -> tuple[str, ...]:
 
 
 def group_causes(document: dict[str, Any]) -> list[Cause]:
-    """The FAIL, ERROR and WARN results grouped by cause: worst first, then the most hosts, then the most
-    results; a cluster-wide result counts as one host (the cluster)."""
+    """The FAIL, ERROR and WARN results grouped by cause: worst first, then the most hosts (a cluster-wide
+    result counts as one, the cluster), then as :func:`_rank` orders equals."""
     names = cause_names(document)
     causes: dict[tuple[str, str | None, str], Cause] = {}
     for row in results_of(document):
@@ -154,9 +155,23 @@ def group_causes(document: dict[str, Any]) -> list[Cause]:
         action = action_of(row)
         key = (status, action, normalized(message, names, _own_words(row)))
         causes.setdefault(key, Cause(status, action, message)).rows.append(row)
-    return sorted(
-        causes.values(),
-        key=lambda c: (-SEVERITY[c.status], -len(c.hosts), -len(c.rows), c.check_ids[0], c.message),
+    return sorted(causes.values(), key=_rank)
+
+
+def _rank(cause: Cause) -> tuple[int, int, int, int, int, str, str]:
+    """Worst first, then the most hosts; among equals, what a host was found to have before what a
+    measurement across hosts shows of it (an unreachable host first, a cluster-wide busbw FAIL last): the
+    port that is down on gpu03 is the cause the slow all_reduce is the effect of."""
+    first = cause.check_ids[0]
+    cluster_only = all(r.get("host") is None for r in cause.rows)
+    return (
+        -SEVERITY[cause.status],
+        -len(cause.hosts),
+        cluster_only,
+        first != REACHABLE,
+        first.startswith(BENCH_PREFIX),
+        first,
+        cause.message,
     )
 
 

@@ -165,8 +165,19 @@ def test_recorded_runs_fold_hosts_failing_alike() -> None:
     halves = group_causes(_fixture("h200x4_two_halves_socket.json"))
     assert [(c.check_ids, c.hosts_text) for c in halves] == [
         (["gpu.topology"], "half-a, half-b"),
-        (["bench.all_reduce"], "cluster-wide"),
         (["nccl.transport"], "cluster-wide"),
+        (["bench.all_reduce"], "cluster-wide"),
     ]
     distinct = group_causes(_fixture("cluster_failures.json"))  # ten different faults stay ten causes
     assert len(distinct) == 10 and [c.status for c in distinct].count("WARN") == 2
+    # among equals: the unreachable host, then what hosts were found to have, then what benchmarks show
+    assert [c.check_ids[0] for c in distinct[:8]] == [
+        "host.reachable",
+        "ib.link_rate",
+        "ib.port_state",
+        "nccl.env",
+        "nccl.version",
+        "versions.consistency",
+        "bench.straggler",
+        "bench.all_reduce",
+    ]

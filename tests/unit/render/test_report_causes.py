@@ -86,9 +86,9 @@ def test_findings_and_the_cover_say_what_to_do_from_the_recorded_action(tmp_path
     assert [f.status for f in report.top_causes] == ["FAIL"] * 5
     cable = next(a for a in report.actions if a.action == "reseat or replace the cable")
     assert cable.hosts == "gpu[03,05]" and cable.check_ids == [
-        "bench.straggler",
         "ib.link_rate",
         "ib.port_state",
+        "bench.straggler",
     ]
     html = _html(with_actions(_load("cluster_failures.json")), tmp_path)
     cover = html[html.index('id="cover"') : html.index('id="contents"')]
