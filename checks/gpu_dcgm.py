@@ -8,7 +8,11 @@ playbooks run level 3, the nightly level 1, node-check none unless asked.
 
 Each test's result is read per GPU with DCGM's warnings and error codes. A Fail is a FAIL, except where
 every warning behind it has DCGM's CONFIG severity (5: persistence mode off, say), which is a WARN: the
-node needs a setting, not a repair. Warn results WARN; Skip and Not Run are listed, not judged.
+node needs a setting, not a repair. Warn results WARN; Skip and Not Run are listed, not judged. The action
+(docs/actions.md) follows the tests that failed (:data:`TEST_ACTION`): a software or CONFIG finding is a
+setting, PCIe a seating, memory and the compute-correctness diagnostic an RMA, the stress tests a reset;
+a WARN stops short of an RMA (reset, then run the level again); a test failing with every GPU passing
+is DCGM's own error, for support.
 
 The level sets the budget (``BUDGET_S``; ``dcgm_diag_timeout_s`` overrides it): dcgmi runs under its own
 ``timeout`` inside the command, so a hung dcgmi is stopped at its budget and this check says so (ERROR:
@@ -29,7 +33,7 @@ from typing import Any
 
 from diagnose.config.profiles import no_gpu_reason
 from diagnose.core.check import Check, Command, Facts
-from diagnose.core.model import CommandOutput, Outcome
+from diagnose.core.model import CommandOutput, Outcome, strongest
 from diagnose.core.vars import Vars
 from diagnose.parsers.dcgm_diag import KILL_GRACE_S, dcgm_script, parse_dcgm_diag
 
@@ -49,6 +53,35 @@ REMEDIATION = (
     "mean drain the node, reset the GPU (`nvidia-smi -r -i <gpu>`) and run `dcgmi diag -r 3` again; a GPU "
     "that fails again goes to field diagnostics and RMA. CONFIG warnings name the setting to change."
 )
+
+
+#: What a failed DCGM test points at, by its name as DCGM 4 (``targeted_power``) or DCGM 3 (``Targeted
+#: Power``) prints it, lower-cased with spaces; a test not named here takes the check's action.
+TEST_ACTION = {
+    "software": "check_config",
+    "denylist": "check_config",
+    "nvml library": "check_config",
+    "cuda main library": "check_config",
+    "cuda toolkit libraries": "check_config",
+    "permissions and os blocks": "check_config",
+    "persistence mode": "check_config",
+    "environment variables": "check_config",
+    "graphics processes": "check_user_app",
+    "page retirement/row remap": "reset_gpu",
+    "inforom": "contact_support",
+    "pcie": "reseat_or_replace_cable",
+    "memory": "rma_gpu",
+    "gpu memory": "rma_gpu",
+    "memtest": "rma_gpu",
+    "memory bandwidth": "reset_gpu",
+    "diagnostic": "rma_gpu",
+    "sm stress": "reset_gpu",
+    "targeted stress": "reset_gpu",
+    "targeted power": "contact_support",
+    "pulse test": "contact_support",
+    "nvbandwidth": "reset_gpu",
+    "nvlink": "reset_gpu",
+}
 
 
 def level_of(host_vars: Vars) -> int | None:
@@ -128,6 +161,25 @@ def _findings(tests: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
     return fails, warns
 
 
+def _action(tests: list[dict[str, Any]], status: str) -> str:
+    """The action covering every test that failed or warned; a WARN's RMA is a reset and a second run."""
+    actions = []
+    for test in tests:
+        bad = [r for r in test["results"] if r["status"] in ("Fail", "Warn")]
+        if not bad and test["status"] not in ("Fail", "Warn"):
+            continue
+        said = [w for r in bad for w in r["warnings"]] + test["warnings"]
+        if said and all(w.get("error_severity") == CONFIG_SEVERITY for w in said):
+            actions.append("check_config")
+        elif not bad:  # the test failed with every GPU passing: DCGM's own error (NVIDIA/DCGM#253)
+            actions.append("contact_support")
+        else:
+            actions.append(TEST_ACTION.get(test["name"].lower().replace("_", " "), CHECK.action))
+    if status == "WARN":
+        actions = ["reset_gpu" if a == "rma_gpu" else a for a in actions]
+    return strongest(actions)
+
+
 def _observed(facts: Facts) -> dict[str, Any]:
     return {
         "level": facts.get("level"),
@@ -200,6 +252,7 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
             _observed(facts),
             wanted,
             remediation=REMEDIATION,
+            action=_action(facts["tests"], "FAIL" if fails else "WARN"),
         )
     skipped = [t["name"] for t in facts["tests"] if t["status"] in ("Skip", "Not Run")]
     note = f"; skipped: {', '.join(skipped)}" if skipped else ""

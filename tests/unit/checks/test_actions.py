@@ -16,7 +16,7 @@ from diagnose.catalog import sxid, xid
 from diagnose.catalog.actions import MEANING, action_of, declared, declarer_of
 from diagnose.catalog.loading import load_catalog
 from diagnose.catalog.stage_ids import STAGE_IDS
-from diagnose.checks import gpu_memory, gpu_sxid, gpu_xid, host_reachable, ib_devices, ib_port_state
+from diagnose.checks import gpu_dcgm, gpu_memory, gpu_sxid, gpu_xid, host_reachable, ib_devices, ib_port_state
 from diagnose.cli import main
 from diagnose.config.profile_files import load_profile
 from diagnose.core.check import Check, Command
@@ -270,3 +270,29 @@ def test_diagnose_checks_shows_each_ids_action(capsys: pytest.CaptureFixture[str
     listed = {line.split()[0]: line.split()[2] for line in lines[1:] if line.strip()}
     assert listed["gpu.memtest"] == "rma_gpu" and listed["ib.port_state"] == "reseat_or_replace_cable"
     assert listed["train.sync"] == "check_user_app" and listed["net.port_range"] == "check_config"
+
+
+@pytest.mark.parametrize(
+    ("fixture", "status", "action"),
+    [
+        ("dcgm_diag/h100x8_level3_diagnostic_fail_gpu3.txt", "FAIL", "rma_gpu"),  # faulty memory elements
+        ("dcgm_diag/h100x8_level3_software_persistence_gpu0.txt", "WARN", "check_config"),  # CONFIG severity
+        ("dcgm_diag/b200x8_level2_pcie_internal_error.txt", "FAIL", "contact_support"),  # no GPU failed
+    ],
+)
+def test_gpu_dcgm_action_follows_the_failed_test(fixture: str, status: str, action: str) -> None:
+    host = profile("h100-8x-ndr400", dcgm_diag_level=3)
+    outcome = judge(gpu_dcgm.CHECK, host, dcgm_diag=out(fixture))
+    assert (outcome.status, outcome.action) == (status, action), outcome.message
+
+
+def test_gpu_dcgm_test_names_of_both_dcgm_layouts_map_to_valid_actions() -> None:
+    assert set(gpu_dcgm.TEST_ACTION.values()) <= set(ACTIONS)
+    pcie_gpu2 = profile("h100-8x-ndr400", dcgm_diag_level=3)
+    facts = gpu_dcgm.parse({"dcgm_diag": out("dcgm_diag/h100x8_level3_pass.txt")}, pcie_gpu2)
+    facts["tests"][3]["results"][2]["status"] = "Warn"  # pcie warns on GPU 2: a seating, even as a WARN
+    assert gpu_dcgm.judge(facts, pcie_gpu2).action == "reseat_or_replace_cable"
+    facts["tests"][1]["results"][0]["status"] = "Warn"  # memory warns too: a reset and a second run
+    assert gpu_dcgm.judge(facts, pcie_gpu2).action == "reseat_or_replace_cable"
+    facts["tests"][1]["results"][0]["status"] = "Fail"
+    assert gpu_dcgm.judge(facts, pcie_gpu2).action == "rma_gpu"
