@@ -71,6 +71,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         argv=args.argv,
         slurm=slurm,
         k8s_cordon=args.k8s_cordon,
+        connect_timeout=args.timeout,
     )
     try:
         request = prepare(options)
@@ -232,6 +233,7 @@ def cmd_node_check(args: argparse.Namespace) -> int:
         inventory=args.inventory,
         json_path=args.json,
         drain=args.drain,
+        k8s=args.k8s,
         argv=args.argv,
     )
     try:
@@ -276,6 +278,17 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     return EXIT_PASS
 
 
+def _seconds(text: str) -> float:
+    """A positive number of seconds (argparse's type: its error names the option)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of seconds above 0")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="diagnose", description="Accept and watch GPU training clusters.")
     parser.add_argument("--version", action="version", version=f"diagnose {__version__}")
@@ -302,6 +315,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--playbook", help="playbook name (acceptance, nightly, ...) or YAML file")
     run.add_argument("-l", "--limit", help="Ansible host pattern: group, host, glob, !exclude, &intersect")
     run.add_argument("-f", "--forks", type=int, default=32, help="hosts assessed in parallel (default 32)")
+    run.add_argument(
+        "-T",
+        "--timeout",
+        type=_seconds,
+        metavar="SECONDS",
+        help="connection timeout, as Ansible's -T: the default that a host's ansible_ssh_timeout or "
+        "diagnose_connect_timeout overrides (default 10; docs/variables.md)",
+    )
     run.add_argument("-o", "--out", help="run folder (default: ./diagnose-runs/<time>-<inventory>)")
     run.add_argument("--format", default=DEFAULT_FORMATS, help=f"comma list of {', '.join(FORMATS)}")
     run.add_argument("-e", "--extra-vars", action="append", help="key=value, JSON/YAML mapping or @file")
@@ -401,6 +422,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="unhealthy: drain this Slurm node with the failed checks as reason; healthy: resume it if "
         "node-check drained it (never an admin's drain)",
+    )
+    node.add_argument(
+        "--k8s",
+        action="store_true",
+        help="in a pod: cordon and taint its node (NODE_NAME) when unhealthy, lift what diagnose set when "
+        "healthy (never an operator's cordon or taint); within max_quarantine(_pct)",
     )
     node.set_defaults(func=cmd_node_check)
 

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from diagnose.connectors.ssh_args import SSHArgsError, host_ssh_args, parse_variable
+from diagnose.connectors.ssh_login import SSH_CONNECTIONS, key_file_problem
 from diagnose.core.errors import ConfigError
 from diagnose.core.vars import Vars
 from diagnose.k8s.target import KubectlArgsError, parse_extra_args
@@ -128,6 +129,16 @@ def _true_or_false(values: Vars, name: str) -> str | None:
     return None
 
 
+def _key_file(values: Vars, name: str) -> str | None:
+    """A private key an SSH host logs in with must be one, readable, before any host is touched; a host
+    of another transport (local, kubectl, srun) may inherit the variable from a group and never use it."""
+    problem = _path(values, name)
+    if problem or (values.str("ansible_connection") or "ssh") not in SSH_CONNECTIONS:
+        return problem
+    why = key_file_problem(str(values.str(name)))
+    return f"{name}: {why}" if why else None
+
+
 def _connection(values: Vars, name: str) -> str | None:
     value = values.str(name)
     if value is not None and value not in CONNECTIONS:
@@ -173,11 +184,16 @@ def _ssh_args(values: Vars, name: str) -> str | None:
     """An ssh args variable holding an option diagnose cannot honour stops the run here: the option
     would otherwise be dropped without a word (see diagnose.connectors.ssh_args for what is honoured and why)."""
     try:
-        parse_variable(name, values.str(name))
+        args = parse_variable(name, values.str(name))
         if name == "ansible_ssh_extra_args":  # the two together, once each alone is valid
             host_ssh_args(values)
     except SSHArgsError as exc:
         return str(exc)
+    if (values.str("ansible_connection") or "ssh") in SSH_CONNECTIONS:
+        for key in args.identity_files:  # -i KEY: as ansible_ssh_private_key_file
+            why = key_file_problem(key)
+            if why:
+                return f"{name}: -i {why}"
     return None
 
 
@@ -195,8 +211,8 @@ SETTINGS: dict[str, Validator] = {
     "ansible_user": _matching(_USER, "a login name"),
     "ansible_ssh_user": _matching(_USER, "a login name"),
     "ansible_connection": _connection,
-    "ansible_ssh_private_key_file": _path,
-    "ansible_private_key_file": _path,
+    "ansible_ssh_private_key_file": _key_file,
+    "ansible_private_key_file": _key_file,
     "diagnose_known_hosts_file": _path,
     "ansible_python_interpreter": _path,
     "bench_python": _path,

@@ -16,13 +16,29 @@ reach a host the same way, so the order is decided here:
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Mapping
+import stat
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
+import paramiko
+
 from diagnose.connectors.ssh_args import Hop, SSHArgs, host_ssh_args, parse_jump_spec
+from diagnose.core.hosts import Host
 from diagnose.core.vars import Vars
 
+#: The transports that log in with SSH keys (the others need none: local, kubectl, srun).
+SSH_CONNECTIONS = ("ssh", "paramiko", "smart")
+#: The keys OpenSSH and paramiko try in ~/.ssh when none is named.
+DEFAULT_KEYS = ("id_ed25519", "id_ecdsa", "id_rsa", "id_dsa")
+#: The system and user ssh_config files whose ``IdentityFile`` the ssh connector reads (through Fabric).
+SSH_CONFIGS = ("/etc/ssh/ssh_config", "~/.ssh/config")
+#: What to do when a host has nothing to log in with, as the message says it.
+LOGIN_FIX = (
+    "set ansible_ssh_private_key_file in the inventory (under all: vars: for every host), or load a key "
+    "into an agent (eval $(ssh-agent); ssh-add KEY)"
+)
 #: Where a proxy set by the variables comes from, as messages name it.
 FROM_VARIABLES = "ansible_ssh_common_args/ansible_ssh_extra_args"
 FROM_SSH_CONFIG = "~/.ssh/config"
@@ -100,3 +116,93 @@ def choose_proxy(args: SSHArgs, config: Mapping[str, Any], names: Collection[str
         return Proxy(hops, source=FROM_SSH_CONFIG) if hops[0].host not in names else Proxy()
     command = _set(config.get("proxycommand"))
     return Proxy(command=command, source=FROM_SSH_CONFIG) if command is not None else Proxy()
+
+
+def key_file_problem(path: str) -> str | None:
+    """Why the private key file ``path`` cannot log in — missing, unreadable, a folder, a public key or
+    PuTTY key, no key at all — or None when it reads as an OpenSSH/PEM private key. Checked before any
+    connection: at connect time the same mistake reads "cannot connect to host:port", once per host."""
+    expanded = os.path.expanduser(path)
+    try:
+        info = os.stat(expanded)
+    except FileNotFoundError:
+        return f"{path}: no such file"
+    except OSError as exc:
+        return f"{path}: {exc.strerror or exc}"
+    if stat.S_ISDIR(info.st_mode):
+        return f"{path}: is a folder, not a key file"
+    return _content_problem(path, expanded, info.st_mtime_ns, info.st_size)
+
+
+@lru_cache(maxsize=256)
+def _content_problem(path: str, expanded: str, mtime_ns: int, size: int) -> str | None:
+    """The content half of :func:`key_file_problem`, read once per file version however many hosts
+    name it (``mtime_ns`` and ``size`` key the cache)."""
+    try:
+        with open(expanded, "rb") as handle:
+            head = handle.read(4096)
+    except OSError as exc:
+        return f"{path}: cannot be read: {exc.strerror or exc}"
+    first = head.lstrip().split(b"\n", 1)[0].strip()
+    if first.startswith(b"-----BEGIN ") and first.endswith(b"PRIVATE KEY-----"):
+        return None
+    if first.startswith((b"ssh-", b"ecdsa-", b"sk-")):
+        return f"{path}: is a public key; name the private key (the same name without .pub)"
+    if first.startswith(b"PuTTY-User-Key-File"):
+        return f"{path}: is a PuTTY key; convert it: puttygen {path} -O private-openssh -o KEY"
+    return f"{path}: is not a private key (no -----BEGIN ... PRIVATE KEY----- line)"
+
+
+def _config_identity(address: str) -> bool:
+    """Whether an ssh_config file gives ``address`` an IdentityFile (the ssh connector uses it)."""
+    for name in SSH_CONFIGS:
+        path = os.path.expanduser(name)
+        try:
+            config = paramiko.SSHConfig.from_path(path)
+        except (OSError, paramiko.SSHException):
+            continue
+        if config.lookup(address).get("identityfile"):
+            return True
+    return False
+
+
+def hosts_without_login(hosts: Sequence[Host], environ: Mapping[str, str] = os.environ) -> list[str]:
+    """The SSH hosts that have nothing to log in with: no key file (variables, ssh args, ssh_config), no
+    password, no ssh-agent (``SSH_AUTH_SOCK`` naming a socket) and no usable ``~/.ssh/id_*`` key.
+    Their logins could only fail, each after its connect timeout; local, kubectl and srun hosts need none."""
+    sock = environ.get("SSH_AUTH_SOCK")
+    agent = bool(sock) and os.path.exists(sock or "")
+    home = os.path.expanduser("~/.ssh")
+    if any(key_file_problem(os.path.join(home, key)) is None for key in DEFAULT_KEYS):
+        return []
+    stranded = []
+    for host in hosts:
+        values = host.vars
+        if host.connection not in SSH_CONNECTIONS:
+            continue
+        if agent and values.bool("diagnose_ssh_agent", True):
+            continue
+        if values.str("ansible_password") or values.str("ansible_ssh_pass"):
+            continue
+        try:
+            keys = ssh_login(values).key_files
+        except ValueError:  # ssh args the inventory check refuses first
+            continue
+        if not keys and not _config_identity(host.address):
+            stranded.append(host.name)
+    return stranded
+
+
+def login_problem(hosts: Sequence[Host], environ: Mapping[str, str] = os.environ) -> str | None:
+    """One line for every host :func:`hosts_without_login` finds, with the fix; None when all can try."""
+    stranded = hosts_without_login(hosts, environ)
+    if not stranded:
+        return None
+    named = ", ".join(stranded[:3]) + (f" and {len(stranded) - 3} more" if len(stranded) > 3 else "")
+    agent = (
+        "SSH_AUTH_SOCK is not set" if not environ.get("SSH_AUTH_SOCK") else "SSH_AUTH_SOCK names no socket"
+    )
+    return (
+        f"{len(stranded)} SSH host(s) ({named}) have no way to log in: no ansible_ssh_private_key_file, no "
+        f"key in ~/.ssh ({', '.join(DEFAULT_KEYS)}), no ssh-agent ({agent}), no password; {LOGIN_FIX}"
+    )

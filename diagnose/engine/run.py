@@ -36,6 +36,7 @@ from diagnose.config.playbook import (
 )
 from diagnose.config.profile_files import available_profiles, load_profile
 from diagnose.config.profiles import unknown_variable_warnings
+from diagnose.connectors.ssh_login import login_problem
 from diagnose.core.check import Check, ClusterCheck
 from diagnose.core.errors import ConfigError
 from diagnose.core.hosts import Host
@@ -57,7 +58,7 @@ from diagnose.slurm import hosts as slurm_hosts
 from diagnose.targets.loading import InventoryFiles
 from diagnose.targets.local_machine import LocalMachine, default_inventory
 from diagnose.targets.resolve import resolve_hosts
-from diagnose.targets.sources import HostContext, HostSource
+from diagnose.targets.sources import CommandLineDefaults, HostContext, HostSource
 
 
 @dataclass
@@ -80,6 +81,7 @@ class RunOptions:
     operator: str | None = None
     argv: list[str] = field(default_factory=list)  # recorded (redacted) in run.argv
     slurm: slurm_hosts.SlurmQuery | None = None  # hosts from Slurm (--slurm ...), inventories lend vars
+    connect_timeout: float | None = None  # -T: every host's default, beneath its variables (as Ansible)
     k8s_cordon: bool = False  # cordon and taint the nodes of failing pods (diagnose.quarantine)
 
 
@@ -141,6 +143,8 @@ def host_sources(options: RunOptions) -> list[HostSource]:
         sources.append(slurm_hosts.find_nodes(options.slurm))
     elif not sources:
         sources.append(LocalMachine())
+    if options.connect_timeout is not None:
+        sources.insert(0, CommandLineDefaults({"diagnose_connect_timeout": options.connect_timeout}))
     return [*sources, PodSource()]
 
 
@@ -271,6 +275,9 @@ class Run:
                 host.vars = host.vars.with_values(ib_counters_before={"at": previous[0], "ports": ports})
 
     def _locked(self, db: Path | None) -> RunOutcome:
+        stranded = login_problem(self.request.hosts)  # once for all hosts, not one failed login each
+        if stranded is not None:
+            return RunOutcome("config", str(ConfigError(stranded, self.request.inventory)))
         try:
             out_dir = self._out_dir()
         except ConfigError as exc:

@@ -60,20 +60,20 @@ def render_from_dict(
         "junit": lambda: render_junit(results),
         "prom": lambda: render_prometheus(results),
     }
-    written = []
+    written: dict[str, Path] = {}
     html = _html(results, evidence_dir) if formats & {"html", "pdf"} else ""
     if "html" in formats:
-        written.append(write_atomic(out_dir / OUTPUT_NAMES["html"], html.encode("utf-8")))
+        written["html"] = write_atomic(out_dir / OUTPUT_NAMES["html"], html.encode("utf-8"))
     for name in ("junit", "prom"):
         if name in formats:
-            written.append(write_atomic(out_dir / OUTPUT_NAMES[name], writers[name]()))
+            written[name] = write_atomic(out_dir / OUTPUT_NAMES[name], writers[name]())
     if "pdf" in formats:  # last: a machine without WeasyPrint's libraries still gets every other format
         try:
-            written.append(write_atomic(out_dir / OUTPUT_NAMES["pdf"], render_pdf(html, evidence_dir)))
+            written["pdf"] = write_atomic(out_dir / OUTPUT_NAMES["pdf"], render_pdf(html, evidence_dir))
         except PdfUnavailable as exc:
-            exc.written = written
+            exc.written = [written[n] for n in OUTPUT_NAMES if n in written]
             raise
-    return written
+    return [written[n] for n in OUTPUT_NAMES if n in written]  # listed in one order: html, pdf, junit, prom
 
 
 def _html(results: dict[str, Any], evidence_dir: Path) -> str:

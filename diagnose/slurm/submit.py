@@ -115,6 +115,8 @@ def inner_argv(options: RunOptions, query: SlurmQuery, public_vars: list[str], d
     if options.limit:
         argv += ["--limit", options.limit]
     argv += ["--forks", str(options.forks), "--format", options.formats]
+    if options.connect_timeout is not None:
+        argv += ["--timeout", f"{options.connect_timeout:g}"]
     if options.runs_dir:
         argv += ["--runs-dir", _absolute(options.runs_dir)]
     elif options.out:

@@ -68,3 +68,15 @@ class HostSource:
     def complete(self, hosts: list[Host]) -> list[Host]:
         """The selected hosts, variables merged, with what only this source can tell (default: unchanged)."""
         return hosts
+
+
+class CommandLineDefaults(HostSource):
+    """Variables an option sets for every host as a default (``-T`` sets ``diagnose_connect_timeout``):
+    beneath the playbook's ``vars`` and every inventory level, as Ansible ranks its command-line options
+    below variables, so a host that needs another value keeps the one its inventory gives it."""
+
+    def __init__(self, values: Mapping[str, Any]) -> None:
+        self.values = dict(values)
+
+    def vars_below(self, name: str) -> Mapping[str, Any]:
+        return self.values
