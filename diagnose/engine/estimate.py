@@ -99,6 +99,8 @@ def host_stage(hosts: Sequence[Host], checks: Sequence[Check], forks: int) -> St
 
 def sweep_busbw(first: Host, nodes: int) -> tuple[float, str]:
     """The busbw the sweep's transfer time is costed at, and where it comes from."""
+    if first.vars.str("bench_backend") == "gloo":  # the profile's figures are NCCL's
+        return FALLBACK_CPU_BUSBW_GBPS, "bench_backend gloo: TCP assumed"
     if nodes > 1:
         rate, hcas = first.vars.float("line_rate_gbps"), first.vars.int("expected_hca_count")
         if rate and hcas:
@@ -107,7 +109,7 @@ def sweep_busbw(first: Host, nodes: int) -> tuple[float, str]:
         nvlink = first.vars.float("nvlink_busbw_gbps")
         if nvlink:
             return nvlink, "nvlink_busbw_gbps"
-    if first.vars.int("expected_gpu_count") == 0 or first.vars.str("bench_backend") == "gloo":
+    if first.vars.int("expected_gpu_count") == 0:
         return FALLBACK_CPU_BUSBW_GBPS, "no profile figure: gloo over TCP assumed"
     return FALLBACK_GPU_BUSBW_GBPS, "no profile figure: PCIe between GPUs assumed"
 

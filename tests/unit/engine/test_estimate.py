@@ -48,6 +48,8 @@ def test_the_sweep_is_costed_at_the_profile_busbw_and_grows_with_the_sizes() -> 
     assert "gloo over TCP assumed" in slow.basis  # 1 MiB .. 1 GiB (2 GiB) × 28 passes at 1 GB/s, 2 ranks
     assert slow.typical_s == pytest.approx(10 + 0.2 + 28 * sum(1 << e for e in range(20, 31)) / 1e9)
     assert sweep(plan(timeout_s=60), fabric).upper_s == 10 + 60 * 11
+    gloo = hosts(16, line_rate_gbps=400, expected_hca_count=8, bench_backend="gloo")
+    assert "1 GB/s busbw (bench_backend gloo" in sweep(plan(), gloo).basis, "the profile's figures are NCCL's"
 
 
 def test_perftest_matches_the_scale_bench_and_stress_adds_its_minutes() -> None:
