@@ -19,7 +19,7 @@ labelled with the task id (``--label``); two things make that exact:
 * srun's buffered I/O cuts a line at 1 KiB and labels each piece as a line of its own, so each task
   passes its batch's two streams through ``awk``, which cuts every line into pieces of at most
   :data:`PIECE_BYTES` behind a one-letter tag (``o`` a stdout line, ``O`` a piece of one still going on,
-  ``e``/``E`` the same for stderr); the controller glues them back, byte for byte;
+  ``e``/``E`` the same for stderr, on the task's stderr); the controller glues them back, byte for byte;
 * the task's first line names its node and step (``n <node> <job>.<step>``): Slurm numbers the tasks
   in its own node order, so the node is read, never guessed.
 
@@ -273,7 +273,7 @@ class SrunStep:
                 start_new_session=True,  # Ctrl-C on the terminal is ours to act on: scancel
             )
         except OSError as exc:
-            return self._results(f"did not start: cannot start srun: {exc.strerror or exc}")
+            return self.results(f"did not start: cannot start srun: {exc.strerror or exc}")
         with _LIVE_LOCK:
             _LIVE[id(self)] = self
         try:
@@ -284,14 +284,14 @@ class SrunStep:
             if self.proc.poll() is None:  # an exception on the way: nothing of the step outlives us
                 self.cancel("diagnose stopped following the step")
                 self.proc.wait()
-        return self._results(None)
+        return self.results(None)
 
     def _follow(self, stop: Callable[[], str | None] | None) -> None:
         proc = self.proc
         assert proc is not None and proc.stdout is not None and proc.stderr is not None
         selector = selectors.DefaultSelector()
-        selector.register(proc.stdout, selectors.EVENT_READ, self._task_lines)
-        selector.register(proc.stderr, selectors.EVENT_READ, self._srun_words)
+        selector.register(proc.stdout, selectors.EVENT_READ, False)
+        selector.register(proc.stderr, selectors.EVENT_READ, True)
         pending = {proc.stdout.fileno(): b"", proc.stderr.fileno(): b""}
         open_streams = 2
         kill_at = math.inf
@@ -316,22 +316,18 @@ class SrunStep:
                         data = b"\n" if pending[key.fd] else b""
                     lines = (pending[key.fd] + data).split(b"\n")
                     pending[key.fd] = lines.pop()
-                    key.data(lines)
+                    self.take_lines(lines, stderr=key.data)
         finally:
             selector.close()
             proc.stdout.close()
             proc.stderr.close()
         proc.wait()
 
-    def _task_lines(self, lines: list[bytes]) -> None:
-        self._lines(lines, (b"n", b"o", b"O"))
-
-    def _srun_words(self, lines: list[bytes]) -> None:
-        self._lines(lines, (b"e", b"E"))
-
-    def _lines(self, lines: list[bytes], tags: tuple[bytes, ...]) -> None:
-        """Lines from one of srun's streams: its tasks' tagged pieces (stdout: ``n``, ``o``, ``O``;
-        stderr: ``e``, ``E``) go to their node; anything else is srun's or a task's own words."""
+    def take_lines(self, lines: list[bytes], stderr: bool = False) -> None:
+        """Complete lines from srun's stdout (or ``stderr``): its tasks' tagged pieces (stdout: ``n``,
+        ``o``, ``O``; stderr: ``e``, ``E``) go to their node; anything else is srun's or a task's own
+        words, kept for the messages."""
+        tags = (b"e", b"E") if stderr else (b"n", b"o", b"O")
         now = time.monotonic()
         for line in lines:
             match = _LABELLED.match(line)
@@ -443,7 +439,8 @@ class SrunStep:
         time.sleep(0.3)
         _signal(proc, signal.SIGINT)  # twice within a second: srun gives the step up at once
 
-    def _results(self, error: str | None) -> dict[str, StepResult]:
+    def results(self, error: str | None = None) -> dict[str, StepResult]:
+        """Every node's outcome from what arrived (``error``: why none of them ran)."""
         failures = {}
         for ending in task_endings(self.srun_lines):
             if ending["how"] == "node failure":

@@ -518,6 +518,17 @@ class SlurmBed:
                 raise SlurmBedError(f"nodes did not reach {what} within {timeout} s: {seen}\n{logs}")
             time.sleep(0.1)
 
+    def launched_steps(self, job: str) -> dict[str, list[str]]:
+        """Step id -> the nodes whose slurmd launched a task of it, for job ``job``: the scheduler's own
+        account (each slurmd logs ``launch task StepId=J.S request``), whatever diagnose believes."""
+        pattern = re.compile(rf"launch task StepId={re.escape(job)}\.(\d+) request")
+        steps: dict[str, list[str]] = {}
+        for node in self.nodes.values():
+            text = node.log.read_text(errors="replace") if node.log.exists() else ""
+            for step in dict.fromkeys(pattern.findall(text)):
+                steps.setdefault(f"{job}.{step}", []).append(node.name)
+        return dict(sorted(steps.items(), key=lambda item: int(item[0].rpartition(".")[2])))
+
     # -- faults --------------------------------------------------------------------------------------
 
     def processes(self, name: str) -> dict[int, str]:
