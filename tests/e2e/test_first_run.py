@@ -84,7 +84,8 @@ def test_report_takes_a_run_folder_and_an_out_folder(tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere"
     done = diagnose("report", str(out), "--format", "html,junit", "--out", str(elsewhere), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert sorted(p.name for p in elsewhere.iterdir()) == ["junit.xml", "report.html"]
+    # the run's record comes along: the folder says which run its reports show (and refuses another's)
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["junit.xml", "report.html", "results.json"]
     assert not (out / "report.html").exists()
 
 
