@@ -153,17 +153,15 @@ def _content_problem(path: str, expanded: str, mtime_ns: int, size: int) -> str 
     return f"{path}: is not a private key (no -----BEGIN ... PRIVATE KEY----- line)"
 
 
-def _config_identity(address: str) -> bool:
-    """Whether an ssh_config file gives ``address`` an IdentityFile (the ssh connector uses it)."""
+def _ssh_configs() -> list[paramiko.SSHConfig]:
+    """The ssh_config files the ssh connector reads, parsed once for all hosts (unreadable ones skipped)."""
+    configs = []
     for name in SSH_CONFIGS:
-        path = os.path.expanduser(name)
         try:
-            config = paramiko.SSHConfig.from_path(path)
+            configs.append(paramiko.SSHConfig.from_path(os.path.expanduser(name)))
         except (OSError, paramiko.SSHException):
             continue
-        if config.lookup(address).get("identityfile"):
-            return True
-    return False
+    return configs
 
 
 def hosts_without_login(hosts: Sequence[Host], environ: Mapping[str, str] = os.environ) -> list[str]:
@@ -175,6 +173,7 @@ def hosts_without_login(hosts: Sequence[Host], environ: Mapping[str, str] = os.e
     home = os.path.expanduser("~/.ssh")
     if any(key_file_problem(os.path.join(home, key)) is None for key in DEFAULT_KEYS):
         return []
+    configs = _ssh_configs()
     stranded = []
     for host in hosts:
         values = host.vars
@@ -188,7 +187,7 @@ def hosts_without_login(hosts: Sequence[Host], environ: Mapping[str, str] = os.e
             keys = ssh_login(values).key_files
         except ValueError:  # ssh args the inventory check refuses first
             continue
-        if not keys and not _config_identity(host.address):
+        if not keys and not any(c.lookup(host.address).get("identityfile") for c in configs):
             stranded.append(host.name)
     return stranded
 

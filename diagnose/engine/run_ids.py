@@ -186,14 +186,20 @@ def make_run_dir(run_id: str, source: Path | None, out: str | None, runs_dir: st
     if out:
         folder = Path(out)
         folder.mkdir(parents=True, exist_ok=True)
-        found = other_run(folder)
-        if found is not None:
-            raise ConfigError(
-                f"--out {folder}: holds another run ({found}); give a new or empty folder, or move that "
-                "run away first (--runs-dir makes a new folder for every run)"
-            )
+        check_out_dir(folder)
         return folder
     return default_out_dir(run_id, source)
+
+
+def check_out_dir(folder: Path) -> None:
+    """ConfigError (exit 2) when ``--out`` holds another run, naming it and the way out; a missing or
+    empty folder, or one holding only other files, may take a run."""
+    found = other_run(folder)
+    if found is not None:
+        raise ConfigError(
+            f"--out {folder}: holds another run ({found}); give a new or empty folder, or move that "
+            "run away first (--runs-dir makes a new folder for every run)"
+        )
 
 
 def run_header(

@@ -39,6 +39,7 @@ from diagnose.core.errors import ConfigError
 from diagnose.core.process import ProgramError, run_program
 from diagnose.core.redact import is_secret_name
 from diagnose.engine.run import RunOptions, RunRequest
+from diagnose.engine.run_ids import check_out_dir
 from diagnose.history.coverage import last_covered, stalest
 from diagnose.slurm.hosts import SLURM_TIMEOUT_S, SlurmQuery, first_error_line, sinfo_nodes
 
@@ -162,6 +163,8 @@ def plan(request: RunRequest, rotation: str | None = None) -> Submission:
     """The sbatch command line and batch script for ``request`` (nothing written, nothing submitted);
     with ``rotation`` (node states, ``idle``) the nodes the series covered longest ago among those."""
     options = request.options
+    if options.out and not options.runs_dir:  # refused now, not in the job's output hours later
+        check_out_dir(Path(options.out))
     query = options.slurm or SlurmQuery()
     values = request.hosts[0].vars if request.hosts else None
     notes: list[str] = []

@@ -189,6 +189,23 @@ def test_folder_retention_deletes_only_diagnose_runs(tmp_path: Path) -> None:
     )
 
 
+def test_retention_orders_old_dated_and_new_id_folders_as_one_series(tmp_path: Path) -> None:
+    root = tmp_path / "nightly"
+    old = [_write_run(root, *_night(n)) for n in (5, 4, 3)]  # before folders carried the run id
+    new = []
+    for n in (2, 1, 0):
+        moment = NOW - timedelta(days=n)
+        new.append(_write_run(root, run_ids.new_run_id(moment), moment))
+    assert [run_ids.dated_folder_time(f) for f in old + new] == [
+        NOW - timedelta(days=n) for n in range(5, -1, -1)
+    ]
+    removed, failures = unattended.prune_run_folders(root, keep_runs=4, keep_days=None, now=NOW)
+    assert failures == [] and sorted(removed) == sorted(old[:2])
+    removed, _ = unattended.prune_run_folders(root, keep_runs=None, keep_days=1.5, now=NOW)
+    assert sorted(removed) == sorted([old[2], new[0]])
+    assert sorted(root.iterdir()) == sorted(new[1:])
+
+
 def test_retain_prunes_history_and_folders_together(tmp_path: Path) -> None:
     root = tmp_path / "nightly"
     db = tmp_path / "history.sqlite3"

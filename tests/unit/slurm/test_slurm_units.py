@@ -19,12 +19,13 @@ from diagnose.config.playbook import load_playbook
 from diagnose.connectors.srun import step_argv
 from diagnose.core.errors import ConfigError
 from diagnose.core.vars import Vars
+from diagnose.engine.run import RunOptions, RunRequest
 from diagnose.history import prune, record_run
 from diagnose.history.coverage import last_covered, record_coverage, stalest
 from diagnose.launchers.srun import RANK, files_archive, srun_argv, task_script
 from diagnose.launchers.torchrun_argv import torchrun_args
 from diagnose.slurm.hosts import SlurmNode, SlurmNodes, SlurmQuery
-from diagnose.slurm.submit import batch_script, job_id, split_secrets
+from diagnose.slurm.submit import batch_script, inner_argv, job_id, plan, split_secrets
 from diagnose.targets.loading import InventoryFiles
 from diagnose.targets.resolve import resolve_hosts
 from diagnose.targets.sources import HostContext
@@ -206,6 +207,18 @@ def test_secret_variables_leave_the_command_line_and_the_rest_stays_in_order(tmp
     assert subprocess.run(["sh", "-n", "-c", script]).returncode == 0
     assert script.rstrip().endswith("-e 'site=a b' -e @\"$s\"")
     assert "trap 'rm -f \"$s\"' EXIT" in script
+
+
+def test_a_submission_into_a_folder_holding_a_run_is_refused_before_sbatch(tmp_path: Path) -> None:
+    out = tmp_path / "acceptance"
+    out.mkdir()
+    (out / "results.json").write_text(json.dumps({"schema": 1, "run": {"id": "20261121T020000Z-ab12"}}))
+    options = RunOptions(out=str(out), slurm=SlurmQuery(allocation=False), connect_timeout=4.0)
+    request = RunRequest(options, load_playbook("acceptance"), [], [], [], [], {"json"}, None)
+    with pytest.raises(ConfigError, match=r"holds another run \(run 20261121T020000Z-ab12\)"):
+        plan(request)
+    argv = inner_argv(options, SlurmQuery(), [], None)  # the job keeps the operator's -T
+    assert argv[argv.index("--timeout") + 1] == "4"
 
 
 def test_sbatch_parsable_output_is_a_job_id() -> None:
