@@ -102,12 +102,19 @@ def action_of(check_id: str, status: str, message: str = "", chosen: str | None 
     return _of_the_history(check_id, status, message) or declared(entry, status, message)
 
 
-def _of_the_history(check_id: str, status: str, message: str) -> str | None:
-    """A check that went PASS→FAIL since the last good run, or keeps flipping, takes the action of that
-    check (its message opens with the id: "gpu.xid on node7 went PASS→FAIL ..."): the regression is the
-    same fault seen over time. None for the other regressions (busbw, versions, a host gone)."""
+def followed_id(check_id: str, status: str, message: str) -> str | None:
+    """The check a history finding is about, when it is about one: a check that went PASS→FAIL since the
+    last good run, or keeps flipping, opens its message with that check's id ("gpu.xid on node7 went
+    PASS→FAIL ..."). None for the other regressions (busbw, versions, a host gone) and other ids."""
     if check_id not in (HISTORY_REGRESSION, HISTORY_UNSTABLE) or status not in ("FAIL", "WARN"):
         return None
     named = message.split(" ", 1)[0]
-    entry = None if named.startswith(HISTORY_PREFIX) else declarer_of(named)
+    return None if named.startswith(HISTORY_PREFIX) or declarer_of(named) is None else named
+
+
+def _of_the_history(check_id: str, status: str, message: str) -> str | None:
+    """A history finding about a check takes that check's FAIL action: the regression is the same fault
+    seen over time (the results store passes the action this run recorded for it, where there is one)."""
+    named = followed_id(check_id, status, message)
+    entry = declarer_of(named) if named else None
     return entry.action or None if entry is not None else None

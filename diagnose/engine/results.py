@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from diagnose.catalog.actions import action_of
+from diagnose.catalog.actions import action_of, followed_id
 from diagnose.catalog.stage_ids import bench_id
 from diagnose.core.model import CheckResult, HostRecord
 from diagnose.render.tally import coverage_of
@@ -140,12 +140,25 @@ class ResultsStore:
         self.add_checks([result])
 
     def add_checks(self, results: list[CheckResult]) -> None:
+        for result in results:
+            self._follow(result)
         rows = [with_action(r).to_dict() for r in results]
         texts = [row_json(row) for row in rows]  # encoded outside the lock: other hosts keep adding
         with self._lock:
             self.checks.extend(rows)
             self._check_json.extend(texts)
         self.flush()
+
+    def _follow(self, result: CheckResult) -> None:
+        """A history finding about a check takes the action this run recorded for that check on that host
+        (gpu.xid's reboot for an Xid 79, not the check's usual reset)."""
+        named = followed_id(result.id, result.status, result.message or "")
+        if named is None or result.action is not None:
+            return
+        with self._lock:
+            row = next((r for r in self.checks if r["id"] == named and r["host"] == result.host), None)
+        if row is not None and row.get("action") not in (None, "none"):
+            result.action = row["action"]
 
     def replace_check(self, result: CheckResult) -> None:
         """Put ``result`` in place of the earlier result of the same check on the same host (a verdict

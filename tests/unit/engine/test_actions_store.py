@@ -82,3 +82,18 @@ def test_history_findings_take_the_action_of_the_check_they_follow(tmp_path: Pat
     )
     rows = store.document()["checks"]
     assert [r["action"] for r in rows] == ["rma_gpu", "reseat_or_replace_cable", "check_config"]
+
+
+def test_a_regression_takes_the_action_this_run_recorded_for_its_check(tmp_path: Path) -> None:
+    store = ResultsStore(tmp_path / "results.json", {"id": "r"})
+    store.add_check(
+        _row("gpu.xid", "FAIL", "n1 since boot: Xid 79 (GPU has fallen off the bus)", action="reboot")
+    )
+    store.add_checks(
+        [
+            _row("history.regression", "FAIL", "gpu.xid on n1 went PASS→FAIL since yesterday: Xid 79"),
+            _row("history.regression", "FAIL", "gpu.xid on n2 went PASS→FAIL since yesterday", host="n2"),
+        ]
+    )
+    rows = store.document()["checks"]
+    assert [r["action"] for r in rows[1:]] == ["reboot", "reset_gpu"]  # n2's row is absent: as declared
