@@ -16,7 +16,10 @@ WARN and SKIP are healthy. Exit codes (the contract a Prolog or a wrapper relies
     3  internal error, or --drain could not read or change the node in Slurm
 
 With ``--drain`` the node's Slurm state is changed as :mod:`diagnose.slurm.drain` decides: never an
-admin's drain.
+admin's drain. With ``--k8s`` (node-check in a pod, its node named by ``NODE_NAME`` from the downward API)
+the node is cordoned and tainted, or released, as :mod:`diagnose.k8s.nodes` decides: never an operator's
+cordon or taint. Either way a new quarantine respects the cap (``max_quarantine``, ``max_quarantine_pct``
+of the cluster's nodes, :mod:`diagnose.quarantine.cap`): beyond it the node is reported, not taken out.
 """
 
 from __future__ import annotations
@@ -42,6 +45,10 @@ from diagnose.engine import stages as engine
 from diagnose.engine.results import ResultsStore
 from diagnose.engine.run import RunOptions, prepare
 from diagnose.engine.run_ids import new_run_id, run_header
+from diagnose.parsers.pod import NODE_VARIABLE
+from diagnose.quarantine.cap import DONE, LEFT, WITHHELD, Candidate, Cap, cap_finding, cap_of
+from diagnose.quarantine.cap import record as quarantine_record
+from diagnose.quarantine.kubernetes import CordonStage, NodeFindings, judges_the_node
 from diagnose.slurm import drain as slurm_drain
 
 EXIT_HEALTHY, EXIT_UNHEALTHY, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
@@ -62,6 +69,7 @@ class NodeCheckOptions:
     inventory: str | None = None  # lends this node's variables; None: this machine's defaults
     json_path: str | None = None
     drain: bool = False
+    k8s: bool = False
     argv: list[str] = field(default_factory=list)
 
 
@@ -74,6 +82,13 @@ class NodeCheckOutcome:
     elapsed_s: float
     action: slurm_drain.Action | None = None
     slurm_error: str | None = None
+    #: results.json's ``quarantine`` entries and the cluster-wide ``quarantine.cap`` result, when the cap
+    #: withheld this node (--drain, --k8s).
+    quarantine: list[dict[str, Any]] = field(default_factory=list)
+    cap_result: CheckResult | None = None
+    k8s_note: str = ""
+    k8s_error: str | None = None
+    run_id: str = ""
 
     @property
     def findings(self) -> list[CheckResult]:
@@ -87,7 +102,7 @@ class NodeCheckOutcome:
 
     @property
     def exit_code(self) -> int:
-        if self.slurm_error is not None:
+        if self.slurm_error is not None or self.k8s_error is not None:
             return EXIT_INTERNAL
         return EXIT_HEALTHY if self.healthy else EXIT_UNHEALTHY
 
@@ -124,9 +139,11 @@ def grouped_findings(findings: list[CheckResult]) -> list[tuple[str, str]]:
 def summary_line(outcome: NodeCheckOutcome) -> str:
     """The one line slurmd's log (or the Prolog's) keeps."""
     stats = f"{len(outcome.results)} checks, {outcome.elapsed_s:.1f} s"
-    notes = [note for note in (outcome.action.note if outcome.action else "",) if note]
+    notes = [note for note in (outcome.action.note if outcome.action else "", outcome.k8s_note) if note]
     if outcome.slurm_error:
         notes.append(f"Slurm not updated: {outcome.slurm_error}")
+    if outcome.k8s_error:
+        notes.append(f"Kubernetes not updated: {outcome.k8s_error}")
     tail = f" ({'; '.join([stats, *notes])})"
     if outcome.healthy:
         return f"diagnose node-check: OK {outcome.node}{tail}"
@@ -172,17 +189,96 @@ def check_node(host: Host, checks: list[Check]) -> tuple[list[CheckResult], Host
     return state.results, state.record
 
 
-def update_slurm(outcome: NodeCheckOutcome) -> None:
-    """--drain: read the node's state and drain, resume or leave it (slurm_drain.decide)."""
+def update_slurm(outcome: NodeCheckOutcome, cap: Cap) -> None:
+    """--drain: read the node's state and drain, resume or leave it (slurm_drain.decide). A new drain
+    must fit under the quarantine cap, counted over every node of the cluster before it is made and again
+    after: nodes draining at the same moment agree (oldest drain first) on which of them stay drained."""
     findings = grouped_findings(outcome.findings)
     try:
         node = slurm_drain.read_node(outcome.node)
         action = slurm_drain.decide(outcome.healthy, node, slurm_drain.drain_reason(findings))
+        new = action.verb == "drain" and not (node["drain"] and slurm_drain.ours(node["reason"]))
+        if new:
+            action = _within_cap(outcome, action, cap, slurm_drain.read_nodes(), made=False)
         slurm_drain.apply(outcome.node, action)
+        if new and action.verb == "drain":
+            settled = _within_cap(outcome, action, cap, slurm_drain.read_nodes(), made=True)
+            if settled is not action:
+                slurm_drain.apply(outcome.node, slurm_drain.Action("resume"))
+                action = settled
     except slurm_drain.SlurmError as exc:
         outcome.slurm_error = str(exc)
         return
     outcome.action = action
+    _record_slurm(outcome, action, node)
+
+
+def _within_cap(
+    outcome: NodeCheckOutcome, action: slurm_drain.Action, cap: Cap, nodes: list[dict[str, Any]], made: bool
+) -> slurm_drain.Action:
+    """``action``, or ``none`` with the cap's finding when the drain would go (or, ``made``, went)
+    beyond it."""
+    holders = slurm_drain.held(nodes)
+    limit = cap.limit(len(nodes))
+    others = [name for name in holders if name != outcome.node]
+    beyond = outcome.node in holders[limit:] if made else len(others) >= limit
+    if not beyond:
+        return action
+    taken = [Candidate(name, ()) for name in others[:limit]]
+    mine = Candidate(outcome.node, tuple(r.id for r in outcome.findings))
+    outcome.cap_result = cap_finding(taken, [mine], cap, len(nodes), "drained")
+    held = f"{len(others)} node(s) drained by diagnose already"
+    return slurm_drain.Action("none", note=f"not drained: quarantine cap, {held}, {cap.describe(len(nodes))}")
+
+
+def _record_slurm(outcome: NodeCheckOutcome, action: slurm_drain.Action, node: dict[str, Any]) -> None:
+    """The ``quarantine`` entry of what was done (or withheld, or left to an admin) to this node."""
+    checks = [r.id for r in outcome.findings]
+    if action.verb in ("drain", "resume"):
+        why = action.reason or "checks passed"
+        outcome.quarantine.append(
+            quarantine_record("slurm", outcome.node, action.verb, DONE, why=why, checks=checks)
+        )
+    elif outcome.cap_result is not None:
+        outcome.quarantine.append(
+            quarantine_record(
+                "slurm", outcome.node, "drain", WITHHELD, why="beyond the quarantine cap", checks=checks
+            )
+        )
+    elif slurm_drain.out_of_service(node) and node["reason"] and not slurm_drain.ours(node["reason"]):
+        outcome.quarantine.append(
+            quarantine_record(
+                "slurm", outcome.node, "drain", LEFT, by="operator", why=str(node["reason"]), checks=checks
+            )
+        )
+
+
+def update_k8s(outcome: NodeCheckOutcome, host: Host, run_id: str, environ: Mapping[str, str]) -> None:
+    """--k8s: cordon and taint (or release) the Kubernetes node this pod runs on, within the cap."""
+    node = environ.get("NODE_NAME") or host.vars.str(NODE_VARIABLE)
+    if not node:
+        outcome.k8s_error = "set NODE_NAME from the downward API (fieldRef: spec.nodeName)"
+        return
+    failed = [r.id for r in outcome.findings if r.status == "FAIL" and judges_the_node(r.id)]
+    judged = not any(r.status == "ERROR" for r in outcome.results)
+    findings = NodeFindings(node, 0, [outcome.node], failed, judged)
+    stage = CordonStage([], run_id)
+    outcome.cap_result = stage.act_alone(findings, host.vars)
+    outcome.quarantine += stage.records
+    refused = [r for r in stage.records if r["state"] == "failed"]
+    if refused:
+        outcome.k8s_error = f"kubectl {refused[0]['step']} {node}: {refused[0].get('detail', '')}"
+    elif outcome.cap_result is not None:
+        outcome.k8s_note = f"node {node} not cordoned: quarantine cap"
+    else:
+        done = sorted(
+            {
+                r["step"]
+                for r in stage.records
+                if r["state"] == DONE and r["step"] in ("cordon", "uncordon", "taint", "untaint")
+            }
+        )
+        outcome.k8s_note = f"node {node}: {', '.join(done)}" if done else ""
 
 
 def write_json(
@@ -196,7 +292,7 @@ def write_json(
 ) -> None:
     """A results.json (schema 1) of this node-check, for ``diagnose report`` or a site's collector."""
     run: dict[str, Any] = run_header(
-        new_run_id(started), started, None, playbook.name, profile, ["diagnose", *argv]
+        outcome.run_id or new_run_id(started), started, None, playbook.name, profile, ["diagnose", *argv]
     )
     run["node_check"] = {
         "node": outcome.node,
@@ -209,20 +305,26 @@ def write_json(
     path.parent.mkdir(parents=True, exist_ok=True)
     store = ResultsStore(path, run)
     store.set_host(record)
-    store.add_checks(outcome.results)
+    store.add_checks(outcome.results + ([outcome.cap_result] if outcome.cap_result else []))
+    for entry in outcome.quarantine:
+        store.add_record("quarantine", entry)
     store.finish(finished=datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
 
 def run_node_check(options: NodeCheckOptions, environ: Mapping[str, str] = os.environ) -> NodeCheckOutcome:
-    """Check this node (ConfigError for a bad option or variable), then, with --drain, update Slurm."""
+    """Check this node (ConfigError for a bad option or variable), then, with --drain, update Slurm, and
+    with --k8s, the Kubernetes node."""
     started = datetime.now(timezone.utc)
     clock = time.monotonic()
     node = this_node(environ)
     host, checks, playbook = prepare_node(options, node)
     results, record = check_node(host, checks)
     outcome = NodeCheckOutcome(node=node, results=results, elapsed_s=time.monotonic() - clock)
+    outcome.run_id = new_run_id(started)
     if options.drain:
-        update_slurm(outcome)
+        update_slurm(outcome, cap_of([host.vars]))
+    if options.k8s:
+        update_k8s(outcome, host, outcome.run_id, environ)
     if options.json_path:
         profile = host.vars.str(PROFILE_VARIABLE)
         write_json(

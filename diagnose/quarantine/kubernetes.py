@@ -21,6 +21,7 @@ from typing import Any
 
 from diagnose.core.hosts import Host
 from diagnose.core.model import CheckResult
+from diagnose.core.vars import Vars
 from diagnose.k8s import nodes as k8s_nodes
 from diagnose.k8s.pods import K8sError, Runner, run_kubectl
 from diagnose.parsers.pod import NODE_VARIABLE
@@ -127,6 +128,36 @@ class CordonStage:
             if entry.healthy and states[entry.node] is not None:
                 self._lift(target, entry, states[entry.node])
         return cap_finding(taken, withheld, cap, len(findings), "cordoned and tainted")
+
+    def act_alone(self, findings: NodeFindings, values: Vars) -> CheckResult | None:
+        """``node-check --k8s``: one node, judged by the pod on it, against the cap over the whole cluster
+        (every node of ``kubectl get nodes`` is selected; those carrying diagnose's annotation are held).
+        The ``quarantine.cap`` result only when this node was withheld."""
+        target = k8s_nodes.cluster_target(values)
+        try:
+            cluster = k8s_nodes.list_nodes(target, self.run)
+        except K8sError as exc:
+            self.records.append(record(SCHEDULER, findings.node, "read", FAILED, detail=str(exc)))
+            return None
+        state = next((s for s in cluster if s.name == findings.node), None)
+        if state is None:
+            self.records.append(record(SCHEDULER, findings.node, "read", FAILED, detail="no such node"))
+            return None
+        if findings.healthy:
+            self._lift(target, findings, state)
+            return None
+        if not findings.failed:
+            return None
+        cap = cap_of([values])
+        holders = [
+            Candidate(s.name, (), True) for s in cluster if s.ours is not None and s.name != state.name
+        ]
+        if state.ours is None and len(holders) >= cap.limit(len(cluster)):
+            self._withhold(findings, state)
+            mine = Candidate(state.name, tuple(findings.failed))
+            return cap_finding(holders, [mine], cap, len(cluster), "cordoned and tainted")
+        self._quarantine(target, findings, state)
+        return None
 
     def _read(self, target: Any, names: list[str]) -> dict[str, k8s_nodes.NodeState | None]:
         def one(name: str) -> k8s_nodes.NodeState | None:

@@ -103,6 +103,25 @@ def read_node(name: str) -> dict[str, Any]:
     return node
 
 
+def read_nodes() -> list[dict[str, Any]]:
+    """Every node slurmctld knows, as :func:`read_node` reads one: what the quarantine cap counts."""
+    text = _scontrol(["show", "node", "-o"])
+    try:
+        return [parse_scontrol_node(line) for line in text.splitlines() if line.startswith("NodeName=")]
+    except ParseError as exc:
+        raise SlurmError(str(exc)) from None
+
+
+def held(nodes: list[dict[str, Any]]) -> list[str]:
+    """The nodes drained by diagnose, oldest drain first (then by name): the order the quarantine cap keeps
+    them in, so nodes that drain at the same moment agree on which of them stay drained."""
+    ordered = sorted(
+        (n for n in nodes if n["drain"] and ours(n["reason"])),
+        key=lambda n: (n["reason_time"] or "", n["name"]),
+    )
+    return [n["name"] for n in ordered]
+
+
 def apply(name: str, action: Action) -> None:
     """Carry out ``action`` on node ``name`` (nothing for ``none``)."""
     if action.verb == "drain":
