@@ -85,6 +85,11 @@ def install_command(extra: str = BENCH, origin: Origin | None = None, python: st
     return shlex.join([python, "-m", "pip", "install", *args])
 
 
+def package_command(requirement: str, python: str | None = None) -> str:
+    """The shell command that installs one dependency of diagnose into the environment running it."""
+    return shlex.join([python or sys.executable, "-m", "pip", "install", requirement])
+
+
 def same_interpreter(interpreter: str, python: str | None = None) -> bool:
     """Whether ``interpreter`` is the Python running diagnose. Paths are compared as written, not resolved:
     a venv's python is a link to the base interpreter, and the two have different packages."""

@@ -12,6 +12,8 @@ import contextlib
 import io
 from pathlib import Path
 
+from diagnose.core.install_hint import package_command
+
 #: The system packages that bring WeasyPrint's libraries, as its installation guide names them.
 INSTALL_HINT = (
     "install Pango: apt install libpango-1.0-0 libpangoft2-1.0-0 (Debian, Ubuntu) or dnf install pango "
@@ -38,8 +40,8 @@ def render_pdf(html: str, base_dir: Path) -> bytes:
             return HTML(string=html, base_url=str(base_dir.resolve()) + "/").write_pdf()
     except ImportError as exc:
         raise PdfUnavailable(
-            f"report.pdf not written: the weasyprint package is missing ({exc}); pip install weasyprint, "
-            "or leave pdf out of --format"
+            f"report.pdf not written: the weasyprint package is missing ({exc}); "
+            f"{package_command('weasyprint')}, or leave pdf out of --format"
         ) from None
     except OSError as exc:  # a library WeasyPrint loads with dlopen: Pango, GObject, HarfBuzz, fontconfig
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__

@@ -135,3 +135,8 @@ def test_the_printed_command_is_one_a_shell_runs_as_given(tmp_path: Path) -> Non
     command = install_command("bench", Origin("editable", str(tmp_path / "my src")), "echo")
     out = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True).stdout
     assert out.split("\n")[0] == f"-m pip install -e {tmp_path}/my src[bench]"
+
+
+def test_a_missing_dependency_is_installed_with_the_running_interpreter() -> None:
+    assert install_hint.package_command("weasyprint", PY) == f"{PY} -m pip install weasyprint"
+    assert install_hint.package_command("weasyprint").startswith(shlex.quote(sys.executable))
