@@ -119,6 +119,9 @@ class ResultsStore:
         self.hosts: dict[str, HostRecord] = {}
         self.checks: list[dict[str, Any]] = []
         self._check_json: list[str] = []  # row_json of each of self.checks, in the same order
+        # (id, host) -> the first row of that check on that host: a revised verdict (replace_check) finds
+        # its row at once, not by a scan of every row (quadratic over a 16,384-host second snapshot)
+        self._index: dict[tuple[Any, Any], int] = {}
         self.benchmarks: list[dict[str, Any]] = []
         self.extra: dict[str, Any] = {}
         self._lock = threading.Lock()
@@ -145,7 +148,9 @@ class ResultsStore:
         rows = [with_action(r).to_dict() for r in results]
         texts = [row_json(row) for row in rows]  # encoded outside the lock: other hosts keep adding
         with self._lock:
-            self.checks.extend(rows)
+            for row in rows:
+                self._index.setdefault((row["id"], row["host"]), len(self.checks))
+                self.checks.append(row)
             self._check_json.extend(texts)
         self.flush()
 
@@ -166,11 +171,10 @@ class ResultsStore:
         row = with_action(result).to_dict()
         text = row_json(row)
         with self._lock:
-            for index, old in enumerate(self.checks):
-                if old["id"] == row["id"] and old["host"] == row["host"]:
-                    self.checks[index] = row
-                    self._check_json[index] = text
-                    break
+            index = self._index.setdefault((row["id"], row["host"]), len(self.checks))
+            if index < len(self.checks):
+                self.checks[index] = row
+                self._check_json[index] = text
             else:
                 self.checks.append(row)
                 self._check_json.append(text)

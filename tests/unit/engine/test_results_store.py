@@ -82,3 +82,18 @@ def test_the_finished_document_carries_its_coverage_beside_the_verdict(tmp_path:
         "limited_below": 0.5,
     }
     assert list(on_disk)[list(on_disk).index("verdict") + 1] == "coverage"
+
+
+def test_a_revised_verdict_takes_the_place_of_the_first_row_of_its_check_on_its_host(tmp_path: Path) -> None:
+    store = ResultsStore(tmp_path / "results.json", {"id": "r"})
+    store.add_checks([_check("PASS", f"h{i}") for i in range(1000)])
+    store.add_check(CheckResult("gpu.nvlink", None, "H", "PASS", message="cluster-wide"))
+    store.replace_check(_check("FAIL", "h500"))
+    store.replace_check(CheckResult("gpu.nvlink", None, "H", "WARN", message="revised"))
+    store.replace_check(_check("WARN", "new"))  # no earlier row: added at the end
+    document = store.finish(finished="now")
+    rows = document["checks"]
+    assert len(rows) == 1002
+    assert rows[500]["host"] == "h500" and rows[500]["status"] == "FAIL"
+    assert rows[1000]["message"] == "revised" and rows[1001]["host"] == "new"
+    assert json.loads((tmp_path / "results.json").read_text())["checks"] == rows
