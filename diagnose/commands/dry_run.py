@@ -28,6 +28,7 @@ from diagnose.engine.run import RunRequest
 from diagnose.probes.perftest_settings import settings_from as perftest_settings
 from diagnose.probes.registry import EXTRAS, enabled
 from diagnose.probes.training import ProbeSettings
+from diagnose.quarantine.plan import quarantine_plan_lines
 from diagnose.render.hostlist import summarize
 from diagnose.targets.view import PER_HOST_VARS, list_hosts, var_groups
 
@@ -260,6 +261,7 @@ SECTIONS: list[Callable[[RunRequest], list[str]]] = [
     sweep_lines,
     extra_lines,
     history_lines,
+    quarantine_plan_lines,
     estimate_lines,
 ]
 

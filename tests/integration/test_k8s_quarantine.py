@@ -221,3 +221,25 @@ def test_a_bad_cap_is_refused_before_any_host_is_touched(
     assert done.returncode == 2
     assert f"{inv}:7:" in done.stderr and "max_quarantine_pct must be between 0 and 100" in done.stderr
     assert not [c for c in cluster.calls() if any(w in c for w in WRITES)]
+
+
+def test_check_lists_the_policy_the_eligible_nodes_and_the_cap(
+    bed: tuple[TestBed, TestHost, TestHost, Path],
+) -> None:
+    test_bed, healthy, faulty, work = bed
+    layout = {f"plan-{i}": (f"gpu-{i % 3}", i == 0) for i in range(5)}
+    cluster = FakeCluster(test_bed, work / "kube-plan", pods(healthy, faulty, layout))
+    inv = inventory(work, test_bed, "plan", "    max_quarantine: 1\n    collect_bug_report: true\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "diagnose.cli", "run", "-i", str(inv), "--k8s-cordon", "--check"],
+        cwd=work, env={**cluster.env(), "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    text = done.stdout
+    assert "\nacting on nodes:\n" in text
+    assert f"the taint {OUR_TAINT}=<check>:NoSchedule" in text
+    assert "  eligible: 3 node(s) under 5 pod(s): gpu-0, gpu-1, gpu-2\n" in text
+    assert "  quarantine cap: at most 1 of 3 selected nodes (max_quarantine 1); beyond it" in text
+    assert "  bug reports: nvidia-bug-report.sh on each of 5 host(s) with collect_bug_report" in text
+    assert "at most 5 min 00 s and 64 MiB each" in text
+    assert not [c for c in cluster.calls() if any(w in c for w in WRITES)]
