@@ -5,8 +5,9 @@ A *cause* is one underlying failure, however many hosts and checks it shows up i
 SSH, every collective that could not start because torch is missing, eleven GPU checks whose tool timed
 out on one wedged host. Results belong to the same cause when they have the same status, the same
 recorded ``action`` and the same message once its host-specific parts are set aside (the host's name and
-address, ports, PCI bus ids, GPU UUIDs, process ids, a quoted command line, the timeout's seconds, a
-benchmark's collective). What is left is the sentence that names the fault, so grouping on it needs no
+address, ports, which HCA or GPU of the host, PCI bus ids, GPU UUIDs, process ids, a quoted command line,
+the timeout's seconds, a benchmark's collective): a port Down is one cause whether it is mlx5_0 on one
+host or mlx5_5 on another, while an Xid 79 and an Xid 48 stay two. What is left is the sentence that names the fault, so grouping on it needs no
 list of known faults and works on results.json files of any age.
 
 The engine has already folded checks that depend on a root check under it (they SKIP and point there,
@@ -45,7 +46,11 @@ TERMINAL_MESSAGE = 110
 _TOKEN = re.compile(r"[\w.\-]+")
 _IPV4 = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}\b")
 _PORT = re.compile(r"(<host>|<addr>):\d+")
-_SSH_PORT = re.compile(r"\bport \d{2,5}\b")
+_PORT_NUMBER = re.compile(r"\bport \d+\b")
+#: RDMA devices and GPUs by index (``mlx5_3``, ``mlx5_3/1``, ``GPU 3``, ``GPU0->GPU1``): which one of the
+#: host's is named, not what is wrong with it.
+_DEVICE = re.compile(r"\b(mlx\d_|bnxt_re|irdma|efa_|hfi1_|qedr|rxe)\d+(?:/\d+)?\b")
+_GPU = re.compile(r"\bGPU ?\d+\b")
 _BUS_ID = re.compile(r"\b[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]\b")
 _UUID = re.compile(r"\b(?:GPU|MIG)-[0-9a-fA-F-]{8,}")
 _PID = re.compile(r"\bpid \d+")
@@ -65,7 +70,9 @@ def normalized(message: str, names: frozenset[str], own: tuple[str, ...] = ()) -
     text = _TOKEN.sub(lambda m: _token(m.group(0), names), text)
     text = _IPV4.sub("<addr>", text)
     text = _PORT.sub(r"\1:#", text)
-    text = _SSH_PORT.sub("port #", text)
+    text = _PORT_NUMBER.sub("port #", text)
+    text = _DEVICE.sub(r"\1#", text)
+    text = _GPU.sub("GPU #", text)
     text = _BUS_ID.sub("<bus>", text)
     text = _UUID.sub("<uuid>", text)
     text = _PID.sub("pid #", text)
@@ -182,13 +189,22 @@ def _cut(text: str, limit: int) -> str:
     return line if len(line) <= limit else f"{line[: limit - 1]}…"
 
 
+def _hosts_column(cause: Cause, width: int = 28) -> str:
+    """The folded hosts; where they do not fit the column, their count first (``183 hosts gpu-r01n[…``)."""
+    text = cause.hosts_text
+    if len(text) <= width:
+        return _cut(text, width)
+    count = f"{len(cause.hosts)} hosts "
+    return count + _cut(text, width - len(count))
+
+
 def cause_lines(causes: list[Cause], rest_at: str, limit: int = TERMINAL_LINES) -> list[str]:
     """The causes as terminal lines, at most ``limit`` of them; when there are more, the last line says
     how many and where the rest is (``rest_at``: the report, or results.json)."""
     shown = causes if len(causes) <= limit else causes[: limit - 1]
     if not shown:
         return []
-    hosts = [_cut(c.hosts_text, 28) for c in shown]
+    hosts = [_hosts_column(c) for c in shown]
     checks = [
         _cut(c.check_ids[0], 28) + (f" +{len(c.check_ids) - 1}" if len(c.check_ids) > 1 else "")
         for c in shown

@@ -146,6 +146,41 @@ def test_host_names_are_whole_words_and_numbers_that_name_the_fault_stay() -> No
     assert normalized("ssh: connect to host 10.0.0.1 port 22", names) == "ssh: connect to host <host> port #"
 
 
+def test_which_port_or_gpu_of_a_host_is_not_the_cause() -> None:
+    checks = [
+        _row(
+            "ib.port_state",
+            "n1",
+            "FAIL",
+            "mlx5_0 port 1 is Down (Physical state: Polling); 7 of 8 ports Active",
+        ),
+        _row(
+            "ib.port_state",
+            "n2",
+            "FAIL",
+            "mlx5_5 port 2 is Down (Physical state: Polling); 7 of 8 ports Active",
+        ),
+        _row("gpu.xid", "n3", "FAIL", "Xid 79 on GPU 3 (0000:3b:00.0): fallen off the bus"),
+        _row("gpu.xid", "n4", "FAIL", "Xid 79 on GPU 6 (0000:bd:00.0): fallen off the bus"),
+        _row("gpu.xid", "n5", "FAIL", "Xid 48 on GPU 3 (0000:3b:00.0): double-bit ECC error"),
+    ]
+    causes = group_causes({"hosts": [], "checks": checks})
+    assert [(c.check_ids[0], c.hosts_text) for c in causes] == [
+        ("gpu.xid", "n[3-4]"),
+        ("ib.port_state", "n[1-2]"),
+        ("gpu.xid", "n5"),
+    ]
+
+
+def test_many_hosts_are_counted_where_their_names_do_not_fit() -> None:
+    checks = [
+        _row("ib.port_state", f"gpu-r{i // 32:02d}n{i % 32:02d}", "FAIL", "port Down")
+        for i in range(0, 600, 3)
+    ]
+    (line,) = cause_lines(group_causes({"hosts": [], "checks": checks}), "x")
+    assert line.split()[1:3] == ["200", "hosts"] and "…" in line
+
+
 def test_more_causes_than_the_terminal_shows_end_with_where_the_rest_is() -> None:
     checks = [_row(f"custom.t{i:02d}", "h1", "FAIL", f"fault number {i:02d}") for i in range(14)]
     lines = cause_lines(group_causes({"hosts": [], "checks": checks}), "the findings of /r/report.html")
