@@ -8,7 +8,7 @@ stages print nothing: they tell the caller's :class:`~diagnose.engine.reporter.R
 
 from __future__ import annotations
 
-import threading
+import queue
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -78,16 +78,20 @@ def run_host_stage(
         store.set_host(HostRecord(name=host.name, address=host.address))
     states: dict[str, HostState] = {}
     reporter.hosts_started(len(hosts))
-    done = threading.Event()
+    # Hosts are handed on as each finishes, through a queue their futures fill: looking over every
+    # pending future on each tick would cost the controller hosts x ticks at 16,384 hosts.
+    finishing: queue.SimpleQueue[Future[HostState]] = queue.SimpleQueue()
     pool = ThreadPoolExecutor(max_workers=max(1, forks), thread_name_prefix="host")
     try:
         futures: dict[Future[HostState], Host] = {
             pool.submit(assess_host, host, checks, out_dir, accept_unknown_host_keys, known_hosts): host
             for host in hosts
         }
+        for future in futures:
+            future.add_done_callback(finishing.put)
         pending = set(futures)
         while pending:
-            finished = {f for f in pending if f.done()}
+            finished = _finished(finishing)
             for future in finished:
                 host = futures[future]
                 try:
@@ -104,7 +108,7 @@ def run_host_stage(
                 store.set_host(state.record)
                 store.add_checks(state.results)
                 reporter.host_done(host.name)
-            pending -= finished
+            pending.difference_update(finished)
             if deadline is not None and deadline():
                 for problem in stop_running_batches():
                     reporter.problem(f"time budget exhausted: {problem}")
@@ -117,13 +121,26 @@ def run_host_stage(
                         )
                     )
                 break
-            if pending:
-                done.wait(0.05)
     finally:
         reporter.hosts_finished()
         pool.shutdown(wait=False, cancel_futures=True)
     store.flush(force=True)
     return {h.name: states[h.name] for h in hosts if h.name in states}  # inventory order: rank 0 first
+
+
+def _finished(
+    finishing: queue.SimpleQueue[Future[HostState]], wait_s: float = 0.05
+) -> list[Future[HostState]]:
+    """The futures done since the last look: the first waited for up to ``wait_s``, the rest as queued."""
+    try:
+        finished = [finishing.get(timeout=wait_s)]
+    except queue.Empty:
+        return []
+    while True:
+        try:
+            finished.append(finishing.get_nowait())
+        except queue.Empty:
+            return finished
 
 
 def run_cluster_stage(entries: list[ClusterCheck], states: dict[str, HostState], store: ResultsStore) -> None:
