@@ -27,6 +27,7 @@ from diagnose.engine.profile_hint import NO_PROFILE_MEANING
 from diagnose.engine.run import RunRequest
 from diagnose.probes.perftest_settings import settings_from as perftest_settings
 from diagnose.probes.registry import EXTRAS, enabled
+from diagnose.probes.stress import DEFAULT_MEMTEST_S
 from diagnose.probes.training import ProbeSettings
 from diagnose.quarantine.plan import quarantine_plan_lines
 from diagnose.render.hostlist import summarize
@@ -152,39 +153,42 @@ def sweep_lines(request: RunRequest) -> list[str]:
     return lines
 
 
-def _extra_settings(key: str, first: Host, plan: BenchmarkPlan, hosts: int) -> str:
+def _extra_settings(key: str, hosts: Sequence[Host], plan: BenchmarkPlan) -> str:
     """The settings one extra after the sweep runs with, from the first host (as the extras read them)."""
-    v = first.vars
+    v = hosts[0].vars
+    alone = one_rank(hosts)
+    if key in ("training_probe", "kv_transfer") and alone:
+        return f"SKIP: {alone}"
     if key == "fleet_probes":
         names = ("fleet_mad_k", "fleet_min_rel_dev_pct", "min_host_copy_gbps", "min_peer_copy_gbps")
-        set_ = ", ".join(f"{n} {v.get(n)}" for n in names if v.get(n) is not None)
-        return f"busbw, host↔GPU and peer copies per host against the fleet median ({set_ or 'defaults'})"
-    if key in ("training_probe", "kv_transfer") and one_rank([first]) and hosts == 1:
-        return f"SKIP: {one_rank([first])}"
+        chosen = ", ".join(f"{n} {v.get(n)}" for n in names if v.get(n) is not None)
+        return f"busbw, host↔GPU and peer copies per host against the fleet median ({chosen or 'defaults'})"
     if key == "training_probe":
         probe = ProbeSettings.from_vars(v)
+        gpu, cpu = probe.resolved("nccl"), probe.resolved("gloo")
         caps = ", ".join(f"{c:g}" for c in probe.bucket_caps)
-        model = f"{probe.params_m:g} M params" if probe.params_m else "480 M params on GPU, 2 M on CPU"
-        steps = f"{probe.steps} steps" if probe.steps else "5 steps on GPU, 3 on CPU"
-        return f"DDP bucket sizes {caps} MB, {model}, {steps}"
+        return (
+            f"DDP bucket sizes {caps} MB; {gpu['params_m']:g} M params, {gpu['steps']} steps on GPU "
+            f"({cpu['params_m']:g} M, {cpu['steps']} on CPU)"
+        )
     if key == "kv_transfer":
         names = ("kv_model", "kv_request_tokens", "kv_prefill_gpus", "kv_decode_gpus", "kv_repeats")
         return ", ".join(f"{n} {v.get(n)}" for n in names if v.get(n) is not None) or "program defaults"
     if key == "perftest":
-        s = perftest_settings(v)
-        rails = v.int("expected_hca_count") or 1
-        if hosts < 2:
+        if len(hosts) < 2:
             return "SKIP: a NIC is measured against a partner on another host, and there is one host"
+        s = perftest_settings(v)
         return (
-            f"{hosts // 2} pair(s) a round over {rails} rail(s), {human_bytes(s.message_bytes)} writes for "
-            f"{s.duration_s} s per direction, ports {s.ports[0]}-{s.ports[1]}, budget {s.budget_s:g} s"
+            f"{len(hosts) // 2} pair(s) a round over {v.int('expected_hca_count') or 1} rail(s), "
+            f"{human_bytes(s.message_bytes)} writes for {s.duration_s} s per direction, "
+            f"ports {s.ports[0]}-{s.ports[1]}, budget {s.budget_s:g} s"
             + (", latency (ib_write_lat) too" if plan.perftest_latency else "")
         )
     if key == "stress":
+        memtest = v.float("memtest_seconds", DEFAULT_MEMTEST_S)
         return (
-            f"GEMM, HBM, memtest {v.get('memtest_seconds') or 30} s, bitwise checks, burn-in "
-            f"{v.get('burnin_minutes') or 0} min (gemm_min_fraction {v.get('gemm_min_fraction')}, "
-            f"hbm_min_fraction {v.get('hbm_min_fraction')})"
+            f"GEMM, HBM, memtest {memtest:g} s, bitwise checks, burn-in {v.float('burnin_minutes', 0.0):g} min "
+            f"(gemm_min_fraction {v.get('gemm_min_fraction')}, hbm_min_fraction {v.get('hbm_min_fraction')})"
         )
     return "on"
 
@@ -196,10 +200,7 @@ def extra_lines(request: RunRequest) -> list[str]:
         return []
     on = enabled(plan)
     lines = ["\nafter the sweep:" if on else "\nafter the sweep: nothing"]
-    lines += [
-        f"  {e.plan_key}: {_extra_settings(e.plan_key, request.hosts[0], plan, len(request.hosts))}"
-        for e in on
-    ]
+    lines += [f"  {e.plan_key}: {_extra_settings(e.plan_key, request.hosts, plan)}" for e in on]
     off = [e.plan_key for e in EXTRAS if e not in on]
     if off:
         lines.append(f"  off: {', '.join(off)}")
