@@ -209,6 +209,10 @@ def best_match(profiles: Sequence[Profile], hw: Hardware) -> Match | None:
     return min(matches, key=lambda m: (len(m.differs), -len(m.agrees)))
 
 
+#: Hardware groups the one line names; the rest are counted (a fleet with odd hosts can have many).
+SHOWN_GROUPS = 4
+
+
 def suggest(hardware: Mapping[str, Hardware | None], profiles: Sequence[Profile]) -> dict[str, Any] | None:
     """``run.profile_suggestion`` for the hosts without a profile: one group per distinct hardware, with the
     profile that fits it (or the closest and how it differs), and one line of ``text`` for people.
@@ -242,6 +246,12 @@ def suggest(hardware: Mapping[str, Hardware | None], profiles: Sequence[Profile]
             )
     if not entries:
         return None
+    if len(phrases) > SHOWN_GROUPS:
+        phrases[SHOWN_GROUPS:] = [
+            f"{len(phrases) - SHOWN_GROUPS} more hardware groups in run.profile_suggestion"
+        ]
+    # One profile fits every group that any fits: name the option. The hosts that fit none are named above
+    # with what differs, which is what that profile's checks will then report on them.
     chosen = {e["profile"] for e in entries if e["profile"]}
-    how = f"; -e {PROFILE_VARIABLE}={next(iter(chosen))}" if len(chosen) == 1 and len(entries) == 1 else ""
+    how = f"; -e {PROFILE_VARIABLE}={next(iter(chosen))}" if len(chosen) == 1 else ""
     return {"text": "suggested profile: " + "; ".join(phrases) + how, "groups": entries}

@@ -6,6 +6,7 @@ there); the profiles are the packaged ones, so a profile edited out of shape sho
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -115,6 +116,15 @@ def test_hosts_are_grouped_by_hardware_and_named_as_ranges() -> None:
     assert [g["hosts"] for g in suggestion["groups"]] == [["gpu01", "gpu02", "gpu03", "gpu04"], ["gpu05"]]
     assert suggestion["text"].startswith("suggested profile: gpu[01-04]: h100-8x-ndr400 (")
     assert "; gpu05: no packaged profile fits" in suggestion["text"]
+    assert suggestion["text"].endswith("; -e diagnose_profile=h100-8x-ndr400"), "the one profile that fits"
+
+
+def test_a_fleet_of_odd_hosts_is_counted_past_four_groups() -> None:
+    base = hardware(H100)
+    odd = {f"n{i}": replace(base, gpu_count=i) for i in range(1, 8)}  # seven GPU counts: seven groups
+    suggestion = suggest(odd, PROFILES)
+    assert suggestion is not None and len(suggestion["groups"]) == 7
+    assert "; 3 more hardware groups in run.profile_suggestion" in suggestion["text"]
 
 
 def test_nothing_read_nothing_suggested() -> None:
