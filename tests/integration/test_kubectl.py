@@ -4,6 +4,7 @@ checks, discovery by label selector, unreachable pods, refused options, Ctrl-C a
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -103,6 +104,7 @@ def test_discovery_by_selector_gives_running_pods_in_order_with_their_node(
     hosts = results(tmp_path)["hosts"]
     assert [h["name"] for h in hosts] == ["worker-a", "worker-b"]
     assert [h["environment"]["k8s_node"] for h in hosts] == ["gpu-node-a", "gpu-node-b"]
+    shutil.rmtree(tmp_path / "out")  # a folder holding a run takes no other
     limited = run_with(cluster, tmp_path, inventory, PORTS_ONLY, "--limit", "worker-b")
     assert limited.returncode in (0, 1), limited.stderr
     assert [h["name"] for h in results(tmp_path)["hosts"]] == ["worker-b"]

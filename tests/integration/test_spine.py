@@ -30,8 +30,9 @@ def spine_playbook(tmp_path: Path) -> Path:
     return path
 
 
-def run(tmp_path: Path, inventory: Path, *extra: str) -> tuple[int, dict]:
-    out = tmp_path / "out"
+def run(tmp_path: Path, inventory: Path, *extra: str, folder: str = "out") -> tuple[int, dict]:
+    """``folder``: a second run of a test takes its own (a folder holding a run takes no other)."""
+    out = tmp_path / folder
     code = main(
         [
             "run",
@@ -125,7 +126,7 @@ def test_unknown_host_key_needs_explicit_acceptance(testbed: TestBed, tmp_path: 
     _, results = run(tmp_path, inventory)
     refused = by_host(results, "host.reachable")["newcomer"]
     assert refused["status"] == "FAIL" and "known_hosts" in refused["message"]
-    _, results = run(tmp_path, inventory, "--accept-unknown-host-keys")
+    _, results = run(tmp_path, inventory, "--accept-unknown-host-keys", folder="accepted")
     assert by_host(results, "host.reachable")["newcomer"]["status"] == "PASS"
 
 
