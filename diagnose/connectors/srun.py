@@ -79,10 +79,11 @@ CANCEL_WAIT_S = 40.0
 SCANCEL_TIMEOUT_S = 30.0
 # A task's line as ``srun --label`` prints it: the task id right-aligned, a colon, a space.
 _LABELLED = re.compile(rb"^\s*(\d+): ?(.*)$", re.DOTALL)
-# Cut every line into tagged pieces (f: the tag of a last piece, p: of one that goes on; w: the width).
+# Cut every line into tagged pieces (f: the tag of a last piece, p: of one that goes on; w: the width),
+# each piece written whole by one write (an interactive mawk writes every printf argument on its own).
 _ENCODE = (
-    '{ s = $0; while (length(s) > w) { printf "%s%s\\n", p, substr(s, 1, w); s = substr(s, w + 1) } '
-    'printf "%s%s\\n", f, s; fflush() }'
+    '{ s = $0; while (length(s) > w) { o = p substr(s, 1, w) "\\n"; printf "%s", o; s = substr(s, w + 1) } '
+    'o = f s "\\n"; printf "%s", o; fflush() }'
 )
 
 
