@@ -113,6 +113,14 @@ class Cause:
         return next((str(r["remediation"]) for r in self.rows if r.get("remediation")), "")
 
     @property
+    def summary(self) -> str:
+        """The message without the ``gpu05: `` it opens with, where it does: the hosts are shown beside it,
+        and on a cause of many hosts the first one's name would read as if it were the only one."""
+        host = self.rows[0].get("host")
+        prefix = f"{host}: " if isinstance(host, str) else None
+        return self.message.removeprefix(prefix) if prefix and self.message != prefix else self.message
+
+    @property
     def what_to_do(self) -> str:
         """The recorded action in words; without one (older files), the remediation's first sentence."""
         words = action_text(self.action)
@@ -214,7 +222,7 @@ def cause_lines(causes: list[Cause], rest_at: str, limit: int = TERMINAL_LINES) 
     for cause, where, ids in zip(shown, hosts, checks, strict=True):
         todo = _cut(cause.what_to_do, 70)
         line = f"  {cause.status:<5}  {where:<{host_width}}  {ids:<{check_width}}  "
-        lines.append(line + _cut(cause.message, TERMINAL_MESSAGE) + (f" → {todo}" if todo else ""))
+        lines.append(line + _cut(cause.summary, TERMINAL_MESSAGE) + (f" → {todo}" if todo else ""))
     left = causes[len(shown) :]
     if left:
         results = sum(len(c.rows) for c in left)

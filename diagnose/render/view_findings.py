@@ -78,6 +78,7 @@ class Finding:
     remediation: str
     action: str | None  # the recorded action in words, None where the results record none
     todo: str  # the action in words, or without one the remediation's first sentence
+    summary: str  # the cause's message in a line, for the cover
     hosts: str
     lines: list[FindingLine]
     host_count: int
@@ -150,6 +151,7 @@ def build_findings(causes: list[Cause], evidence: EvidenceIndex) -> list[Finding
                 remediation=cause.remediation,
                 action=action_text(cause.action),
                 todo=cause.what_to_do,
+                summary=cause.summary,
                 hosts=cause.hosts_text,
                 lines=lines[:LINES_PER_FINDING],
                 host_count=len(cause.hosts),

@@ -172,6 +172,16 @@ def test_which_port_or_gpu_of_a_host_is_not_the_cause() -> None:
     ]
 
 
+def test_the_line_leaves_out_the_host_the_message_opens_with() -> None:
+    checks = [
+        _row("gpu.gemm", f"g{i}", "FAIL", f"g{i}: GPU 0 bf16 315 TFLOP/s, below the floor") for i in (1, 2)
+    ]
+    (cause,) = group_causes({"hosts": [], "checks": checks})
+    assert cause.summary == "GPU 0 bf16 315 TFLOP/s, below the floor" and cause.message.startswith("g1: ")
+    (line,) = cause_lines([cause], "x")
+    assert line.split()[:4] == ["FAIL", "g[1-2]", "gpu.gemm", "GPU"]
+
+
 def test_many_hosts_are_counted_where_their_names_do_not_fit() -> None:
     checks = [
         _row("ib.port_state", f"gpu-r{i // 32:02d}n{i % 32:02d}", "FAIL", "port Down")
