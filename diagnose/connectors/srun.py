@@ -396,7 +396,11 @@ class SrunStep:
                 continue
             if run.started is None:
                 if now - self.begun > self.start_timeout:
-                    run.problem = f"did not start: no task of the step began on {run.node} within {self.start_timeout:.0f} s"
+                    said = f" ({self.srun_lines[-1]})" if self.srun_lines else ""
+                    run.problem = (
+                        f"did not start: no task of the step began on {run.node} within "
+                        f"{self.start_timeout:.0f} s{said}"
+                    )
                 else:
                     waiting = True
             elif now > run.until:

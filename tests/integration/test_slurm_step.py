@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from diagnose.connectors.srun import SrunStep
+from diagnose.core.check import Command
 from tests.support.hostkit import PROFILE, hanging_ibstat, healthy_h100, memlock_vars, port_down
 from tests.support.paths import REPO
 from tests.support.slurmbed import SlurmBed, slurm_bed
@@ -218,3 +220,36 @@ def test_ctrl_c_cancels_the_step(two_hanging: SlurmBed, playbook: Path, tmp_path
     assert code == 130, err
     assert json.loads((tmp_path / "out" / "results.json").read_text())["run"]["interrupted"] is True
     no_step_left(bed, job, nodes)
+
+
+@pytest.fixture
+def bare_three(tmp_path: Path) -> Iterator[SlurmBed]:
+    yield from bed_of(tmp_path, "n1", "n2", "n3")
+
+
+def test_without_an_allocation_the_step_is_a_job_of_its_own(
+    bare_three: SlurmBed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No job held: the checks step allocates its nodes itself; where another job holds one of them
+    exclusively, the nodes are named as not started, with srun's words, and nothing stays queued."""
+    bed = bare_three
+    for key in ("SLURM_CONF", "PATH"):
+        monkeypatch.setenv(key, bed.env[key])
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    commands = [Command("name", "hostname")]
+    step = SrunStep(None, ["n1", "n3"], commands)
+    results = step.run()
+    assert {n: r.outputs["name"].stdout for n, r in results.items()} == {"n1": "n1\n", "n3": "n3\n"}
+    assert step.step is not None and step.step.endswith(".0")
+
+    holder = allocate(bed, ["n2"])
+    waiting = SrunStep(None, ["n1", "n2"], commands, start_timeout=3)
+    results = waiting.run()
+    for node in ("n1", "n2"):
+        assert not results[node].started
+        assert results[node].error.startswith(
+            f"did not start: no task of the step began on {node} within 3 s"
+        )
+        assert "queued and waiting for resources" in results[node].error
+    queued = bed.run(["squeue", "-h", "-o", "%i"]).stdout.split()
+    assert queued == [holder], "the checks' own job gave up its place in the queue"
