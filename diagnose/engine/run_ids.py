@@ -15,7 +15,6 @@ import json
 import re
 import secrets
 import socket
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -114,36 +113,34 @@ class RunReference:
     found (None: look the id up in the history), and its id when known (None: a folder without a
     readable results.json, or a prefix the history must complete)."""
 
-    text: str
     folder: Path | None
     run_id: str | None
 
 
-def run_reference(text: str, roots: Sequence[Path] = (RUNS_FOLDER,)) -> RunReference:
+def run_reference(text: str) -> RunReference:
     """Read a run's name as any command takes it: its id (or the start of it), its folder's name or path,
     or a file in that folder (results.json, report.html: what the nightly line prints).
 
-    A bare name is looked for under ``roots`` (./diagnose-runs/, a nightly ``--runs-dir``): a folder of
-    that name, else the one folder there whose name starts with it. Nothing found: the text itself is the
-    id (or prefix) to look up in the history.
+    A bare name is looked for under ./diagnose-runs/: a folder of that name, else the one folder there
+    whose name starts with it (several: ConfigError). Nothing found: the text itself is the id (or prefix)
+    to look up in the history, which also knows the folders of nightly runs by name.
     """
     path = Path(text).expanduser()
     if path.is_file() and path.name in RUN_OUTPUTS and (path.parent / RESULTS_FILE).is_file():
         path = path.parent
     if path.is_dir():
-        return RunReference(text, path, folder_run_id(path) or id_in_name(path.name))
+        return RunReference(path, folder_run_id(path) or id_in_name(path.name))
     if "/" not in text and text:
-        for root in roots:
-            exact = root / text
-            found = (
-                [exact] if exact.is_dir() else sorted(f for f in _folders(root) if f.name.startswith(text))
-            )
-            if len(found) == 1:
-                return RunReference(text, found[0], folder_run_id(found[0]) or id_in_name(found[0].name))
-            if found:
-                names = ", ".join(f.name for f in found[:5])
-                raise ConfigError(f"{text!r} names {len(found)} run folders under {root}: {names}")
-    return RunReference(text, None, text if RUN_ID.fullmatch(text) else None)
+        exact = RUNS_FOLDER / text
+        found = (
+            [exact] if exact.is_dir() else sorted(f for f in _folders(RUNS_FOLDER) if f.name.startswith(text))
+        )
+        if len(found) == 1:
+            return RunReference(found[0], folder_run_id(found[0]) or id_in_name(found[0].name))
+        if found:
+            names = ", ".join(f.name for f in found[:5])
+            raise ConfigError(f"{text!r} names {len(found)} run folders under {RUNS_FOLDER}: {names}")
+    return RunReference(None, text if RUN_ID.fullmatch(text) else None)
 
 
 def find_results(run: str, db: str | None = None) -> Path:

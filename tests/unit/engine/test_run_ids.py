@@ -101,7 +101,7 @@ def test_a_run_is_named_by_its_id_its_folder_name_or_path_or_a_file_in_it(
         assert found.run_id == "20261121T020000Z-ab12"
     for text in (str(nightly), f"{nightly}/", str(nightly / "report.html"), str(nightly / "results.json")):
         assert run_reference(text).run_id == "20261121T020002Z-ef56"
-    assert run_reference("2026-11-21T02-00-00Z") == RunReference("2026-11-21T02-00-00Z", None, None)
+    assert run_reference("2026-11-21T02-00-00Z") == RunReference(None, None)  # the history's to find
     assert run_reference("20261121T030000Z-9999").run_id == "20261121T030000Z-9999"  # the history's to find
     _write_run(tmp_path / "diagnose-runs" / "20261121T020000Z-cd34-prod", "20261121T020000Z-cd34")
     with pytest.raises(ConfigError, match="names 2 run folders"):
