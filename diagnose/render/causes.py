@@ -114,11 +114,15 @@ class Cause:
 
     @property
     def summary(self) -> str:
-        """The message without the ``gpu05: `` it opens with, where it does: the hosts are shown beside it,
-        and on a cause of many hosts the first one's name would read as if it were the only one."""
+        """The message without the ``gpu05: `` or ``gpu05 is `` it opens with, where it does: the hosts are
+        shown beside it, and on a cause of many hosts the first one's name would read as if it were the only
+        one (``unreachable: connection to ... refused``)."""
         host = self.rows[0].get("host")
-        prefix = f"{host}: " if isinstance(host, str) else None
-        return self.message.removeprefix(prefix) if prefix and self.message != prefix else self.message
+        if isinstance(host, str) and host:
+            for prefix in (f"{host}: ", f"{host} is "):
+                if self.message.startswith(prefix) and len(self.message) > len(prefix):
+                    return self.message[len(prefix) :]
+        return self.message
 
     @property
     def what_to_do(self) -> str:
