@@ -81,7 +81,6 @@ class Finding:
     summary: str  # the cause's message in a line, for the cover
     hosts: str
     lines: list[FindingLine]
-    host_count: int
     where: str  # "3 hosts: node[01-03]", "cluster-wide", "cluster-wide and 1 host: gpu05"
     more_lines: int = 0
 
@@ -154,7 +153,6 @@ def build_findings(causes: list[Cause], evidence: EvidenceIndex) -> list[Finding
                 summary=cause.summary,
                 hosts=cause.hosts_text,
                 lines=lines[:LINES_PER_FINDING],
-                host_count=len(cause.hosts),
                 where=_where(cause),
                 more_lines=max(0, len(lines) - LINES_PER_FINDING),
             )
