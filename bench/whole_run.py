@@ -20,7 +20,9 @@ the last column points at.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import pickle
 import random
 import statistics
 import subprocess
@@ -28,7 +30,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -231,6 +233,27 @@ def simulate(count: int, forks: int, slow: int, replies: Replies, workdir: Path)
     }
 
 
+def one_size(args: argparse.Namespace) -> int:
+    """``--one N``: one simulated run in this fresh process (its memory its own); the figures as JSON."""
+    outputs, logins, batches = pickle.loads(Path(args.replies).read_bytes())
+    replies = Replies(outputs, connect_s=logins, batch_s=batches)
+    done = simulate(args.one, args.forks, args.slow, replies, Path(args.replies).parent)
+    done["table"] = {name: asdict(entry) for name, entry in done["table"].items()}
+    print(json.dumps(done))
+    return 0
+
+
+def run_size(count: int, args: argparse.Namespace, replies_file: Path) -> dict[str, Any]:
+    argv = [sys.executable, __file__, "--one", str(count), "--replies", str(replies_file)]
+    argv += ["--forks", str(args.forks), "--slow", str(args.slow)]
+    child = subprocess.run(argv, stdout=subprocess.PIPE, text=True, check=False)
+    if child.returncode != 0:
+        raise SystemExit(f"the simulated run of {count} hosts failed ({child.returncode})")
+    done = json.loads(child.stdout.strip().splitlines()[-1])
+    done["table"] = {name: Measured(**entry) for name, entry in done["table"].items()}
+    return done
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -239,10 +262,16 @@ def main() -> int:
     parser.add_argument("--forks", type=int, default=1024, help="--forks of the simulated runs")
     parser.add_argument("--slow", type=int, default=2, help="hosts planted at 60 %% of the expected busbw")
     parser.add_argument("--capture", type=int, default=8, help="real sshd hosts the replies are measured on")
+    parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--replies", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.one:
+        return one_size(args)
     with tempfile.TemporaryDirectory(prefix="whole-run-") as tmp:
         workdir = Path(tmp)
         replies = measure_replies(args.capture, workdir)
+        replies_file = workdir / "replies.pickle"
+        replies_file.write_bytes(pickle.dumps((replies.outputs, replies.connect_s, replies.batch_s)))
         print(
             f"replies: {len(replies.outputs)} commands per host from a real bed host; login "
             f"{statistics.median(replies.connect_s) * 1000:.0f} ms, batch "
@@ -250,8 +279,7 @@ def main() -> int:
         )
         results = {}
         for count in sorted(args.hosts):
-            results[count] = simulate(count, args.forks, args.slow, replies, workdir)
-            done = results[count]
+            results[count] = done = run_size(count, args, replies_file)
             print(
                 f"{count} hosts: {done['wall']:.1f} s wall, {done['cpu']:.1f} s CPU, forks {done['forks']}, "
                 f"verdict {done['verdict']} ({done['status']}), {done['rows']} check rows, "
@@ -263,7 +291,7 @@ def main() -> int:
                 print(f"  warning: {warning}")
     base = min(results)
     print(
-        f"\n{'hosts':>6} {'stage':<26} {'wall s':>8} {'CPU s':>8} {'CPU ms/host':>12} {'peak MiB':>9} {'x base':>7}"
+        f"\n{'hosts':>6} {'stage':<28} {'wall s':>8} {'CPU s':>8} {'CPU ms/host':>12} {'peak MiB':>9} {'x base':>7}"
     )
     for count, done in results.items():
         rows = [("prepare (inventory, limits)", Measured(done["prepare"], 0.0, 0.0, 1))]
@@ -275,13 +303,14 @@ def main() -> int:
                 per_host / (1000 * base_entry.cpu / base) if base_entry and base_entry.cpu else float("nan")
             )
             print(
-                f"{count:>6} {name:<26} {entry.wall:>8.2f} {entry.cpu:>8.2f} {per_host:>12.2f} "
+                f"{count:>6} {name:<28} {entry.wall:>8.2f} {entry.cpu:>8.2f} {per_host:>12.2f} "
                 f"{entry.peak_mib:>9.0f} {ratio:>7.2f}"
             )
     load = os.getloadavg()[0]
     print(
-        f"\n'x base': CPU per host against {base} hosts (1.00: linear). Load average {load:.1f} on {os.cpu_count()} CPUs"
+        f"\n'x base': CPU per host against {base} hosts (1.00: linear); each size runs in a process of its own."
     )
+    print(f"Load average (1 min) at the end {load:.1f} on {os.cpu_count()} CPUs")
     return 0
 
 

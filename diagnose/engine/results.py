@@ -18,6 +18,7 @@ import os
 import tempfile
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -82,25 +83,33 @@ def row_json(row: dict[str, Any]) -> str:
     return to_json(row).replace("\n", "\n  ")  # JSON escapes newlines inside strings: only layout here
 
 
-def document_json(document: dict[str, Any], check_rows: list[str]) -> str:
-    """``document`` as :func:`to_json` writes it, its ``checks`` given as the rows' texts (:func:`row_json`)."""
-    parts = []
-    for key, value in document.items():
-        if key == "checks":
-            text = "[\n  " + ",\n  ".join(check_rows) + "\n ]" if check_rows else "[]"
+def document_json(document: dict[str, Any], check_rows: list[str]) -> Iterator[str]:
+    """``document`` as :func:`to_json` writes it, piece by piece (joined, the very text), its ``checks``
+    given as the rows' texts (:func:`row_json`). Written as it comes, the file never exists as one string
+    in memory: at 16,384 hosts that string alone would be some 60 MB, on top of the rows it is made of."""
+    yield "{\n"
+    for position, (key, value) in enumerate(document.items()):
+        yield f",\n {to_json(key)}: " if position else f" {to_json(key)}: "
+        if key != "checks":
+            yield to_json(value).replace("\n", "\n ")
+        elif not check_rows:
+            yield "[]"
         else:
-            text = to_json(value).replace("\n", "\n ")
-        parts.append(f" {to_json(key)}: {text}")
-    return "{\n" + ",\n".join(parts) + "\n}"
+            yield "[\n  "
+            for index, row in enumerate(check_rows):
+                yield f",\n  {row}" if index else row
+            yield "\n ]"
+    yield "\n}"
 
 
-def write_text_atomic(path: Path, text: str, durable: bool = True) -> None:
-    """Replace ``path`` in one rename. ``durable`` also survives a power cut (fsync), which the many
-    intermediate writes of a run skip: our own crash is what they guard against."""
+def write_text_atomic(path: Path, text: str | Iterable[str], durable: bool = True) -> None:
+    """Replace ``path`` in one rename with ``text`` (or its pieces, written as they come). ``durable`` also
+    survives a power cut (fsync), which the many intermediate writes of a run skip: our own crash is what
+    they guard against."""
     fd, tmp = tempfile.mkstemp(prefix=".results-", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+            handle.writelines([text] if isinstance(text, str) else text)
             if durable:
                 handle.flush()
                 os.fsync(handle.fileno())

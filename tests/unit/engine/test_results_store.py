@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from diagnose.core.model import CheckResult
-from diagnose.engine.results import ResultsStore, verdict_of
+from diagnose.engine.results import ResultsStore, document_json, row_json, verdict_of
 
 
 def _check(status: str, host: str = "n1") -> CheckResult:
@@ -97,3 +97,13 @@ def test_a_revised_verdict_takes_the_place_of_the_first_row_of_its_check_on_its_
     assert rows[500]["host"] == "h500" and rows[500]["status"] == "FAIL"
     assert rows[1000]["message"] == "revised" and rows[1001]["host"] == "new"
     assert json.loads((tmp_path / "results.json").read_text())["checks"] == rows
+
+
+def test_results_json_is_written_in_pieces_never_as_one_string(tmp_path: Path) -> None:
+    store = ResultsStore(tmp_path / "results.json", {"id": "r"})
+    store.add_checks([_check("PASS", f"h{i}") for i in range(2000)])
+    document = store.finish(finished="now")
+    pieces = list(document_json(document, [row_json(row) for row in document["checks"]]))
+    text = "".join(pieces)
+    assert text == json.dumps(document, indent=1, ensure_ascii=False, default=str)
+    assert max(len(piece) for piece in pieces) < len(text) / 100
