@@ -13,7 +13,7 @@ Beside the annotation the node gets a condition, ``DiagnoseHealthy`` (False with
 once lifted), which ``kubectl describe node`` and node dashboards show with the kubelet's own.
 
 :func:`node_state`, :func:`quarantine_steps` and :func:`lift_steps` are pure (a node object in, the kubectl
-command lines out); :func:`read_node`, :func:`list_nodes` and :func:`apply` are the only I/O, argv lists
+command lines out); :func:`read_nodes`, :func:`list_nodes` and :func:`apply` are the only I/O, argv lists
 through :func:`diagnose.k8s.pods.run_kubectl`, so nothing from a node or a check reaches a shell.
 """
 
@@ -203,10 +203,23 @@ def _json(target: KubectlTarget, argv: list[str], run: Runner) -> Any:
         raise K8sError(f"kubectl {' '.join(argv[:3])} printed no JSON") from None
 
 
-def read_node(target: KubectlTarget, name: str, run: Runner = run_kubectl) -> NodeState:
-    """The node as the API server has it now (K8sError with kubectl's reason)."""
-    node = _json(target, ["get", "node", name, "-o", "json"], run)
-    return node_state(node if isinstance(node, Mapping) else {})
+def read_nodes(
+    target: KubectlTarget, names: Sequence[str], run: Runner = run_kubectl
+) -> dict[str, NodeState]:
+    """Several nodes in one call (``kubectl get nodes A B C -o json``): those the API server has, by name.
+    kubectl prints the nodes it found even when another name is unknown (and exits 1), so a missing node
+    is left out of the answer rather than failing the others; K8sError when nothing could be read."""
+    done = run([*target.base(), "get", "nodes", *names, "-o", "json"], KUBECTL_TIMEOUT_S)
+    try:
+        listing = json.loads(done.stdout) if done.stdout.strip() else None
+    except ValueError:
+        listing = None
+    if not isinstance(listing, Mapping):
+        said = first_error_line(done.stderr) or f"exit code {done.returncode}"
+        raise K8sError(f"kubectl get nodes: {said}")
+    items = listing.get("items") if listing.get("kind") == "List" else [listing]
+    states = [node_state(item) for item in items or [] if isinstance(item, Mapping)]
+    return {state.name: state for state in states if state.name in names}
 
 
 def list_nodes(target: KubectlTarget, run: Runner = run_kubectl) -> list[NodeState]:

@@ -169,7 +169,7 @@ def test_a_later_healthy_run_lifts_only_what_diagnose_set(lifecycle: dict[str, A
 
 def test_every_command_line_parses_with_the_real_kubectl(lifecycle: dict[str, Any], tmp_path: Path) -> None:
     kubectl = real_kubectl()
-    calls = [c for c in lifecycle["cluster"].calls() if any(w in c for w in WRITES) or "node" in c]
+    calls = [c for c in lifecycle["cluster"].calls() if any(w in c for w in (*WRITES, "node", "nodes"))]
     assert {next(w for w in c if not w.startswith("-")) for c in calls} >= {"get", "cordon", "uncordon", "taint",
                                                                              "annotate", "patch"}  # fmt: skip
     for argv in calls:

@@ -8,8 +8,8 @@ test puts first on the PATH of the diagnose process. It answers the subset diagn
 * ``exec -i POD [-c C] -- /bin/sh -c SCRIPT``: the real ``ssh`` into the test-bed host standing for the
   pod (TestBed.ssh_argv), stdin passed through, exit status kept (``os.execvp``);
 * global ``--kubeconfig``, ``--context``, ``-n`` and extra options, as kubectl's own parser takes them;
-* nodes (tests/fixtures/k8s/gpu-node.json renamed per node): ``get node NAME -o json``, ``get nodes -o
-  json``, ``cordon``/``uncordon``, ``taint node`` (add with ``--overwrite``, remove ``KEY:EFFECT-``),
+* nodes (tests/fixtures/k8s/gpu-node.json renamed per node): ``get node NAME -o json``, ``get nodes
+  [NAME ...] -o json`` (the found ones, NotFound for the others), ``cordon``/``uncordon``, ``taint node`` (add with ``--overwrite``, remove ``KEY:EFFECT-``),
   ``annotate node`` (``--overwrite``, remove ``KEY-``) and ``patch node --subresource=status
   --type=strategic`` of conditions (merged by type), each changing the state file as the API server would.
 
@@ -37,7 +37,10 @@ FIXTURE = FIXTURES / "k8s" / "rdma-gpu-pod.json"
 NODE_FIXTURE = FIXTURES / "k8s" / "gpu-node.json"
 
 SCRIPT = r"""
-import json, os, re, shlex, sys
+import fcntl, json, os, re, shlex, sys
+if {"cordon", "uncordon", "taint", "annotate", "patch"} & set(sys.argv[1:]):  # one writer at a time, as
+    _lock = open((os.environ.get("FAKE_KUBECTL_STATE") or STATE) + ".lock", "w")  # the API server
+    fcntl.flock(_lock, fcntl.LOCK_EX)
 state = json.load(open(os.environ.get("FAKE_KUBECTL_STATE") or STATE))
 argv = sys.argv[1:]
 with open(os.path.join(os.path.dirname(STATE), "calls.jsonl"), "a") as log:
@@ -98,8 +101,13 @@ if words[:2] == ["get", "node"] and len(words) == 3 and words[2] in nodes:
     print(json.dumps(nodes[words[2]])); sys.exit(0)
 if words[:2] == ["get", "node"] and len(words) == 3:
     fail(f'Error from server (NotFound): nodes "{words[2]}" not found')
-if words == ["get", "nodes"]:
-    print(json.dumps({"apiVersion": "v1", "kind": "List", "items": list(nodes.values())})); sys.exit(0)
+if words[:2] == ["get", "nodes"]:
+    wanted = words[2:] or list(nodes)
+    print(json.dumps({"apiVersion": "v1", "kind": "List", "items": [nodes[n] for n in wanted if n in nodes]}))
+    for name in wanted:
+        if name not in nodes:
+            sys.stderr.write(f'Error from server (NotFound): nodes "{name}" not found\n')
+    sys.exit(0 if all(n in nodes for n in wanted) else 1)
 if words[:1] in (["cordon"], ["uncordon"]) and len(words) == 2:
     node = node_named(words[1])
     cordon = words[0] == "cordon"

@@ -144,3 +144,26 @@ def test_a_refused_change_is_recorded_and_stops_that_nodes_steps() -> None:
         ("annotate", "failed"), ("taint", "failed"), ("cordon", "failed"), ("condition", "failed"),
     ]  # fmt: skip
     assert "is forbidden" in stage.records[0]["detail"] and "not tried" in stage.records[1]["detail"]
+
+
+def test_nodes_are_read_in_chunks_and_an_unknown_one_is_recorded() -> None:
+    calls: list[list[str]] = []
+
+    def kubectl(argv: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
+        calls.append(list(argv))
+        names = [a for a in argv[argv.index("nodes") + 1 : argv.index("-o")] if a != "gone"]
+        items = [{**NODE, "metadata": {**NODE["metadata"], "name": n}} for n in names]
+        missing = 'Error from server (NotFound): nodes "gone" not found\n' if "gone" in argv else ""
+        return subprocess.CompletedProcess(
+            list(argv), 1 if missing else 0, json.dumps({"kind": "List", "items": items}), missing
+        )
+
+    hosts = [pod(f"p{i}", f"n{i}") for i in range(5)] + [pod("px", "gone")]
+    stage = CordonStage(hosts, "r", run=kubectl, clock=lambda: NOW, read_chunk=4)
+    finding = stage.act([{"id": "host.reachable", "host": h.name, "status": "PASS"} for h in hosts])
+    assert finding is not None and finding.status == "PASS"
+    assert len(calls) == 2  # six nodes, four per read; no node carries the annotation, so nothing to lift
+    assert stage.records == [
+        {"scheduler": "kubernetes", "node": "gone", "step": "read", "state": "failed", "by": "diagnose",
+         "detail": "node gone not found"},
+    ]  # fmt: skip
