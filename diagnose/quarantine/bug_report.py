@@ -28,7 +28,7 @@ from diagnose.config.quarantine_settings import (
     DEFAULT_BUG_REPORT_MAX_BYTES,
     DEFAULT_BUG_REPORT_TIMEOUT_S,
 )
-from diagnose.connectors.base import Connection
+from diagnose.connectors.base import Connection, stop_running_batches
 from diagnose.core.check import Command
 from diagnose.core.hosts import Host
 
@@ -164,5 +164,13 @@ def collect_all(
                     "detail": "the host's connection is closed"}  # fmt: skip
         return collect(host, connection, asked[host.name], out_dir, run_id)
 
-    with ThreadPoolExecutor(max_workers=min(16, len(chosen))) as pool:
+    pool = ThreadPoolExecutor(max_workers=min(16, len(chosen)))
+    try:
         return list(pool.map(one, chosen))
+    except KeyboardInterrupt:
+        # Ctrl-C: the scripts are stopped now (their whole sessions), so the workers return at once and
+        # remove their folders instead of waiting out bug_report_timeout_s.
+        stop_running_batches()
+        raise
+    finally:
+        pool.shutdown(wait=True)

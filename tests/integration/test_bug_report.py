@@ -12,11 +12,14 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 import zlib
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -121,3 +124,39 @@ def test_a_hung_script_is_stopped_with_its_children(run: dict[str, Any]) -> None
 
 def test_nothing_is_left_on_the_hosts(run: dict[str, Any]) -> None:
     assert run["left"] == ["0", "0", "0", "0"]
+
+
+def test_ctrl_c_stops_a_running_report(tmp_path: Path) -> None:
+    pids = tmp_path / "hung.pids"
+    with TestBed(tmp_path / "bed") as bed:
+        host = bed.add(with_tool(xid_79("g-int"), bug_report_tool(hang=True, pid_file=pids)))
+        inventory = bed.write_inventory(
+            tmp_path / "hosts.yaml", [host], {"diagnose_profile": PROFILE, "collect_bug_report": True}
+        )
+        playbook = tmp_path / "gpu.yaml"
+        playbook.write_text("name: gpu\ndescription: xid\nchecks: [host.reachable, gpu.xid]\n")
+        out = tmp_path / "out"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "diagnose.cli", "run", "-i", str(inventory), "--playbook", str(playbook),
+             "-o", str(out), "--format", "json"],
+            cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 120
+            while not (pids.exists() and len(pids.read_text().split()) == 2):
+                assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+                time.sleep(0.2)
+            started = time.monotonic()
+            proc.send_signal(signal.SIGINT)
+            _, stderr = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 130, stderr[-2000:]
+        assert time.monotonic() - started < 30  # not the 300 s of bug_report_timeout_s
+        for pid in [int(p) for p in pids.read_text().split()]:
+            with pytest.raises(ProcessLookupError):
+                os.kill(pid, 0)
+        assert bed.ssh(host, "ls /tmp | grep -c diagnose-bug-report || true").stdout.strip() == "0"
+        assert "everything started on the hosts was stopped" in stderr
