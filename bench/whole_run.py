@@ -15,6 +15,7 @@ baseline in the same table is the first size: a stage whose time per host grows 
 the last column points at.
 
     python3 bench/whole_run.py [--hosts 1024 4096 16384] [--forks 1024] [--slow 2] [--capture 8]
+                               [--formats json,html,pdf]
 """
 
 from __future__ import annotations
@@ -187,7 +188,9 @@ def instrument(table: dict[str, Measured]) -> Callable[[], None]:
     return restore
 
 
-def simulate(count: int, forks: int, slow: int, replies: Replies, workdir: Path) -> dict[str, Any]:
+def simulate(
+    count: int, forks: int, slow: int, replies: Replies, workdir: Path, formats: str = "json,html,pdf"
+) -> dict[str, Any]:
     inventory = write_inventory(workdir, count)
     names = [f"node{i:05d}" for i in range(count)]
     planted = sorted(random.Random(count).sample(names, slow))
@@ -197,7 +200,7 @@ def simulate(count: int, forks: int, slow: int, replies: Replies, workdir: Path)
         playbook=str(write_playbook(workdir)),
         forks=forks,
         runs_dir=str(workdir / f"runs-{count}"),
-        formats="json,html,pdf",
+        formats=formats,
         accept_unknown_host_keys=True,
     )
     table: dict[str, Measured] = {}
@@ -237,7 +240,7 @@ def one_size(args: argparse.Namespace) -> int:
     """``--one N``: one simulated run in this fresh process (its memory its own); the figures as JSON."""
     outputs, logins, batches = pickle.loads(Path(args.replies).read_bytes())
     replies = Replies(outputs, connect_s=logins, batch_s=batches)
-    done = simulate(args.one, args.forks, args.slow, replies, Path(args.replies).parent)
+    done = simulate(args.one, args.forks, args.slow, replies, Path(args.replies).parent, args.formats)
     done["table"] = {name: asdict(entry) for name, entry in done["table"].items()}
     print(json.dumps(done))
     return 0
@@ -245,7 +248,7 @@ def one_size(args: argparse.Namespace) -> int:
 
 def run_size(count: int, args: argparse.Namespace, replies_file: Path) -> dict[str, Any]:
     argv = [sys.executable, __file__, "--one", str(count), "--replies", str(replies_file)]
-    argv += ["--forks", str(args.forks), "--slow", str(args.slow)]
+    argv += ["--forks", str(args.forks), "--slow", str(args.slow), "--formats", args.formats]
     child = subprocess.run(argv, stdout=subprocess.PIPE, text=True, check=False)
     if child.returncode != 0:
         raise SystemExit(f"the simulated run of {count} hosts failed ({child.returncode})")
@@ -262,6 +265,9 @@ def main() -> int:
     parser.add_argument("--forks", type=int, default=1024, help="--forks of the simulated runs")
     parser.add_argument("--slow", type=int, default=2, help="hosts planted at 60 %% of the expected busbw")
     parser.add_argument("--capture", type=int, default=8, help="real sshd hosts the replies are measured on")
+    parser.add_argument(
+        "--formats", default="json,html,pdf", help="what the runs write (json alone leaves the report out)"
+    )
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--replies", help=argparse.SUPPRESS)
     args = parser.parse_args()
