@@ -45,6 +45,8 @@ from diagnose.engine.results import ResultsStore
 STEP_VAR = "slurm_step_checks"
 #: Host variable: the most nodes one step of the host stage holds.
 WAVE_VAR = "slurm_step_nodes"
+#: Why a step is cancelled when the run's time budget runs out.
+OUT_OF_TIME = "the run's time budget ran out"
 
 
 def uses_steps(hosts: list[Host]) -> bool:
@@ -106,20 +108,36 @@ def run_wave(
         wave.job, wave.nodes, wave.commands, wave.timeout_cap, wave.max_output_bytes, wave.start_timeout
     )
     results = step.run(stop)
-    return [host_state(host, results[node_of(host)], wave.commands, checks, out_dir) for host in wave.hosts]
+    out_of_time = step.cancelled == OUT_OF_TIME
+    return [
+        host_state(host, results[node_of(host)], wave.commands, checks, out_dir, out_of_time)
+        for host in wave.hosts
+    ]
 
 
 def host_state(
-    host: Host, result: StepResult, commands: list[Command], checks: list[Check], out_dir: Path
+    host: Host,
+    result: StepResult,
+    commands: list[Command],
+    checks: list[Check],
+    out_dir: Path,
+    out_of_time: bool = False,
 ) -> HostState:
-    """What the host stage learnt about one node from its task of the step."""
+    """What the host stage learnt about one node from its task of the step. A node the run's time budget
+    cut off is no fault of the node: its host.reachable is an ERROR saying so, as on the per-host path."""
     state = HostState(host=host, record=HostRecord(name=host.name, address=host.address))
-    if not result.started:
+    if not result.started and not out_of_time:
         reason = result.error or "did not start"
         mark_unreachable(state, checks, reason, f"{host.name} was not reached by the checks step: {reason}")
         return state
-    state.connection = SrunConnection(host)  # later stages' own steps; nothing is run to open it
+    if result.started:
+        state.connection = SrunConnection(host)  # later stages' own steps; nothing is run to open it
     judge_batch(state, checks, commands, result.outputs, out_dir)
+    if out_of_time and result.error:
+        for outcome in state.results:
+            if outcome.id == "host.reachable":
+                outcome.status = "ERROR"
+                outcome.message = f"time budget exhausted before the checks ended on {host.name}"
     return state
 
 
@@ -141,7 +159,7 @@ def run_host_stage_in_steps(
     waves = plan_waves(hosts, checks)
 
     def stop() -> str | None:
-        return "the run's time budget ran out" if deadline is not None and deadline() else None
+        return OUT_OF_TIME if deadline is not None and deadline() else None
 
     states: dict[str, HostState] = {}
     pool = ThreadPoolExecutor(max_workers=max(1, min(forks, len(waves))), thread_name_prefix="step")

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from diagnose.connectors.srun import StepResult
 from diagnose.core.check import Check, Command
 from diagnose.core.hosts import Host
-from diagnose.core.model import Outcome
+from diagnose.core.model import CheckResult, CommandOutput, Outcome
 from diagnose.core.vars import Vars
-from diagnose.engine.step_stage import plan_waves, uses_steps
+from diagnose.engine.host_batch import HostState
+from diagnose.engine.step_stage import host_state, plan_waves, uses_steps
 
 CHECKS = [
     Check(
@@ -16,8 +19,8 @@ CHECKS = [
         checklist="–",
         summary="",
         commands=(Command("identity", "id -un"),),
-        parse=lambda outputs, values: {},
-        judge=lambda facts, values: Outcome("PASS", ""),
+        parse=lambda outputs, values: {"user": outputs["identity"].stdout.strip()},
+        judge=lambda facts, values: Outcome("PASS", f"connected as {facts['user']}"),
         remediation="",
     )
 ]
@@ -54,3 +57,50 @@ def test_the_default_wave_holds_2048_nodes_and_a_node_is_in_a_step_once() -> Non
     assert [len(w.hosts) for w in plan_waves(hosts, CHECKS)] == [2048, 952]
     twice = [node("a", slurm_node="n1"), node("b", slurm_node="n1"), node("c")]
     assert [[h.name for h in w.hosts] for w in plan_waves(twice, CHECKS)] == [["a", "c"], ["b"]]
+
+
+def reachable(state: HostState) -> CheckResult:
+    return next(r for r in state.results if r.id == "host.reachable")
+
+
+def test_a_node_is_judged_from_its_task_and_named_when_it_did_not_start_or_finish(tmp_path: Path) -> None:
+    commands = list(CHECKS[0].commands)
+    done = host_state(
+        node("n1"),
+        StepResult({"identity": CommandOutput(stdout="root\n")}, started=True),
+        commands,
+        CHECKS,
+        tmp_path,
+    )
+    assert reachable(done).status == "PASS" and done.healthy and done.connection is not None
+    assert (tmp_path / "raw" / "n1" / "identity.txt").read_text() == "root\n"
+
+    why = "did not start: no task of the step began on n2 within 30 s"
+    absent = host_state(
+        node("n2"), StepResult({"identity": CommandOutput(error=why)}, why), commands, CHECKS, tmp_path
+    )
+    assert reachable(absent).status == "FAIL" and why in reachable(absent).message
+    assert absent.connection is None and absent.record is not None and absent.record.error == why
+
+    frozen_why = "no output by the deadline: n3 made no progress for 13 s while `identity` ran"
+    frozen = host_state(
+        node("n3"),
+        StepResult({"identity": CommandOutput(error=frozen_why)}, frozen_why, True),
+        commands,
+        CHECKS,
+        tmp_path,
+    )
+    assert reachable(frozen).status == "FAIL" and frozen_why in reachable(frozen).message
+    assert not frozen.healthy
+
+    cut = "the step was cancelled (the run's time budget ran out) while `identity` ran"
+    late = host_state(
+        node("n4"),
+        StepResult({"identity": CommandOutput(error=cut)}, cut, True),
+        commands,
+        CHECKS,
+        tmp_path,
+        True,
+    )
+    assert reachable(late).status == "ERROR"
+    assert reachable(late).message == "time budget exhausted before the checks ended on n4"
