@@ -40,7 +40,10 @@ slurmd, slurm-client and munge (``.ci/install-test-deps`` installs them).
 Helpers for tests: ``env`` and ``run``/``scontrol``/``srun`` (client commands with the bed's
 ``SLURM_CONF`` and PATH), ``node_names``, ``node`` (one node's ``scontrol show node`` fields, Reason
 without its stamp), ``drain`` (as an admin would), ``resume``, ``wait_for_node`` (a predicate on the
-fields, with a deadline), ``plant`` (a fault, or its repair), ``leftover_pids``; options ``health_check``
+fields, with a deadline), ``plant`` (a fault, or its repair), ``leftover_pids``, ``launched_steps`` (the
+steps of a job each slurmd launched, from their logs), ``processes``/``step_processes`` (what runs on a
+node), ``freeze`` (SIGSTOP a node's step processes: a hung node) and ``crash`` (a node's slurmd and
+namespace gone: a dead node); options ``health_check``
 (a ``HealthCheck``: HealthCheckProgram through a wrapper, its output in ``health_check_log(node)``) and
 ``extra_conf`` (more slurm.conf lines: Prolog=, Epilog=, ...).
 """
