@@ -51,6 +51,7 @@ from diagnose.engine.run_ids import make_run_dir, new_run_id, run_header
 from diagnose.history.coverage import record_coverage
 from diagnose.k8s.pods import PodSource
 from diagnose.probes.registry import HOST_SETTINGS
+from diagnose.quarantine.kubernetes import check_cordon_request
 from diagnose.quarantine.stage import act_on_nodes
 from diagnose.render.pdf import PdfUnavailable
 from diagnose.render.render import DEFAULT_FORMATS, FORMATS, render
@@ -162,6 +163,8 @@ def prepare(options: RunOptions) -> RunRequest:
     catalog = load_catalog()
     check_unknown_patterns(playbook, [e.id for e in catalog])
     host_checks, cluster_checks = engine.split_catalog(select(catalog, playbook.checks))
+    if options.k8s_cordon:
+        check_cordon_request(hosts)
     room = make_room(hosts, options.forks)  # open files and threads for the fan-out, or exit 2 here
     if room.forks < options.forks:
         options = replace(options, forks=room.forks)

@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from functools import partial
 from typing import Any
 
+from diagnose.core.errors import ConfigError
 from diagnose.core.hosts import Host
 from diagnose.core.model import CheckResult
 from diagnose.core.vars import Vars
@@ -91,6 +92,13 @@ def node_findings(hosts: Sequence[Host], checks: Iterable[Mapping[str, Any]]) ->
         elif status in UNJUDGED:
             entry.judged = False
     return by_node
+
+
+def check_cordon_request(hosts: Sequence[Host]) -> None:
+    """``--k8s-cordon`` needs pods to act through: a run without any is refused before it starts (exit 2)
+    rather than ending without a word about the nodes it was asked to guard."""
+    if not any(h.connection == "kubectl" for h in hosts):
+        raise ConfigError("--k8s-cordon: no host of the run is a pod (ansible_connection: kubectl)")
 
 
 def _message(run_id: str, findings: NodeFindings) -> str:

@@ -9,6 +9,8 @@ import subprocess
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
+
 from diagnose.core.hosts import Host
 from diagnose.core.vars import Vars
 from diagnose.k8s.nodes import ANNOTATION, TAINT_KEY, lift_steps, node_state, quarantine_steps, taint_value
@@ -167,3 +169,12 @@ def test_nodes_are_read_in_chunks_and_an_unknown_one_is_recorded() -> None:
         {"scheduler": "kubernetes", "node": "gone", "step": "read", "state": "failed", "by": "diagnose",
          "detail": "node gone not found"},
     ]  # fmt: skip
+
+
+def test_cordon_without_any_pod_is_a_usage_error() -> None:
+    from diagnose.core.errors import ConfigError
+    from diagnose.quarantine.kubernetes import check_cordon_request
+
+    with pytest.raises(ConfigError, match="no host of the run is a pod"):
+        check_cordon_request([Host("n1", [], Vars({"ansible_connection": "ssh"}, host="n1"))])
+    check_cordon_request([pod("p1", "n1")])
