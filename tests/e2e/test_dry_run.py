@@ -129,7 +129,9 @@ def test_check_shows_the_whole_plan_grouped_with_an_estimate(tmp_path: Path) -> 
     extras = out.split("after the sweep:")[1].split("\n\n")[0]
     for key in ("fleet_probes", "training_probe", "kv_transfer", "perftest", "stress"):
         assert f"\n  {key}: " in extras, key
-    assert "DDP bucket sizes 25, 100 MB; 480 M params, 5 steps on GPU" in extras and "burn-in 10 min" in extras
+    assert (
+        "DDP bucket sizes 25, 100 MB; 480 M params, 5 steps on GPU" in extras and "burn-in 10 min" in extras
+    )
     assert "8 pair(s) a round over 8 rail(s)" in extras and "latency (ib_write_lat) too" in extras
     assert "off:" not in extras
     # the estimate: every stage in run order, and a total of the right order of magnitude
