@@ -133,6 +133,10 @@ def test_allocation_nodes_default_to_srun_below_every_inventory_level(tmp_path: 
         ({"slurm_partition": "gpu;rm"}, "slurm_partition must be a Slurm partition name"),
         ({"slurm_account": "--uid=0"}, "slurm_account must be a Slurm account name"),
         ({"slurm_job_id": "12.3"}, "slurm_job_id must be a Slurm job id"),
+        ({"slurm_step_nodes": "512"}, None),
+        ({"slurm_step_nodes": "0"}, "slurm_step_nodes must be at least 1"),
+        ({"slurm_step_checks": "no"}, None),
+        ({"slurm_step_checks": "sometimes"}, "variable slurm_step_checks for host n1 must be true or false"),
     ],
 )
 def test_slurm_settings_are_checked_before_any_host_is_touched(values: dict, problem: str | None) -> None:
