@@ -12,8 +12,8 @@ Variables: ``slurm_job_id`` (default ``$SLURM_JOB_ID``: the allocation diagnose 
 ``slurm_node`` (the node's Slurm name, default the host's name).
 
 :class:`SrunStep` runs one batch on many nodes as ONE step (a task per node), for the host stage of
-:mod:`diagnose.engine.step_stage`: at 16k nodes, a step per node and script is ~49k steps for slurmctld to
-create, where this is one per wave. srun brings every task's output home over its own connections,
+:mod:`diagnose.engine.step_stage`: at 16,384 nodes the per-node path asks slurmctld for 32,768 steps (a
+``true`` to open each node, then its batch), this for 8 (one per wave of 2,048). srun brings every task's output home over its own connections,
 labelled with the task id (``--label``); two things make that exact:
 
 * srun's buffered I/O cuts a line at 1 KiB and labels each piece as a line of its own, so each task
@@ -28,7 +28,7 @@ marker past the running command's own timeout and grace, as the per-host watchdo
 :mod:`diagnose.connectors.base` decides) has "no output by the deadline". Once every node has finished
 or is one of those, the step is cancelled (``scancel JOB.STEP``): one frozen node does not hold the others'
 results, and nothing of the step is left running. ``--no-kill`` keeps the step going when a node fails
-under it (its slurmd gone): Slurm names that node and the others finish.
+under it (its slurmd gone): the watchdog names that node, the others finish.
 """
 
 from __future__ import annotations
