@@ -12,9 +12,10 @@ Variables: ``slurm_job_id`` (default ``$SLURM_JOB_ID``: the allocation diagnose 
 ``slurm_node`` (the node's Slurm name, default the host's name).
 
 :class:`SrunStep` runs one batch on many nodes as ONE step (a task per node), for the host stage of
-:mod:`diagnose.engine.step_stage`: at 16,384 nodes the per-node path asks slurmctld for 32,768 steps (a
-``true`` to open each node, then its batch), this for 8 (one per wave of 2,048). srun brings every task's output home over its own connections,
-labelled with the task id (``--label``); two things make that exact:
+:mod:`diagnose.engine.step_stage`: at 16,384 nodes the per-node path asks slurmctld for 32,768 steps
+(a ``true`` to open each node, then its batch), this for 8 (one per wave of 2,048). srun brings every
+task's output home over its own connections, labelled with the task id (``--label``); two things make
+that exact:
 
 * srun's buffered I/O cuts a line at 1 KiB and labels each piece as a line of its own, so each task
   passes its batch's two streams through ``awk``, which cuts every line into pieces of at most
