@@ -474,6 +474,10 @@ class SrunStep:
                     problem = f"the step was cancelled ({self.cancelled}) while `{self._next_key(run)}` ran"
                 else:
                     problem = f"its task ended before the batch finished, in `{self._next_key(run)}`"
+                    mark = next((f"task {t}: " for t, r in self.by_task.items() if r is run), None)
+                    words = [ln[len(mark) :] for ln in self.srun_lines if mark and ln.startswith(mark)]
+                    if words:  # the task's own words: a shell or awk that could not run
+                        problem += f" ({words[-1][:300]})"
             if problem is not None:
                 for output in outputs.values():
                     if output.error:

@@ -122,3 +122,13 @@ def test_a_step_of_the_allocation_or_a_job_of_its_own() -> None:
     } <= set(inside)
     fresh = checks_step_argv(None, ["n1"], 5)
     assert fresh[1] == "--time=5" and not any(a.startswith(("--jobid", "--overlap")) for a in fresh)
+
+
+def test_a_task_that_cannot_run_its_batch_says_why() -> None:
+    """A node without awk: the task names its node, then its shell's complaint is all it says."""
+    step = SrunStep("12", ["n1"], [Command("id", "echo ok")])
+    step.take_lines([b"0: n n1 12.3"])
+    step.take_lines([b"0: /bin/sh: 1: awk: not found", b"0: /bin/sh: 1: awk: not found"], stderr=True)
+    result = step.results()["n1"]
+    assert result.started
+    assert result.error == "its task ended before the batch finished, in `id` (/bin/sh: 1: awk: not found)"
