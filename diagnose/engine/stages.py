@@ -18,6 +18,7 @@ from typing import Any
 
 from diagnose.catalog.loading import Entry, load_catalog, select
 from diagnose.connectors import ConnectError, close_jump_hosts, connect, stop_running_batches
+from diagnose.connectors.srun import StepResult
 from diagnose.core.check import Check, ClusterCheck, Facts
 from diagnose.core.hosts import Host
 from diagnose.core.model import SEVERITY, CheckResult, HostRecord, Outcome
@@ -25,7 +26,7 @@ from diagnose.engine.evaluate import evaluate_check, evaluate_cluster, outcome_r
 from diagnose.engine.host_batch import HostState, commands_of, judge_batch, mark_unreachable, save_evidence
 from diagnose.engine.reporter import Reporter
 from diagnose.engine.results import ResultsStore
-from diagnose.engine.step_stage import run_host_stage_in_steps, uses_steps
+from diagnose.engine.step_stage import run_batches_in_steps, run_host_stage_in_steps, uses_steps
 
 DEFAULT_FORKS = 32
 
@@ -249,15 +250,23 @@ def note_counters_on_slow_collectives(store: ResultsStore) -> None:
 
 
 def _after_snapshot(
-    state: HostState, checks: list[Check], out_dir: Path, samples: dict[str, list[Facts]]
+    state: HostState,
+    checks: list[Check],
+    out_dir: Path,
+    samples: dict[str, list[Facts]],
+    stepped: StepResult | None = None,
 ) -> list[CheckResult]:
-    """One host's checks judged again on what changed since the host stage (and on the load samples)."""
+    """One host's checks judged again on what changed since the host stage (and on the load samples);
+    ``stepped``: the commands already ran as the host's task of a Slurm step."""
     host, connection = state.host, state.connection
     judged = [c for c in checks if c.id in state.facts]
     if connection is None or not judged:
         return []
     commands = commands_of(judged, host.vars)
-    outputs = connection.run_batch(commands, timeout_cap=host.vars.float("command_timeout_s", None))
+    if stepped is not None:
+        outputs = stepped.outputs
+    else:
+        outputs = connection.run_batch(commands, timeout_cap=host.vars.float("command_timeout_s", None))
     after_commands = {c.key: replace(c, key=f"{c.key}.after") for c in commands}
     evidence = {
         key: save_evidence(out_dir, host.name, after_commands[key], outputs[key]) for key in after_commands
@@ -311,14 +320,29 @@ def run_after_snapshot_stage(
 ) -> None:
     """Judge the counter checks on the change over the run: their commands run again on every host still
     connected (after the benchmarks), and each such check's host-stage result is replaced by the verdict
-    on the difference — a link that flapped while the collectives ran is a FAIL even if it recovered."""
+    on the difference — a link that flapped while the collectives ran is a FAIL even if it recovered.
+    Slurm nodes reached by srun run them as one step per wave, as in the host stage."""
     delta_checks = [c for c in checks if c.judge_delta is not None or c.judge_under_load is not None]
     connected = [s for s in states.values() if s.connection is not None]
     if not delta_checks or not connected:
         return
+    stepped: dict[str, StepResult] = {}
+    if uses_steps([s.host for s in connected]):  # Slurm nodes: one step per wave, as the host stage
+        batches = [
+            (s.host, commands_of([c for c in delta_checks if c.id in s.facts], s.host.vars))
+            for s in connected
+        ]
+        stepped = run_batches_in_steps([(host, commands) for host, commands in batches if commands], forks)
     with ThreadPoolExecutor(max_workers=max(1, min(forks, len(connected)))) as pool:
         futures = {
-            pool.submit(_after_snapshot, s, delta_checks, out_dir, (samples or {}).get(s.host.name, {})): s
+            pool.submit(
+                _after_snapshot,
+                s,
+                delta_checks,
+                out_dir,
+                (samples or {}).get(s.host.name, {}),
+                stepped.get(s.host.name),
+            ): s
             for s in connected
         }
         for future, state in futures.items():

@@ -10,8 +10,10 @@ as over SSH and go through the same evidence, parsers and judges (:mod:`diagnose
 A node whose task never started FAILs host.reachable saying so; one that stopped making progress, or that
 Slurm lost under the step, is named with its unfinished checks as ERRORs, like a host that froze over SSH.
 The step is cancelled (``scancel JOB.STEP``) once only such nodes are left, when the run's time budget
-runs out, and on Ctrl-C. Later stages (benchmarks, the second snapshot) reach each node through its own
-srun connection as before; ``slurm_step_checks: false`` keeps the per-node steps for the host stage too.
+runs out, and on Ctrl-C. The second snapshot of the counters after the benchmarks runs the same way
+(:func:`run_batches_in_steps`); the benchmark is one step of its own (:mod:`diagnose.launchers.srun`),
+and anything else reaches a node through its srun connection, a step each time.
+``slurm_step_checks: false`` keeps a step per node for both.
 """
 
 from __future__ import annotations
@@ -71,14 +73,19 @@ class Wave:
 
 
 def plan_waves(hosts: list[Host], checks: list[Check]) -> list[Wave]:
-    """The steps of the host stage, in inventory order: hosts grouped by job, batch and the settings that
-    shape it, each group cut into waves of ``slurm_step_nodes`` distinct nodes."""
+    """The steps of the host stage, in inventory order: see :func:`waves_of`."""
+    return waves_of([(host, commands_of(checks, host.vars)) for host in hosts])
+
+
+def waves_of(batches: list[tuple[Host, list[Command]]]) -> list[Wave]:
+    """Each host with its batch, as steps: hosts grouped by job, batch and the settings that shape it,
+    each group cut into waves of ``slurm_step_nodes`` distinct nodes."""
     groups: dict[tuple[object, ...], list[Host]] = {}
-    for host in hosts:
+    for host, commands in batches:
         values = host.vars
         key = (
             job_of(host),
-            tuple(commands_of(checks, values)),
+            tuple(commands),
             values.float("command_timeout_s", None),
             values.int("max_output_bytes", None) or DEFAULT_MAX_OUTPUT_BYTES,
             max(values.float("diagnose_connect_timeout", None) or 0.0, OPEN_TIMEOUT_S),
@@ -104,15 +111,41 @@ def run_wave(
     wave: Wave, checks: list[Check], out_dir: Path, stop: Callable[[], str | None]
 ) -> list[HostState]:
     """One step over the wave's nodes, then each host judged from its task's output."""
+    results, out_of_time = run_step(wave, stop)
+    return [
+        host_state(host, results[host.name], wave.commands, checks, out_dir, out_of_time)
+        for host in wave.hosts
+    ]
+
+
+def run_step(wave: Wave, stop: Callable[[], str | None] | None = None) -> tuple[dict[str, StepResult], bool]:
+    """The wave's step: each host's result by host name, and whether the run's time budget cut it."""
     step = SrunStep(
         wave.job, wave.nodes, wave.commands, wave.timeout_cap, wave.max_output_bytes, wave.start_timeout
     )
     results = step.run(stop)
-    out_of_time = step.cancelled == OUT_OF_TIME
-    return [
-        host_state(host, results[node_of(host)], wave.commands, checks, out_dir, out_of_time)
-        for host in wave.hosts
-    ]
+    return {host.name: results[node_of(host)] for host in wave.hosts}, step.cancelled == OUT_OF_TIME
+
+
+def run_batches_in_steps(batches: list[tuple[Host, list[Command]]], forks: int) -> dict[str, StepResult]:
+    """Each host's batch, as steps (waves side by side, at most ``forks`` at once): the second snapshot's
+    commands after the benchmarks, a step per wave instead of a step per node. Ctrl-C cancels them."""
+    waves = waves_of(batches)
+    if not waves:
+        return {}
+    results: dict[str, StepResult] = {}
+    pool = ThreadPoolExecutor(max_workers=max(1, min(forks, len(waves))), thread_name_prefix="step")
+    futures = [pool.submit(run_step, wave) for wave in waves]
+    try:
+        for future in concurrent.futures.as_completed(futures):
+            results.update(future.result()[0])
+    except BaseException:
+        cancel_running_steps("diagnose was interrupted")
+        concurrent.futures.wait(futures, timeout=CANCEL_WAIT_S + 10)
+        raise
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    return results
 
 
 def host_state(

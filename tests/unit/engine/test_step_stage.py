@@ -11,7 +11,7 @@ from diagnose.core.hosts import Host
 from diagnose.core.model import CheckResult, CommandOutput, Outcome
 from diagnose.core.vars import Vars
 from diagnose.engine.host_batch import HostState
-from diagnose.engine.step_stage import host_state, plan_waves, uses_steps
+from diagnose.engine.step_stage import host_state, plan_waves, uses_steps, waves_of
 
 CHECKS = [
     Check(
@@ -104,3 +104,15 @@ def test_a_node_is_judged_from_its_task_and_named_when_it_did_not_start_or_finis
     )
     assert reachable(late).status == "ERROR"
     assert reachable(late).message == "time budget exhausted before the checks ended on n4"
+
+
+def test_hosts_with_other_batches_go_in_other_steps() -> None:
+    """The second snapshot re-runs only the checks a host judged: hosts whose lists differ part."""
+    counters, flaps = Command("ib_counters", "cat counters"), Command("flaps", "journalctl -k")
+    waves = waves_of(
+        [(node("n1"), [counters, flaps]), (node("n2"), [counters]), (node("n3"), [counters, flaps])]
+    )
+    assert [(w.nodes, [c.key for c in w.commands]) for w in waves] == [
+        (["n1", "n3"], ["ib_counters", "flaps"]),
+        (["n2"], ["ib_counters"]),
+    ]
