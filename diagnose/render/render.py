@@ -32,8 +32,10 @@ def render(results_path: Path, formats: set[str], out_dir: Path | None = None) -
     carries the files written before it.
     """
     _check_formats(formats)
-    results = clean_in_place(read_results(results_path))  # ours alone: cleaned without a copy
     listed = [results_path] if "json" in formats else []
+    if not formats - {"json"}:  # nothing to draw: results.json is not read (493 MB at 16,384 hosts)
+        return listed
+    results = clean_in_place(read_results(results_path))  # ours alone: cleaned without a copy
     try:
         written = render_from_dict(
             results, formats, out_dir or results_path.parent, results_path.parent, cleaned=True
