@@ -76,8 +76,9 @@ class Cover:
     checklist_coverage: str  # how many checklist items the run answered, and how many it did not
 
 
-def build_cover(results: dict[str, Any]) -> Cover:
-    """The sign-off page: what ran where and when, and the verdict the run recorded (derived only if none)."""
+def build_cover(results: dict[str, Any], checklist: list[SectionResult] | None = None) -> Cover:
+    """The sign-off page: what ran where and when, and the verdict the run recorded (derived only if none).
+    ``checklist``: the run's, when the caller has built it already (it reads every row)."""
     run = results.get("run") or {}
     hosts = results.get("hosts") or []
     coverage = coverage_of(results)
@@ -127,7 +128,7 @@ def build_cover(results: dict[str, Any]) -> Cover:
         benchmark_counts={s: bench_counts.get(s, 0) for s in STATUSES if s != "SKIP"},
         limited=verdict == "PASS" and coverage.limited,
         coverage=coverage_line(str(verdict), coverage),
-        checklist_coverage=checklist_coverage(build_checklist(results)),
+        checklist_coverage=checklist_coverage(build_checklist(results) if checklist is None else checklist),
     )
 
 
@@ -211,9 +212,10 @@ def build_report(results: dict[str, Any], base_dir: Path) -> Report:
     findings = build_findings(causes, evidence)
     parts = build_parts(results)
     history = build_history(results.get("history"))
+    checklist = build_checklist(results)
     return Report(
-        cover=build_cover(results),
-        checklist=build_checklist(results),
+        cover=build_cover(results, checklist),
+        checklist=checklist,
         findings=findings,
         top_causes=findings[:COVER_CAUSES] if results.get("verdict") != "PASS" else [],
         actions=build_actions(causes),
