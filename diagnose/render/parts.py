@@ -1,5 +1,5 @@
 """Report chapters that read their own top-level lists of results.json (``training``, ``inference``,
-``localization``, ``fleet``, ``stress``, ``fabric``), shown after the benchmarks.
+``localization``, ``fleet``, ``stress``, ``fabric``, ``quarantine`` with ``bug_report``), shown after the benchmarks.
 
 Each part is a builder (results dict → its view model, or None when the run has nothing for it) and a
 partial template under ``reports/`` that receives the view model as ``data``. Adding a chapter is one
@@ -16,6 +16,7 @@ from diagnose.render.view_fabric import build_fabric
 from diagnose.render.view_fleet import build_fleet
 from diagnose.render.view_inference import build_inference
 from diagnose.render.view_localization import build_localization
+from diagnose.render.view_quarantine import build_quarantine
 from diagnose.render.view_stress import build_stress
 from diagnose.render.view_training import build_training
 
@@ -37,6 +38,12 @@ PARTS: tuple[Part, ...] = (
     Part("fleet", "Fleet: hosts against their peers", "fleet.html.j2", build_fleet),
     Part("fabric", "Fabric: RDMA write bandwidth of every NIC, by rail", "fabric.html.j2", build_fabric),
     Part("stress", "GPUs under load: GEMM, HBM, memory test, SDC, burn-in", "stress.html.j2", build_stress),
+    Part(
+        "quarantine",
+        "Nodes diagnose acted on: cordons, drains, bug reports",
+        "quarantine.html.j2",
+        build_quarantine,
+    ),
 )
 
 

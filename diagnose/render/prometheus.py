@@ -18,6 +18,7 @@ from typing import Any
 
 from diagnose.catalog.stage_ids import bench_id
 from diagnose.core.model import ACTIONS, SEVERITY, strongest
+from diagnose.render.acted import outcome_counts
 from diagnose.render.hostlist import natural_key
 from diagnose.render.tally import LIMITED_BELOW, coverage_of
 
@@ -175,6 +176,7 @@ def render_prometheus(results: dict[str, Any]) -> bytes:
         lines += family.lines()
     for family in _stress_families(results):
         lines += family.lines()
+    lines += _quarantine_family(results).lines()
     return ("\n".join(lines) + "\n").encode("utf-8")
 
 
@@ -241,3 +243,16 @@ def _stress_families(results: dict[str, Any]) -> list[_Family]:
                 {**labels, "check": record.get("check"), "metric": metric}, SEVERITY[record["verdict"]]
             )
     return [gemm, hbm, tested, wrong, agrees, clock, heat, power, reasons, status]
+
+
+def _quarantine_family(results: dict[str, Any]) -> _Family:
+    """Nodes per scheduler by what the run did to them (results.json ``quarantine``, diagnose/render/acted.py):
+    ``out`` (drained, cordoned or tainted), ``withheld`` by the quarantine cap, ``lifted``, ``left`` to an
+    operator, ``failed`` (the scheduler refused a step). No series on a run that acted on no node."""
+    nodes = _Family(
+        "diagnose_quarantined_nodes",
+        "Nodes the run acted on, by scheduler and outcome (out, withheld, lifted, left, failed).",
+    )
+    for (scheduler, outcome), count in sorted(outcome_counts(results).items()):
+        nodes.add({"scheduler": scheduler, "state": outcome}, count)
+    return nodes
