@@ -1,5 +1,6 @@
 """Report chapters that read their own top-level lists of results.json (``training``, ``inference``,
-``localization``, ``fleet``, ``stress``, ``fabric``, ``quarantine`` with ``bug_report``), shown after the benchmarks.
+``localization``, ``fleet``, ``stress``, ``fabric``, ``quarantine`` with ``bug_report``), shown after the
+benchmarks.
 
 Each part is a builder (results dict → its view model, or None when the run has nothing for it) and a
 partial template under ``reports/`` that receives the view model as ``data``. Adding a chapter is one
