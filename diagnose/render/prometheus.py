@@ -246,8 +246,8 @@ def _stress_families(results: dict[str, Any]) -> list[_Family]:
 
 
 def _quarantine_family(results: dict[str, Any]) -> _Family:
-    """Nodes per scheduler by what the run did to them (results.json ``quarantine``, diagnose/render/acted.py):
-    ``out`` (drained, cordoned or tainted), ``withheld`` by the quarantine cap, ``lifted``, ``left`` to an
+    """Nodes per scheduler by what the run did to them (results.json ``quarantine``, folded by
+    :mod:`diagnose.render.acted`): ``out`` (drained, cordoned or tainted), ``withheld`` by the quarantine cap, ``lifted``, ``left`` to an
     operator, ``failed`` (the scheduler refused a step). No series on a run that acted on no node."""
     nodes = _Family(
         "diagnose_quarantined_nodes",
