@@ -14,19 +14,27 @@ are those of the snapshot checks, applied to every sample:
   first minute's throughput by its last: WARN;
 * SW power cap is the GPU working at its power limit, as a full bf16 load does: shown, not judged.
 
+Each finding carries its own action (docs/actions.md), and the host's result the one that covers them all:
+heat, clock brakes and a throughput that sags are the site's cooling and power (``contact_support``); an
+uncorrectable ECC error or a pending row remap is applied at the next GPU reset (``reset_gpu``), as is a
+GPU that failed under load, unless its error names an Xid (the Xid catalog's action); a host lost under
+load is ``reboot``; a GPU that could not be sampled is the sampler's setup (``check_config``).
+
 PCIe generation under load and the NVLink and PCIe error counters over the whole benchmark stage (the
 burn-in included) stay with gpu.pcie and gpu.nvlink, which the engine samples and snapshots around it.
 """
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Sequence
 from typing import Any
 
+from diagnose.catalog import xid
 from diagnose.catalog.clock_events import BITS, FAULTS, LABELS, WARNINGS
 from diagnose.catalog.stage_ids import GPU_BURNIN
-from diagnose.core.model import CheckResult, worst
+from diagnose.core.model import CheckResult, strongest, worst
 from diagnose.probes.stress_figures import GpuStress, HostStress
 from diagnose.probes.stress_judge import CHECKLIST, CPU_NOTE, Judgement, base_record, shared_note, units
 
@@ -41,6 +49,9 @@ REMEDIATION = (
     "(PSUs, power brake from the BMC), then run field diagnostics (gpu.dcgm level 3); an uncorrectable "
     "ECC error or a pending row remap needs a GPU reset, a repeat an RMA."
 )
+#: An Xid the driver's error text names (``Xid 79``, ``Xid: 48``), whose catalog row says what to do.
+XID_IN_TEXT = re.compile(r"\bXid\b\D{0,4}(\d{1,4})", re.IGNORECASE)
+COOLING, RESET, HOST_LOST, SAMPLER = "contact_support", "reset_gpu", "reboot", "check_config"
 
 
 def _column(samples: Sequence[Sequence[Any]], fields: Sequence[str], name: str) -> list[float | None]:
@@ -96,35 +107,42 @@ def series(gpu: GpuStress, fields: Sequence[str]) -> dict[str, Any]:
     return out
 
 
+def error_action(error: str) -> str:
+    """A GPU that failed under load: the Xid catalog's action when the error names one, else a reset."""
+    named = XID_IN_TEXT.search(error)
+    return xid.action(int(named.group(1)), error) if named else RESET
+
+
 def _verdict(
     gpu: GpuStress, figures: dict[str, Any], max_drop: float, sampled: bool
-) -> tuple[str, list[str]]:
-    """(status, findings) of one GPU."""
-    findings: list[tuple[str, str]] = []
+) -> tuple[str, list[str], list[str]]:
+    """(status, findings, their actions) of one GPU."""
+    findings: list[tuple[str, str, str]] = []
     if "burnin" in gpu.errors:
-        findings.append(("FAIL", f"failed under load: {gpu.errors['burnin']}"))
+        error = gpu.errors["burnin"]
+        findings.append(("FAIL", f"failed under load: {error}", error_action(error)))
     reasons = figures["reason_s"]
     for name in FAULTS:
         if name in reasons:
-            findings.append(("FAIL", f"{LABELS[name]} for {reasons[name]:.0f} s"))
+            findings.append(("FAIL", f"{LABELS[name]} for {reasons[name]:.0f} s", COOLING))
     if figures["ecc_uncorrected_delta"] > 0:
-        findings.append(
-            ("FAIL", f"{figures['ecc_uncorrected_delta']} uncorrectable ECC errors during the load")
-        )
+        text = f"{figures['ecc_uncorrected_delta']} uncorrectable ECC errors during the load (reset the GPU)"
+        findings.append(("FAIL", text, RESET))
     for name in WARNINGS:
         if name in reasons:
-            findings.append(
-                ("WARN", f"{LABELS[name]} for {reasons[name]:.0f} s (max {figures['max_temp_c']} °C)")
-            )
+            text = f"{LABELS[name]} for {reasons[name]:.0f} s (max {figures['max_temp_c']} °C)"
+            findings.append(("WARN", text, COOLING))
     if figures["remap_pending"]:
-        findings.append(("WARN", "a row remap became pending (reset the GPU)"))
+        findings.append(("WARN", "a row remap became pending (reset the GPU)", RESET))
     drop = figures["drop_pct"]
     if drop is not None and drop > max_drop:
         first, last = figures["tflops_by_minute"][0], figures["tflops_by_minute"][-1]
-        findings.append(("WARN", f"throughput fell {drop:.1f} % ({first:.0f} → {last:.0f} TFLOP/s)"))
+        text = f"throughput fell {drop:.1f} % ({first:.0f} → {last:.0f} TFLOP/s)"
+        findings.append(("WARN", text, COOLING))
     if not sampled:
-        findings.append(("WARN", "not sampled: clocks, temperature and power unknown"))
-    return worst([s for s, _ in findings] or ["PASS"]), [text for _, text in findings]
+        findings.append(("WARN", "not sampled: clocks, temperature and power unknown", SAMPLER))
+    status = worst([s for s, _, _ in findings] or ["PASS"])
+    return status, [text for _, text, _ in findings], [a for _, _, a in findings]
 
 
 def _describe(figures: dict[str, Any]) -> str:
@@ -168,12 +186,23 @@ def _host_check(host: HostStress, asked: float, max_drop: float, out: Judgement)
     if not any(g.burnin for g in host.gpus):
         status = "FAIL" if lost else "ERROR"
         why = host.broken("burnin") or "no burn-in minute arrived"
-        return CheckResult(GPU_BURNIN, host.host, CHECKLIST, status, message=f"{host.host}: {why}")
+        return CheckResult(
+            GPU_BURNIN,
+            host.host,
+            CHECKLIST,
+            status,
+            message=f"{host.host}: {why}",
+            action=HOST_LOST if lost else None,
+        )
     lines: list[tuple[str, str]] = []
+    actions: list[str] = []
     summaries = {g.label: summary(g, host.fields, host.interval_s) for g in host.gpus}
     for gpu in host.gpus:
         figures = summaries[gpu.label]
-        status, findings = ("SKIP", []) if host.cpu else _verdict(gpu, figures, max_drop, bool(gpu.samples))
+        status, findings, found = (
+            ("SKIP", [], []) if host.cpu else _verdict(gpu, figures, max_drop, bool(gpu.samples))
+        )
+        actions += found
         described = _describe(figures) if not host.cpu else f"{figures['tflops_by_minute']} TFLOP/s by minute"
         why = "; ".join(findings) or described
         record = {**base_record(host, gpu, GPU_BURNIN, "burnin"), "minutes": asked, "summary": figures}
@@ -189,6 +218,7 @@ def _host_check(host: HostStress, asked: float, max_drop: float, out: Judgement)
     if lost:
         status = "FAIL"
         head += f"; the host stopped during the burn-in ({host.message})"
+        actions.append(HOST_LOST)
     flagged = [text for s, text in lines if s != "PASS"]
     power = sorted({r for figures in summaries.values() for r in figures["reason_s"]} - set(FAULTS))
     benign = (
@@ -206,4 +236,5 @@ def _host_check(host: HostStress, asked: float, max_drop: float, out: Judgement)
         "no HW clock-event reason, no ECC error, throughput held",
         f"{head}: {body}{benign}{note}",
         REMEDIATION if status in ("FAIL", "WARN") else None,
+        action=strongest(actions) if status in ("FAIL", "WARN") and actions else None,
     )

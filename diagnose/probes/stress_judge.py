@@ -14,6 +14,12 @@
 
 CPU hosts (torch CPU, the test bed) get SKIP with their numbers: "CPU host: not judged against a GPU".
 Every verdict of a host whose GPUs had a foreign compute process (gpu.processes) says so.
+
+The actions (docs/actions.md) follow what the judge saw: a slow GPU is ``reset_gpu`` (an RMA if it stays
+slow, which the message says), every GPU of a host slow alike is a host-wide setting (``check_config``:
+power limit, clocks), a figure taken beside another job's processes is ``check_user_app``; a GPU whose
+product gives different bits is ``rma_gpu``, every GPU of a host agreeing on other bits than the fleet is
+a software difference (``check_config``) before it is eight faulty GPUs.
 """
 
 from __future__ import annotations
@@ -51,6 +57,15 @@ REMEDIATION = {
     GPU_SDC: "The same computation gave different bits on this GPU: silent data corruption. Drain the node "
     "and run field diagnostics (gpu.dcgm level 3); a repeatable difference is an RMA.",
 }
+SLOW_GPU_NEXT = "reset the GPU and measure again; a GPU still slow after the reset is an RMA candidate"
+SLOW_HOST_NEXT = (
+    "every GPU of the host is slow alike: a host-wide setting (power limit, application clocks, a clock "
+    "lock) before a GPU fault"
+)
+SOFTWARE_SDC = (
+    "every GPU of the host agrees on other bits than the fleet: a software difference (driver, cuBLAS, "
+    "GPU model variant; versions.*) before {count} faulty GPUs"
+)
 
 
 @dataclass(frozen=True)
@@ -191,6 +206,7 @@ def judge_throughput(hosts: Sequence[HostStress], settings: dict[str, Settings],
             continue
         host_settings = settings[host.host]
         lines: list[tuple[str, str]] = []
+        slow: set[str] = set()
         for gpu in host.gpus:
             for metric in METRICS[check_id]:
                 record, line = _judge_metric(host, gpu, metric, host_settings, fleets[metric].get(gpu.key))
@@ -198,7 +214,9 @@ def judge_throughput(hosts: Sequence[HostStress], settings: dict[str, Settings],
                     out.records.append(record)
                 if line is not None:
                     lines.append(line)
-        out.checks.append(_throughput_check(host, check_id, lines, host_settings))
+                    slow |= {gpu.key} if line[0] in ("FAIL", "WARN") else set()
+        check = _throughput_check(host, check_id, lines, host_settings)
+        out.checks.append(_with_slow_action(check, host, len(slow)))
     return out
 
 
@@ -291,6 +309,21 @@ def _throughput_check(
         message,
         remediation,
     )
+
+
+def _with_slow_action(check: CheckResult, host: HostStress, slow: int) -> CheckResult:
+    """The action of a FAIL or WARN throughput result, and the next step said in its message."""
+    if check.status not in ("FAIL", "WARN") or not slow:
+        return check
+    if host.foreign:  # the message already ends with the foreign processes
+        check.action = "check_user_app"
+        return check
+    if slow == len(host.gpus) > 1:
+        check.action, step = "check_config", SLOW_HOST_NEXT
+    else:
+        check.action, step = "reset_gpu", SLOW_GPU_NEXT
+    check.message = f"{check.message} → {step}"
+    return check
 
 
 def _summary(host: HostStress, check_id: str, settings: Settings) -> str:
@@ -512,6 +545,11 @@ def _sdc_check(host: HostStress, lines: list[tuple[str, str]]) -> CheckResult:
         )
     else:
         message = f"{host.host}: " + "; ".join(line for s, line in lines if s != "PASS") + note
+    action = None
+    if status in ("FAIL", "WARN"):
+        action = _sdc_action(host, lines, status)
+        if action == "check_config":
+            message += f" → {SOFTWARE_SDC.format(count=len(lines))}"
     return CheckResult(
         GPU_SDC,
         host.host,
@@ -520,4 +558,16 @@ def _sdc_check(host: HostStress, lines: list[tuple[str, str]]) -> CheckResult:
         expected="the same bits on every GPU of a model",
         message=message,
         remediation=REMEDIATION[GPU_SDC] if status in ("FAIL", "WARN") else None,
+        action=action,
     )
+
+
+def _sdc_action(host: HostStress, lines: list[tuple[str, str]], status: str) -> str:
+    """``rma_gpu`` for a GPU whose bits differ (``reset_gpu`` for a WARN, two hosts only); ``check_config``
+    when every GPU of a host of several differs from the fleet alike while agreeing with each other."""
+    differing = [line for s, line in lines if s == status]
+    sums = {(g.entries.get("sdc") or {}).get("checksum") for g in host.gpus}
+    fleet_only = all("of the fleet's other" in line for line in differing)
+    if len(host.gpus) > 1 and len(differing) == len(host.gpus) and len(sums) == 1 and fleet_only:
+        return "check_config"
+    return "rma_gpu" if status == "FAIL" else "reset_gpu"
