@@ -45,7 +45,7 @@ from diagnose.benchmarks.setup import Setup, startup_timeout_s
 from diagnose.catalog.stage_ids import FLEET_BUSBW, FLEET_H2D, FLEET_MEMCPY, FLEET_NVLINK
 from diagnose.config.host_settings import parse_bench_env
 from diagnose.core.hosts import Host
-from diagnose.core.model import SEVERITY, CheckResult, worst
+from diagnose.core.model import SEVERITY, CheckResult, strongest, worst
 from diagnose.core.units import human_bytes
 from diagnose.core.vars import Vars
 from diagnose.launchers.base import LaunchOutcome, LaunchSpec
@@ -366,6 +366,7 @@ def judge_fleet(
     several = len(grouped) > 1
     # (check, host) → [(status, line, what was observed)]
     per_host: dict[tuple[str, str], list[tuple[str, str, dict[str, Any]]]] = {}
+    actions: dict[tuple[str, str], list[str]] = {}
     summaries: dict[str, list[tuple[str, str]]] = {}
     for group, members in grouped.items():
         metrics = sorted({m for item in members for m in item.values}, key=metric_order)
@@ -399,6 +400,8 @@ def judge_fleet(
                     "robust_z": host.robust_z,
                 }
                 per_host.setdefault((check, host.host), []).append((host.status, prefix + line, seen))
+                speeds = [r.get("gbps") for r in by_host[host.host].detail.get(metric, [])]
+                actions.setdefault((check, host.host), []).append(fleet.host_action(check, speeds))
     evidence = {(c, i.host): i.evidence.get(c) for i in figures for c in CHECKS}
     for check_id, spec in CHECKS.items():
         if check_id in skipped:
@@ -431,6 +434,7 @@ def judge_fleet(
                     message=f"{host} against its peers: " + "; ".join(line for _, line, _ in lines),
                     remediation=spec.remediation,
                     evidence=evidence[(check_id, host)],
+                    action=strongest(actions[(check, host)]) if status != "PASS" else None,
                 )
             )
         lines = summaries.get(check_id)
@@ -460,6 +464,7 @@ def judge_fleet(
                 status,
                 message="; ".join(line for _, line in lines) + gaps,
                 remediation=SHORTFALL_REMEDIATION if status == "FAIL" else None,
+                action="check_config" if status in ("FAIL", "WARN") else None,
             )
         )
     return out

@@ -27,8 +27,12 @@ Everything here is pure: figures in, verdicts out. :mod:`diagnose.probes.fleet` 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
+
+from diagnose.catalog.stage_ids import FLEET_H2D, FLEET_MEMCPY
+from diagnose.core.units import is_number
 
 #: Scales the MAD to a standard deviation on normal data (the 0.75 quantile of the standard normal).
 Z_SCALE = 0.6745
@@ -41,6 +45,8 @@ STRONG_FLEET = 4
 TWO_HOST_GAP_FACTOR = 3.0
 DEFAULT_MAD_K = 3.5
 DEFAULT_MIN_REL_DEV_PCT = 5.0
+#: A host's slowest GPU copying this far below its host's median GPU (a share of it) is that GPU's own link.
+ONE_LINK_BELOW = 0.8
 
 
 @dataclass(frozen=True)
@@ -236,3 +242,16 @@ def _summary(
             "shared by every host is off, not one host"
         )
     return status, f"{head}; the median clears the profile floor {_fmt(floor, unit)}"
+
+
+def host_action(check_id: str, speeds: Sequence[Any]) -> str:
+    """What to do about a host odd in a fleet check (docs/actions.md), ``speeds`` its GPUs' (or pairs')
+    figures of the metric: host↔device copies slow on one GPU while its host's other GPUs are not is that
+    GPU's PCIe link (``reseat_or_replace_cable``: the GPU or its riser), slow on every GPU the host's
+    setting (BIOS, IOMMU: ``check_config``); single-node busbw and peer copies are ``reset_gpu``, host
+    memory copies ``check_config``. The fleet as a whole short of the profile is ``check_config``."""
+    if check_id == FLEET_H2D:
+        known = sorted(float(v) for v in speeds if is_number(v))
+        lone = len(known) > 1 and known[0] < ONE_LINK_BELOW * statistics.median(known)
+        return "reseat_or_replace_cable" if lone else "check_config"
+    return "check_config" if check_id == FLEET_MEMCPY else "reset_gpu"
