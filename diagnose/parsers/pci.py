@@ -53,20 +53,23 @@ def parse_lspci(text: str) -> list[dict[str, Any]]:
     ``secondary``/``subordinate`` bus numbers (None for an endpoint), ``acs`` ({flag: bool} from ACSCtl, None
     without the capability or without the right to read it) and ``capabilities_denied``."""
     devices: list[dict[str, Any]] = []
+    # Some thousand lines a GPU node, nearly all of them indented detail: a header starts at column 0, and
+    # a detail line is searched only once a plain substring test says its pattern can be there.
     for line in text.splitlines():
-        header = _HEADER.match(line)
-        if header:
-            devices.append(_device(header))
+        if not line[:1].isspace():
+            header = _HEADER.match(line)
+            if header:
+                devices.append(_device(header))
             continue
-        if not devices or not line[:1].isspace():
+        if not devices:
             continue
         current = devices[-1]
-        bus = _BUS.search(line)
+        bus = _BUS.search(line) if "Bus: " in line else None
         if bus:
             current["secondary"], current["subordinate"] = int(bus.group("s"), 16), int(bus.group("u"), 16)
         elif "Capabilities: <access denied>" in line:
             current["capabilities_denied"] = True
-        else:
+        elif "ACSCtl:" in line:
             acs = _ACSCTL.search(line)
             if acs:
                 flags = _FLAG.finditer(acs.group("flags"))
