@@ -49,8 +49,8 @@ CHECKLIST = {IB_WRITE_BW: "1", IB_LATENCY: "3"}
 REMEDIATION_NIC = (
     "The named HCA is slow with every partner: check it with `mlxlink -d <hca> -p 1` (negotiated speed and "
     "width, BER; ib.optics), its error counters (ib.counters), its PCIe link (`lspci -vv`: LnkSta against "
-    "LnkCap), its firmware (versions.firmware) and the NUMA placement of its buffers; reseat or replace the "
-    "HCA if it stays slow (action: replace_hca)."
+    "LnkCap), its firmware (versions.firmware) and the NUMA placement of its buffers; reseat or replace its "
+    "cable and transceiver first (action: reseat_or_replace_cable), then the HCA if it stays slow."
 )
 REMEDIATION_LINK = (
     "Both NICs are fast with other partners: the path between them is slow. Reseat or replace the cable or "
@@ -58,6 +58,9 @@ REMEDIATION_LINK = (
     "mode) and, between leaves, the spine links the pair's traffic hashes onto (action: "
     "reseat_or_replace_cable)."
 )
+#: The actions the judge chooses (docs/actions.md): a slow NIC, link or pair is its cable or transceiver
+#: first; a rail short as a whole and rails that cannot run together are settings (fabric, PCIe, NUMA).
+CABLE, CONFIG = "reseat_or_replace_cable", "check_config"
 REMEDIATION_PAIR = (
     "Measure the named hosts against other partners (more hosts in the run), or check both NICs and the "
     "cable between them: ibstat rates, mlxlink, error counters."
@@ -137,6 +140,7 @@ class Judge:
                 observed=[{"rail": r, "hca": self.hca(host, r), "gbps": v} for r, v, _ in items],
                 expected=f"≥ {fraction:g} × line rate and in line with the rail",
                 remediation=REMEDIATION_NIC,
+                action=CABLE,
             )
         self._failures(first)
         self._summary(first, fleets, suspects)
@@ -187,6 +191,7 @@ class Judge:
                 observed=observed,
                 expected=f"≥ {self.settings.fraction:g} × line rate and in line with the rail",
                 remediation=REMEDIATION_LINK,
+                action=CABLE,
             )
             self.out.records.append(
                 {"kind": "link", **observed, "line_rate_gbps": line, "verdict": "FAIL", "why": suspect.why}
@@ -213,6 +218,7 @@ class Judge:
             f"({suspect.why}); NIC or link not told apart: {why}",
             observed=observed,
             remediation=REMEDIATION_PAIR,
+            action=CABLE,
         )
         for end in (pair.a, pair.b):
             verdicts[(end, rail)] = "WARN"
@@ -275,6 +281,8 @@ class Judge:
             + slow,
             observed={str(r): f.median for r, f in fleets.items()},
             expected=f"≥ {self.settings.fraction:g} × line rate",
+            # a rail short as a whole is the fabric's settings or the profile's rate, not one cable
+            action=CONFIG if status == "FAIL" else None,
         )
 
     def _nic_records(
@@ -361,6 +369,7 @@ class Judge:
                     f"{_gbps(worst[1].value)} Gb/s): a shared bottleneck on {a} or {b}",
                     observed={"single_gbps": round(total_alone, 3), "together_gbps": round(total, 3)},
                     remediation=REMEDIATION_CONTENTION,
+                    action=CONFIG,
                 )
 
     # -- latency --------------------------------------------------------------------------------------------
