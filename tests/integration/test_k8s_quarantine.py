@@ -243,3 +243,12 @@ def test_check_lists_the_policy_the_eligible_nodes_and_the_cap(
     assert "  bug reports: nvidia-bug-report.sh on each of 5 host(s) with collect_bug_report" in text
     assert "at most 5 min 00 s and 64 MiB each" in text
     assert not [c for c in cluster.calls() if any(w in c for w in WRITES)]
+
+
+def test_the_summary_says_what_was_done_to_the_nodes(lifecycle: dict[str, Any]) -> None:
+    """diagnose/render/acted.py on the real runs: after the causes, what was cordoned, left and lifted."""
+    first = lifecycle["first"]["done"].stdout.splitlines()
+    assert "diagnose: cordoned and tainted node-b (ib.port_state); tainted node-d (ib.port_state)" in first
+    assert "diagnose: left node-c as an operator set it" in first
+    second = lifecycle["second"]["done"].stdout.splitlines()
+    assert "diagnose: lifted node-b, node-d" in second
