@@ -15,7 +15,7 @@ from typing import Any
 
 from diagnose.catalog.stage_ids import QUARANTINE_CAP
 from diagnose.core.units import human_bytes, is_number
-from diagnose.render.hostlist import fold, natural_key, summarize
+from diagnose.render.hostlist import natural_key, summarize
 
 #: A node's outcome, most telling first: a refused step, held out, withheld, lifted, left to an operator.
 FAILED, OUT, WITHHELD, LIFTED, LEFT = "failed", "out", "withheld", "lifted", "left"
@@ -148,31 +148,37 @@ def _line(clauses: list[str]) -> str:
     return "diagnose: " + "; ".join(shown) + tail
 
 
+def _partial(report: dict[str, Any]) -> str:
+    """What to know about a log that came home: cut at ``bug_report_max_bytes``, or stopped by its timeout."""
+    notes = []
+    if report.get("truncated") and is_number(report.get("bytes")):
+        notes.append(f"cut at {human_bytes(int(report['bytes']))}")
+    if report.get("state") not in COLLECTED:
+        notes.append(f"{str(report.get('state') or 'failed').replace('_', ' ')}: partial")
+    return ", ".join(notes)
+
+
 def _bug_report_line(reports: list[dict[str, Any]]) -> str | None:
-    """``bug report from gpu03: raw/gpu03/nvidia-bug-report.log.gz (cut at 64 MiB)``; hosts whose report
-    did not come home are named with their state."""
-    came = [r for r in reports if r.get("state") in COLLECTED and r.get("evidence")]
+    """``bug report from gpu03: raw/gpu03/nvidia-bug-report.log.gz (cut at 64 MiB)``; a log stopped by its
+    timeout still came home with what it wrote; hosts whose report did not are named with their state."""
+    came = [r for r in reports if isinstance(r.get("evidence"), str) and r["evidence"]]
     missed = [r for r in reports if r not in came]
     parts = []
     if len(came) == 1:
-        only = came[0]
-        cut = (
-            f" (cut at {human_bytes(int(only['bytes']))})"
-            if only.get("truncated") and is_number(only.get("bytes"))
-            else ""
+        note = _partial(came[0])
+        parts.append(
+            f"bug report from {came[0].get('host')}: {came[0]['evidence']}" + (f" ({note})" if note else "")
         )
-        parts.append(f"bug report from {only.get('host')}: {only['evidence']}{cut}")
     elif came:
-        cut = [str(r.get("host")) for r in came if r.get("truncated")]
+        notes = [f"{r.get('host')} {note}" for r in came if (note := _partial(r))]
         parts.append(
             f"bug reports from {summarize((str(r.get('host')) for r in came), limit=120)}: "
-            f"raw/<host>/nvidia-bug-report.log.gz" + (f" ({', '.join(fold(cut))} cut)" if cut else "")
+            "raw/<host>/nvidia-bug-report.log.gz" + (f" ({'; '.join(notes[:3])})" if notes else "")
         )
     by_state: dict[str, list[str]] = {}
     for report in missed:
-        by_state.setdefault(str(report.get("state") or "failed").replace("_", " "), []).append(
-            str(report.get("host"))
-        )
+        state = str(report.get("state") or "failed").replace("_", " ")
+        by_state.setdefault(state, []).append(str(report.get("host")))
     parts += [
         f"no bug report from {summarize(hosts, limit=120)} ({state})" for state, hosts in by_state.items()
     ]

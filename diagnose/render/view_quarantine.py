@@ -94,7 +94,7 @@ def _bug_row(entry: dict[str, Any]) -> BugReportRow:
         host=show(entry.get("host"), 120),
         checks=", ".join(str(c) for c in entry.get("checks") or []),
         state=state.replace("_", " "),
-        status="PASS" if state == "collected" else "WARN" if state in COLLECTED else "ERROR",
+        status="PASS" if state == "collected" else "WARN" if state in COLLECTED or evidence else "ERROR",
         evidence=show(evidence, 200) if evidence else None,
         link=quote(evidence) if linked and evidence else None,
         size=_size(entry),

@@ -167,3 +167,19 @@ def test_prometheus_counts_the_nodes_by_scheduler_and_outcome() -> None:
         'diagnose_quarantined_nodes{scheduler="kubernetes",state="withheld"} 1.0',
     ]
     assert "# TYPE diagnose_quarantined_nodes gauge" in text
+
+
+def test_several_bug_reports_name_the_cut_and_the_partial_ones() -> None:
+    reports = [
+        {"host": "g-xid", "state": "collected", "evidence": "raw/g-xid/nvidia-bug-report.log.gz", "bytes": 9},
+        {"host": "g-big", "state": "truncated", "evidence": "raw/g-big/nvidia-bug-report.log.gz",
+         "bytes": 4096, "size": 9000, "truncated": True},
+        {"host": "g-hang", "state": "timed_out", "evidence": "raw/g-hang/nvidia-bug-report.log.gz", "bytes": 20},
+        {"host": "g-old", "state": "missing", "evidence": None},
+    ]  # fmt: skip
+    assert acted_lines({"bug_report": reports}) == [
+        "diagnose: bug reports from g-big, g-hang, g-xid: raw/<host>/nvidia-bug-report.log.gz (g-big cut at "
+        "4 KiB; g-hang timed out: partial); no bug report from g-old (missing)"
+    ]
+    view = build_quarantine({"bug_report": reports})
+    assert view is not None and [r.status for r in view.bug_reports] == ["PASS", "WARN", "WARN", "ERROR"]
