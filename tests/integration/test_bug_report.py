@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from diagnose.core.units import human_bytes
 from tests.support.bugreport import HEADER, TOOL, bug_report_tool
 from tests.support.hostkit import PROFILE, healthy_h100, xid_79
 from tests.support.paths import REPO
@@ -160,3 +161,12 @@ def test_ctrl_c_stops_a_running_report(tmp_path: Path) -> None:
                 os.kill(pid, 0)
         assert bed.ssh(host, "ls /tmp | grep -c diagnose-bug-report || true").stdout.strip() == "0"
         assert "everything started on the hosts was stopped" in stderr
+
+
+def test_the_summary_names_the_reports_that_came_home(run: dict[str, Any]) -> None:
+    """diagnose/render/acted.py on the real run: one line, the cut and the timed-out report said."""
+    lines = [line for line in run["done"].stdout.splitlines() if "bug report" in line]
+    assert lines == [
+        "diagnose: bug reports from g-big, g-hang, g-xid: raw/<host>/nvidia-bug-report.log.gz (g-big cut at "
+        f"{human_bytes(LIMIT)}; g-hang timed out: partial)"
+    ]
