@@ -19,7 +19,8 @@ The actions (docs/actions.md) follow what the judge saw: a slow GPU is ``reset_g
 slow, which the message says), every GPU of a host slow alike is a host-wide setting (``check_config``:
 power limit, clocks), a figure taken beside another job's processes is ``check_user_app``; a GPU whose
 product gives different bits is ``rma_gpu``, every GPU of a host agreeing on other bits than the fleet is
-a software difference (``check_config``) before it is eight faulty GPUs.
+a software difference (``check_config``) before it is eight faulty GPUs; a memory test reading a word back
+wrong is ``rma_gpu``, one stopped by an uncorrectable ECC error ``reset_gpu``.
 """
 
 from __future__ import annotations
@@ -400,6 +401,7 @@ def judge_memtest(hosts: Sequence[HostStress], settings: dict[str, Settings]) ->
         out.records += [r for r, _, _ in results if r is not None]
         statuses = [s for _, s, _ in results] or ["ERROR"]
         status = worst(statuses)
+        action = _memtest_action(status, [line for _, s, line in results if s == status])
         shown = [line for _, s, line in results if s == status] if status not in ("PASS", "SKIP") else []
         seconds = max((g.entries.get("memtest", {}).get("seconds") or 0.0 for g in host.gpus), default=0.0)
         patterns = "walking ones, random words, address and its complement"
@@ -423,9 +425,19 @@ def judge_memtest(hosts: Sequence[HostStress], settings: dict[str, Settings]) ->
                 "no mismatching word",
                 message + shared_note(host),
                 REMEDIATION[GPU_MEMTEST] if status in ("FAIL", "ERROR") else None,
+                action=action,
             )
         )
     return out
+
+
+def _memtest_action(status: str, lines: Sequence[str]) -> str | None:
+    """A word read back wrong is ``rma_gpu``; the test stopped by an uncorrectable ECC error is
+    ``reset_gpu`` (the page is retired or the row remapped at the next reset, as gpu.memory says); too
+    little memory tested is ``check_config`` (memory held by something else, memtest_min_fraction)."""
+    if status == "FAIL":
+        return "rma_gpu" if any("mismatching words" in line for line in lines) else "reset_gpu"
+    return "check_config" if status == "WARN" else None
 
 
 # --------------------------------------------------------------------------------------------- sdc

@@ -7,7 +7,7 @@ from typing import Any
 
 from diagnose.core.vars import Vars
 from diagnose.probes.stress_burnin import error_action, judge_burnin
-from diagnose.probes.stress_judge import Settings, judge_sdc, judge_throughput
+from diagnose.probes.stress_judge import Settings, judge_memtest, judge_sdc, judge_throughput
 from tests.support.stress import H100_ALL, H100_HOG, host_of, scaled
 
 MASK = "clocks_throttle_reasons.active"
@@ -134,3 +134,30 @@ def test_a_host_lost_under_load_is_a_reboot() -> None:
 def test_the_real_burn_in_passes_without_an_action() -> None:
     (check,) = judge_burnin([host_of(H100_ALL)], {"gpu1": 2}, {}).checks
     assert check.status == "PASS" and check.action is None
+
+
+def test_memtest_mismatches_are_an_rma_an_ecc_stop_a_reset_low_coverage_configuration() -> None:
+    def bad_word(gpu: int, phase: str, entry: dict[str, Any]) -> None:
+        if gpu == 1 and phase == "memtest":
+            entry["mismatches"] = 3
+            entry["first"] = [{"offset": 8, "pattern": "walking_ones", "expected": "10", "read": "30"}]
+
+    faulty = host_of(H100_ALL, gpus=2, fault=bad_word)
+    assert only(judge_memtest([faulty], settings(faulty)).checks, "gpu1").action == "rma_gpu"
+
+    def ecc(gpu: int, phase: str, entry: dict[str, Any]) -> None:
+        if phase == "memtest":
+            entry.clear()
+            entry.update(
+                {"rank": gpu, "gpu": gpu, "error": "CUDA error: uncorrectable ECC error encountered"}
+            )
+
+    stopped = host_of(H100_ALL, fault=ecc)
+    check = only(judge_memtest([stopped], settings(stopped)).checks, "gpu1")
+    assert check.status == "FAIL" and check.action == "reset_gpu"
+    host = host_of(H100_ALL)
+    low = only(
+        judge_memtest([host], {"gpu1": Settings.of(Vars({"memtest_min_fraction": 0.97}))}).checks, "gpu1"
+    )
+    assert low.status == "WARN" and low.action == "check_config"
+    assert only(judge_memtest([host], settings(host)).checks, "gpu1").action is None
