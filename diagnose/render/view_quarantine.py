@@ -29,6 +29,8 @@ OUTCOME_STATUS = {OUT: "WARN", WITHHELD: "FAIL", LIFTED: "PASS", LEFT: "SKIP", F
 #: The only evidence path linked: the bug report's own place in the run folder (a hostile path is shown as
 #: text, never as a link).
 LINKABLE = re.compile(r"raw/[^/\\]+/nvidia-bug-report\.log\.gz")
+#: Rows each table shows (refused and taken-out nodes first); the rest are counted, and are in results.json.
+MAX_ROWS = 200
 
 
 @dataclass
@@ -61,6 +63,8 @@ class QuarantineView:
     nodes: list[NodeRow]
     bug_reports: list[BugReportRow]
     counts: dict[str, int]  # outcome words → nodes
+    more_nodes: int = 0
+    more_reports: int = 0
 
 
 def _node_row(action: NodeAction) -> NodeRow:
@@ -112,4 +116,10 @@ def build_quarantine(results: dict[str, Any]) -> QuarantineView | None:
     for action in actions:
         word = OUTCOME_WORDS[action.outcome]
         counts[word] = counts.get(word, 0) + 1
-    return QuarantineView([_node_row(a) for a in actions], [_bug_row(e) for e in reports], counts)
+    return QuarantineView(
+        [_node_row(a) for a in actions[:MAX_ROWS]],
+        [_bug_row(e) for e in reports[:MAX_ROWS]],
+        counts,
+        max(0, len(actions) - MAX_ROWS),
+        max(0, len(reports) - MAX_ROWS),
+    )

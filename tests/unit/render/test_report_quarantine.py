@@ -183,3 +183,14 @@ def test_several_bug_reports_name_the_cut_and_the_partial_ones() -> None:
     ]
     view = build_quarantine({"bug_report": reports})
     assert view is not None and [r.status for r in view.bug_reports] == ["PASS", "WARN", "WARN", "ERROR"]
+
+
+def test_a_large_quarantine_shows_the_first_rows_and_counts_the_rest(tmp_path: Path) -> None:
+    entries = [record("slurm", f"n{i:04d}", "drain", "done", checks=["gpu.xid"]) for i in range(450)]
+    view = build_quarantine({"quarantine": entries})
+    assert view is not None and len(view.nodes) == 200 and view.more_nodes == 250
+    assert view.nodes[0].node == "n0000" and view.counts == {"taken out": 450}
+    assert acted_lines({"quarantine": entries}) == ["diagnose: drained n[0000-0449] (gpu.xid)"]
+    results = json.loads(RUN.read_text()) | {"quarantine": entries}
+    (written,) = render_from_dict(results, {"html"}, tmp_path)
+    assert "250 more node(s) in results.json's quarantine list." in written.read_text()
