@@ -41,9 +41,9 @@ class NodeAction:
     hosts: list[str] = field(default_factory=list)
     by: str = "diagnose"
     why: str = ""
-    details: list[str] = field(
-        default_factory=list
-    )  # each step as recorded: "taint done: ...", for the report
+    # each step as recorded, for the report: "taint done: diagnose.health/unhealthy=gpu.xid:NoSchedule"
+    details: list[str] = field(default_factory=list)
+    note: str = ""  # "cordoned by an operator": a take-out step diagnose left to whoever had set it
 
 
 def _entries(results: dict[str, Any], key: str) -> list[dict[str, Any]]:
@@ -80,6 +80,7 @@ def _fold_node(scheduler: str, node: str, steps: list[dict[str, Any]]) -> NodeAc
         checks += [str(c) for c in step.get("checks") or [] if str(c) not in checks]
         hosts += [str(h) for h in step.get("hosts") or [] if str(h) not in hosts]
     operator = next((s for s in steps if s.get("by") == "operator"), None)
+    by_operator = [TAKE_OUT[n] for n in TAKE_OUT if states.get(n) == "left"]
     first = steps[0]
     return NodeAction(
         scheduler=scheduler,
@@ -95,6 +96,7 @@ def _fold_node(scheduler: str, node: str, steps: list[dict[str, Any]]) -> NodeAc
             + (f": {s.get('detail')}" if s.get("detail") else "")
             for s in steps
         ],
+        note=f"{_words(by_operator)} by an operator" if outcome == OUT and by_operator else "",
     )  # fmt: skip
 
 
@@ -123,13 +125,13 @@ def cap_limit(results: dict[str, Any]) -> int | None:
 
 def _clauses(actions: list[NodeAction], results: dict[str, Any]) -> list[str]:
     """``cordoned and tainted gpu[03-04] (gpu.xid)``: nodes alike in outcome, words and checks, together."""
-    groups: dict[tuple[str, str, tuple[str, ...]], list[str]] = {}
+    groups: dict[tuple[str, str, tuple[str, ...], str], list[str]] = {}
     for action in actions:
         checks = tuple(action.checks) if action.outcome in (OUT, FAILED) else ()
-        groups.setdefault((action.outcome, action.verbs, checks), []).append(action.node)
+        groups.setdefault((action.outcome, action.verbs, checks, action.note), []).append(action.node)
     limit = cap_limit(results)
     clauses = []
-    for (outcome, verbs, checks), nodes in groups.items():
+    for (outcome, verbs, checks, note), nodes in groups.items():
         names = summarize(nodes, limit=120)
         if outcome == WITHHELD:
             cap = f"quarantine cap {limit} reached" if limit is not None else "beyond the quarantine cap"
@@ -137,7 +139,8 @@ def _clauses(actions: list[NodeAction], results: dict[str, Any]) -> list[str]:
         elif outcome == LEFT:
             clauses.append(f"left {names} as an operator set it")
         else:
-            clauses.append(f"{verbs} {names}" + (f" ({', '.join(checks)})" if checks else ""))
+            said = "; ".join(part for part in (", ".join(checks), note) if part)
+            clauses.append(f"{verbs} {names}" + (f" ({said})" if said else ""))
     return clauses
 
 

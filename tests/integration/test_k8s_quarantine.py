@@ -248,7 +248,10 @@ def test_check_lists_the_policy_the_eligible_nodes_and_the_cap(
 def test_the_summary_says_what_was_done_to_the_nodes(lifecycle: dict[str, Any]) -> None:
     """diagnose/render/acted.py on the real runs: after the causes, what was cordoned, left and lifted."""
     first = lifecycle["first"]["done"].stdout.splitlines()
-    assert "diagnose: cordoned and tainted node-b (ib.port_state); tainted node-d (ib.port_state)" in first
+    assert (
+        "diagnose: cordoned and tainted node-b (ib.port_state); tainted node-d (ib.port_state; cordoned by an "
+        "operator)" in first
+    )
     assert "diagnose: left node-c as an operator set it" in first
     second = lifecycle["second"]["done"].stdout.splitlines()
     assert "diagnose: lifted node-b, node-d" in second

@@ -115,10 +115,12 @@ def test_a_refused_step_and_a_kept_cordon_are_named() -> None:
                 "kubernetes", "gpu02", "cordon", "kept", detail="as an earlier run left it, beyond the cap"
             ),
             record("slurm", "gpu11", "drain", "done", why="diagnose: gpu.xid", checks=["gpu.xid"]),
+            record("kubernetes", "gpu12", "taint", "done", checks=["gpu.xid"]),
+            record("kubernetes", "gpu12", "cordon", "left", by="operator", checks=["gpu.xid"]),
         ],
     }
     assert acted_lines(results) == [
-        "diagnose: kept cordoned gpu02; drained gpu11 (gpu.xid)",
+        "diagnose: kept cordoned gpu02; drained gpu11 (gpu.xid); tainted gpu12 (gpu.xid; cordoned by an operator)",
         "diagnose: could not taint gpu09 (gpu.xid)",
     ]
 
