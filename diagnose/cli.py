@@ -72,6 +72,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         slurm=slurm,
         k8s_cordon=args.k8s_cordon,
         connect_timeout=args.timeout,
+        list_only=args.list_hosts and not args.check,
     )
     try:
         request = prepare(options)

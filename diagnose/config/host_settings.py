@@ -139,6 +139,18 @@ def _key_file(values: Vars, name: str) -> str | None:
     return f"{name}: {why}" if why else None
 
 
+def _ssh_args_and_keys(values: Vars, name: str) -> str | None:
+    """:func:`_ssh_args`, and each ``-i KEY`` in them read as :func:`_key_file` reads a key variable."""
+    problem = _ssh_args(values, name)
+    if problem or (values.str("ansible_connection") or "ssh") not in SSH_CONNECTIONS:
+        return problem
+    for key in parse_variable(name, values.str(name)).identity_files:
+        why = key_file_problem(key)
+        if why:
+            return f"{name}: -i {why}"
+    return None
+
+
 def _connection(values: Vars, name: str) -> str | None:
     value = values.str(name)
     if value is not None and value not in CONNECTIONS:
@@ -184,16 +196,11 @@ def _ssh_args(values: Vars, name: str) -> str | None:
     """An ssh args variable holding an option diagnose cannot honour stops the run here: the option
     would otherwise be dropped without a word (see diagnose.connectors.ssh_args for what is honoured and why)."""
     try:
-        args = parse_variable(name, values.str(name))
+        parse_variable(name, values.str(name))
         if name == "ansible_ssh_extra_args":  # the two together, once each alone is valid
             host_ssh_args(values)
     except SSHArgsError as exc:
         return str(exc)
-    if (values.str("ansible_connection") or "ssh") in SSH_CONNECTIONS:
-        for key in args.identity_files:  # -i KEY: as ansible_ssh_private_key_file
-            why = key_file_problem(key)
-            if why:
-                return f"{name}: -i {why}"
     return None
 
 
@@ -211,8 +218,8 @@ SETTINGS: dict[str, Validator] = {
     "ansible_user": _matching(_USER, "a login name"),
     "ansible_ssh_user": _matching(_USER, "a login name"),
     "ansible_connection": _connection,
-    "ansible_ssh_private_key_file": _key_file,
-    "ansible_private_key_file": _key_file,
+    "ansible_ssh_private_key_file": _path,
+    "ansible_private_key_file": _path,
     "diagnose_known_hosts_file": _path,
     "ansible_python_interpreter": _path,
     "bench_python": _path,
@@ -249,6 +256,16 @@ SETTINGS: dict[str, Validator] = {
     "slurm_gpus_per_node": bounded(Vars.int, 1),
     "slurm_step_nodes": bounded(Vars.int, 1),
     "slurm_step_checks": _true_or_false,
+}
+
+#: What a run that will log in also checks, before any host is touched: the key files named exist and are
+#: private keys. Kept out of :data:`SETTINGS` so that ``--list-hosts``, which touches nothing, lists an
+#: inventory whose keys live on another machine (Ansible's ``--list-hosts`` reads no key either).
+LOGIN_SETTINGS: dict[str, Validator] = {
+    "ansible_ssh_private_key_file": _key_file,
+    "ansible_private_key_file": _key_file,
+    "ansible_ssh_common_args": _ssh_args_and_keys,
+    "ansible_ssh_extra_args": _ssh_args_and_keys,
 }
 
 

@@ -27,6 +27,7 @@ from typing import Any
 from diagnose import history
 from diagnose.catalog.loading import load_catalog, select
 from diagnose.config.extra_vars import parse_extra_vars
+from diagnose.config.host_settings import LOGIN_SETTINGS
 from diagnose.config.playbook import (
     PROFILE_VARIABLE,
     Playbook,
@@ -84,6 +85,7 @@ class RunOptions:
     slurm: slurm_hosts.SlurmQuery | None = None  # hosts from Slurm (--slurm ...), inventories lend vars
     connect_timeout: float | None = None  # -T: every host's default, beneath its variables (as Ansible)
     k8s_cordon: bool = False  # cordon and taint the nodes of failing pods (diagnose.quarantine)
+    list_only: bool = False  # --list-hosts: the hosts only; key files are not read
 
 
 @dataclass
@@ -157,7 +159,8 @@ def prepare(options: RunOptions) -> RunRequest:
     sources = host_sources(options)
     if options.known_hosts and not Path(options.known_hosts).expanduser().is_file():
         raise ConfigError(f"--known-hosts {options.known_hosts}: no such file")
-    hosts = resolve_hosts(sources, HostContext(playbook, options.limit, extra_vars, settings=HOST_SETTINGS))
+    settings = HOST_SETTINGS if options.list_only else {**HOST_SETTINGS, **LOGIN_SETTINGS}
+    hosts = resolve_hosts(sources, HostContext(playbook, options.limit, extra_vars, settings=settings))
     slurm = next((s for s in sources if isinstance(s, slurm_hosts.SlurmNodes)), None)
     inventories = [Path(i) for i in options.inventories] or ([] if slurm else [default_inventory()])
     catalog = load_catalog()

@@ -85,6 +85,20 @@ def test_a_key_file_that_cannot_log_in_names_the_inventory_line_and_the_path(
     assert not (tmp_path / "out").exists()
 
 
+def test_list_hosts_reads_no_key_file_and_check_does(tmp_path: Path, home: Path) -> None:
+    """--list-hosts touches nothing, as Ansible's: an inventory whose keys live on the bastion still lists;
+    --check shows what a run would do, so the missing key stops it as it would stop the run."""
+    inv = inventory(tmp_path / "inv.yaml", "ansible_ssh_private_key_file: /nowhere/id_ed25519")
+    env = {**NO_AGENT, "HOME": str(home)}
+    listed = diagnose("run", "-i", str(inv), "--list-hosts", cwd=tmp_path, env=env, timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    assert [line.split()[0] for line in listed.stdout.splitlines()[1:]] == ["node1", "node2"]
+    checked = diagnose("run", "-i", str(inv), "--check", cwd=tmp_path, env=env, timeout=120)
+    assert f"{inv}:5: host node1: ansible_ssh_private_key_file: /nowhere/id_ed25519: no such file" in (
+        one_error_line(checked)
+    )
+
+
 def test_a_key_in_ssh_args_is_checked_as_well(tmp_path: Path, home: Path) -> None:
     inv = inventory(tmp_path / "inv.yaml", "ansible_ssh_common_args: -i ~/.ssh/gone")
     line = one_error_line(run(tmp_path, home, "-i", str(inv)))
