@@ -1,0 +1,39 @@
+"""The terminal's summary of two real runs on the lent H100 (tests/fixtures/gpu_runs/h100-2026-11-25), made
+again from their results.json: what the operator saw there is what the recorded results say, cause lines
+and actions included, and a healthy machine prints no cause."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from diagnose.commands.run import summary_lines
+
+CAPTURED = Path(__file__).resolve().parents[2] / "fixtures" / "gpu_runs" / "h100-2026-11-25"
+
+
+def printed(name: str) -> list[str]:
+    """The summary lines as the run printed them (the exit code line and the PDF refusal left out)."""
+    lines = (CAPTURED / name).read_text().splitlines()
+    return [
+        line for line in lines if line.startswith(("diagnose: PASS", "diagnose: FAIL", "diagnose: 19", "  "))
+    ]
+
+
+def test_the_failing_run_prints_its_two_causes_with_what_to_do() -> None:
+    document = json.loads((CAPTURED / "fail_results.json").read_text())
+    out = Path("/tmp/run2")
+    lines = summary_lines(document, out, [out / "results.json", out / "report.html"])
+    assert lines == printed("fail_terminal.txt")
+    assert [line.split()[2] for line in lines[2:4]] == ["gpu.topology", "net.port_range"]
+    assert all("→" in line for line in lines[2:4])
+
+
+def test_the_healthy_h100_prints_no_cause() -> None:
+    document = json.loads((CAPTURED / "results.json").read_text())
+    out = Path("/tmp/run1")
+    written = [out / name for name in ("results.json", "report.html", "junit.xml", "diagnose.prom")]
+    lines = summary_lines(document, out, written)
+    assert document["verdict"] == "PASS"
+    assert lines == [line for line in printed("terminal.txt") if not line.startswith("  real")]
+    assert not any("→" in line for line in lines)
