@@ -373,7 +373,10 @@ def test_a_short_result_on_three_hosts_is_bisected_with_nccl_tests_pairs(tmp_pat
     pairs = launches[1:]
     assert pairs and all(p.startswith("-np 16 -H ") and " -b 1073741824 -e 1073741824 " in p for p in pairs)
     straggler = next(c for c in checks if c.id == "bench.straggler")
-    assert straggler.status == "WARN" and "cluster-wide" in straggler.message
+    assert straggler.status == "WARN" and "cluster-wide" in straggler.message, (
+        straggler.message,
+        straggler.observed,
+    )
     raw = tmp_path / "out" / "raw" / "h1"
     assert (raw / "nccl-tests-all_reduce.log").exists()
     assert any(p.name.startswith("nccl-tests-all_reduce.loc") for p in raw.iterdir())
