@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
+from diagnose.checks.gpu_xid import unreadable_log
 from diagnose.config.profiles import no_fabric_reason
 from diagnose.core.check import Check, Command, Facts
 from diagnose.core.model import CommandOutput, Outcome
@@ -152,16 +153,9 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
     reason = no_fabric_reason(host_vars)
     if reason:
         return Outcome("SKIP", f"link flaps not judged on {host}: {reason}", None, "an RDMA fabric")
-    if facts["source"] is None:
-        tried = [f"{r['source']}: {r['reason']}" for r in facts["refused"]]
-        tried += [f"{tool} is not installed" for tool in facts["missing"]]
-        return Outcome(
-            "ERROR",
-            f"the kernel log of {host} could not be read, so link flaps cannot be judged "
-            f"({'; '.join(tried) or 'no source answered'}); see gpu.xid",
-            {"refused": facts["refused"], "missing": facts["missing"]},
-            "a readable kernel log",
-        )
+    unreadable = unreadable_log(facts, host, "link flaps")
+    if unreadable is not None:
+        return unreadable
     try:
         start, named = window(facts, host_vars)
     except ValueError as exc:
