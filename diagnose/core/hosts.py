@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from diagnose.core.vars import Vars
@@ -30,3 +31,11 @@ class Host:
     @property
     def python(self) -> str:
         return str(self.vars.get("ansible_python_interpreter") or "python3")
+
+
+def safe_name(name: str) -> str:
+    """A host, command or inventory name usable as one path component, whatever the inventory holds: every
+    writer under ``raw/<host>/`` (the host stage, launches, bug reports) names the host's folder with it, so
+    a host's evidence lands in one folder and no name (``..``, ``a/b``) leaves the run's."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]", "_", name).strip(".") or "_"
+    return cleaned[:120]

@@ -15,12 +15,11 @@ from pathlib import Path
 
 from diagnose.connectors import Connection
 from diagnose.core.check import Check, Command, Facts
-from diagnose.core.hosts import Host
+from diagnose.core.hosts import Host, safe_name
 from diagnose.core.model import CheckResult, CommandOutput, HostRecord
 from diagnose.core.vars import Vars
 from diagnose.engine.environment import environment_from_facts
 from diagnose.engine.evaluate import evaluate_check, fold_into_root_causes
-from diagnose.engine.run_ids import safe_name
 
 
 @dataclass

@@ -22,6 +22,7 @@ from typing import Any
 
 from diagnose import __version__, history
 from diagnose.core.errors import ConfigError
+from diagnose.core.hosts import safe_name
 
 #: Where a run without ``-o`` or ``--runs-dir`` writes its folder, relative to the working directory.
 RUNS_FOLDER = Path("diagnose-runs")
@@ -48,12 +49,6 @@ def id_in_name(name: str) -> str | None:
     """The run id a folder's name starts with (``20261121T170330Z-cb43-prod`` → its first 21 characters)."""
     match = RUN_ID.match(name)
     return match.group(0) if match else None
-
-
-def safe_name(name: str) -> str:
-    """A host, command or inventory name usable as one path component, whatever the inventory holds."""
-    cleaned = re.sub(r"[^A-Za-z0-9._-]", "_", name).strip(".") or "_"
-    return cleaned[:120]
 
 
 def default_out_dir(run_id: str, source: Path | None) -> Path:

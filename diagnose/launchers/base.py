@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from diagnose.core.hosts import Host
+from diagnose.core.hosts import Host, safe_name
 from diagnose.core.model import CommandOutput
 from diagnose.shipped import common
 
@@ -197,10 +197,6 @@ def split_files(text: str) -> dict[str, str]:
     if name is not None:
         files[name] = "".join(lines)
     return files
-
-
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)[:120] or "_"
 
 
 class Launch(ABC):
@@ -444,8 +440,8 @@ class Launch(ABC):
         def fetch(host: Host) -> CommandOutput:
             remote = f"{self.folders[host.name]}/{subdir}"
             listing = self._run(host, f"cd {shlex.quote(remote)} 2>/dev/null && ls -1A")
-            names = [n for n in listing.stdout.splitlines() if n and n == _safe(n)] if listing.ok else []
-            local = spec.out_dir / "raw" / _safe(host.name) / _safe(spec.tag)
+            names = [n for n in listing.stdout.splitlines() if n and n == safe_name(n)] if listing.ok else []
+            local = spec.out_dir / "raw" / safe_name(host.name) / safe_name(spec.tag)
             for filename in names:
                 local.mkdir(parents=True, exist_ok=True)
                 try:
@@ -474,9 +470,9 @@ class Launch(ABC):
 
     def keep(self, name: str, filename: str, content: str) -> Path:
         """Write one file of host ``name``'s output under ``<out>/raw/<host>/`` where :meth:`place` says."""
-        folder = self.spec.out_dir / "raw" / _safe(name)
+        folder = self.spec.out_dir / "raw" / safe_name(name)
         folder.mkdir(parents=True, exist_ok=True)
-        suffix = "" if self.spec.tag == "main" else f".{_safe(self.spec.tag)}"
+        suffix = "" if self.spec.tag == "main" else f".{safe_name(self.spec.tag)}"
         path = self.place(folder, name, filename, suffix)
         path.write_text(content, encoding="utf-8", errors="replace")
         return path

@@ -30,7 +30,7 @@ from diagnose.config.quarantine_settings import (
 )
 from diagnose.connectors.base import Connection, stop_running_batches
 from diagnose.core.check import Command
-from diagnose.core.hosts import Host
+from diagnose.core.hosts import Host, safe_name
 
 SECTION = "bug_report"
 TOOL = "nvidia-bug-report.sh"
@@ -127,7 +127,7 @@ def _fetch(
         return
     total = int(size)
     source = f"{folder}/cut" if total > limit else f"{folder}/{LOG_NAME}"
-    local_dir = out_dir / "raw" / host.name
+    local_dir = out_dir / "raw" / safe_name(host.name)
     local_dir.mkdir(parents=True, exist_ok=True)
     try:
         fetched = connection.get_file(source, local_dir / LOG_NAME, limit, FETCH_TIMEOUT_S)
@@ -135,7 +135,9 @@ def _fetch(
         entry.setdefault("state", FAILED)
         entry.setdefault("detail", str(exc))
         return
-    entry.update(evidence=f"raw/{host.name}/{LOG_NAME}", bytes=fetched, size=total, truncated=total > limit)
+    entry.update(
+        evidence=f"raw/{safe_name(host.name)}/{LOG_NAME}", bytes=fetched, size=total, truncated=total > limit
+    )
     if total > limit:
         entry.setdefault("state", TRUNCATED)
         entry["detail"] = (
