@@ -132,12 +132,15 @@ def kill_session_script(session: int) -> str:
     """Shell that stops every process of a session: TERM, a short wait, KILL; prints ``left=<n>``.
 
     Killing by session rather than process group matters: ``timeout`` moves each command into a process
-    group of its own, but nothing leaves the batch's session.
+    group of its own, but nothing leaves the batch's session. A zombie is not counted: it is dead, only
+    not yet reaped by its parent (sshd, or this controller for a local shell).
     """
     return (
         f"s={int(session)}\n"
-        'p() { if command -v pgrep >/dev/null 2>&1; then pgrep -s "$s"; '
-        "else ps -eo pid=,sid= | awk -v s=\"$s\" '$2==s{print $1}'; fi; }\n"
+        'p() { { if command -v pgrep >/dev/null 2>&1; then pgrep -s "$s"; '
+        "else ps -eo pid=,sid= | awk -v s=\"$s\" '$2==s{print $1}'; fi; } | while read -r q; do "
+        "st=$(sed 's/.*) //' \"/proc/$q/stat\" 2>/dev/null | cut -c1); "
+        '[ -n "$st" ] && [ "$st" != Z ] && echo "$q"; done; }\n'
         'k() { for q in $(p); do kill "-$1" "$q" 2>/dev/null; done; }\n'
         "k TERM; i=0\n"
         'while [ -n "$(p)" ] && [ $i -lt 15 ]; do sleep 0.1; i=$((i+1)); done\n'
@@ -168,8 +171,11 @@ class Exec:
 
 Sink = Callable[[bytes], None]
 
-_RUNNING: dict[int, Connection] = {}  # id(connection) -> connection with a batch in flight
+_RUNNING: dict[str, Connection] = {}  # batch token -> connection, once the batch's session is known
+_IN_FLIGHT: dict[str, Connection] = {}  # batch token -> connection, from the batch's start to its end
 _RUNNING_LOCK = threading.Lock()
+_SETTLED = threading.Condition(_RUNNING_LOCK)  # notified as each batch ends
+_STOPS = [0]  # how many stops were asked for: a batch that learns its session after one stops itself
 
 
 class Connection(ABC):
@@ -280,8 +286,13 @@ class Connection(ABC):
         err = FramedStream(token, self.max_output_bytes)
         started = time.monotonic()
         progress = {"markers": -1, "at": started, "until": started + budget}
+        with _RUNNING_LOCK:
+            stops_seen = _STOPS[0]
+            _IN_FLIGHT[token] = self
+        interrupted = False
 
         def deadline() -> float:
+            nonlocal interrupted
             if out.markers != progress["markers"]:  # progress: the next command's own timeout starts now
                 now = time.monotonic()
                 step = self._step_limit(out, commands, limits)
@@ -293,37 +304,55 @@ class Connection(ABC):
                 if out.session is not None and self._session is None:
                     self._session = out.session
                     with _RUNNING_LOCK:
-                        _RUNNING[id(self)] = self
-            return progress["until"]
+                        _RUNNING[token] = self
+                        # A stop asked for before this reader saw the session could not reach it: the
+                        # batch is abandoned here and stopped below, as a stop would have done.
+                        interrupted = _STOPS[0] != stops_seen
+            return 0.0 if interrupted else progress["until"]
 
         try:
             ended = self._execute(script, None, out.feed, err.feed, deadline)
+            reason = ended.error
+            if ended.timed_out:
+                reason = self._why_abandoned(out, commands, progress["at"], started, budget, interrupted)
+                stop_problem = self.stop_batch(timeout=STOP_TIMEOUT_S if interrupted else 2.0)
+                if stop_problem:
+                    reason += f"; {stop_problem}"
         finally:
+            self._session = None
             with _RUNNING_LOCK:
-                _RUNNING.pop(id(self), None)
+                _RUNNING.pop(token, None)
+                _IN_FLIGHT.pop(token, None)
+                _SETTLED.notify_all()
         out.close()
         err.close()
         outputs = framed_outputs(out, err, commands)
-        reason = ended.error
-        if ended.timed_out:
-            silent = time.monotonic() - progress["at"]
-            current = out.current or self._next_key(out, commands)
-            if time.monotonic() - started >= budget:
-                reason = f"the command batch exceeded {budget:.0f} s"
-            else:
-                reason = (
-                    f"{self.name} stopped answering: no progress for {silent:.0f} s while `{current}` ran, "
-                    "past that command's own timeout (host or sshd frozen, or the network gone)"
-                )
-            stop_problem = self.stop_batch(timeout=2.0)
-            if stop_problem:
-                reason += f"; {stop_problem}"
-        self._session = None
         if reason:
             for output in outputs.values():
                 if output.error:
                     output.error = reason
         return outputs
+
+    def _why_abandoned(
+        self,
+        out: FramedStream,
+        commands: Sequence[Command],
+        last_progress: float,
+        started: float,
+        budget: float,
+        interrupted: bool,
+    ) -> str:
+        """Why a batch was given up before its exit status came: the run's stop, its budget, or silence."""
+        if interrupted:
+            return "stopped: the run was interrupted"
+        if time.monotonic() - started >= budget:
+            return f"the command batch exceeded {budget:.0f} s"
+        silent = time.monotonic() - last_progress
+        current = out.current or self._next_key(out, commands)
+        return (
+            f"{self.name} stopped answering: no progress for {silent:.0f} s while `{current}` ran, "
+            "past that command's own timeout (host or sshd frozen, or the network gone)"
+        )
 
     @staticmethod
     def _next_key(out: FramedStream, commands: Sequence[Command]) -> str:
@@ -362,11 +391,27 @@ class Connection(ABC):
 
 def stop_running_batches(timeout: float = STOP_TIMEOUT_S) -> list[str]:
     """Stop the remote batch of every connection that has one in flight, in parallel, within about
-    ``timeout`` seconds; the list says what could not be stopped (empty: everything was)."""
+    ``timeout`` seconds; the list says what could not be stopped (empty: everything was).
+
+    A batch whose session the controller has not read yet (it started a moment ago, or its reader is
+    behind on a loaded controller) cannot be stopped from here: its own reader stops it as soon as it
+    reads the session, and this waits, within the same ``timeout``, for it to end.
+    """
     with _RUNNING_LOCK:
-        running = list(_RUNNING.values())
-    if not running:
-        return []
-    with ThreadPoolExecutor(max_workers=min(64, len(running))) as pool:
-        results = list(pool.map(lambda c: c.stop_batch(timeout), running))
-    return [problem for problem in results if problem]
+        _STOPS[0] += 1
+        running = dict(_RUNNING)
+        starting = {token: c for token, c in _IN_FLIGHT.items() if token not in running}
+    problems: list[str] = []
+    if running:
+        with ThreadPoolExecutor(max_workers=min(64, len(running))) as pool:
+            results = list(pool.map(lambda c: c.stop_batch(timeout), running.values()))
+        problems = [problem for problem in results if problem]
+    if starting:
+        with _SETTLED:
+            _SETTLED.wait_for(lambda: _IN_FLIGHT.keys().isdisjoint(starting), timeout)
+            left = sorted(c.name for token, c in starting.items() if token in _IN_FLIGHT)
+        problems += [
+            f"could not stop the checks on {name}: they had not yet answered when the run was stopped"
+            for name in left
+        ]
+    return problems

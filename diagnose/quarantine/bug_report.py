@@ -173,6 +173,7 @@ def collect_all(
         # Ctrl-C: the scripts are stopped now (their whole sessions), so the workers return at once and
         # remove their folders instead of waiting out bug_report_timeout_s.
         stop_running_batches()
+        pool.shutdown(wait=True, cancel_futures=True)  # a host not started yet is not started now
         raise
     finally:
         pool.shutdown(wait=True)

@@ -67,10 +67,12 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
              "-o", str(out), "--format", "json"],
             cwd=work, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=600,
         )  # fmt: skip
-        left = [bed.ssh(h, "ls /tmp | grep -c diagnose-bug-report || true").stdout.strip() for h in hosts]
+        results = json.loads((out / "results.json").read_text())
+        mine = f"diagnose-bug-report-{results['run']['id']}"  # the hosts share this machine's /tmp
+        left = [bed.ssh(h, f"ls /tmp | grep -c {mine} || true").stdout.strip() for h in hosts]
         yield {
             "done": done,
-            "results": json.loads((out / "results.json").read_text()),
+            "results": results,
             "out": out,
             "pids": [int(p) for p in pids.read_text().split()] if pids.exists() else [],
             "left": left,
@@ -159,7 +161,9 @@ def test_ctrl_c_stops_a_running_report(tmp_path: Path) -> None:
         for pid in [int(p) for p in pids.read_text().split()]:
             with pytest.raises(ProcessLookupError):
                 os.kill(pid, 0)
-        assert bed.ssh(host, "ls /tmp | grep -c diagnose-bug-report || true").stdout.strip() == "0"
+        # The hosts share this machine's /tmp: only this run's folder is its to remove.
+        run_id = json.loads((out / "results.json").read_text())["run"]["id"]
+        assert bed.ssh(host, f"ls /tmp | grep -c diagnose-bug-report-{run_id} || true").stdout.strip() == "0"
         assert "everything started on the hosts was stopped" in stderr
 
 
