@@ -5,8 +5,10 @@ POSIX shell and ``setsid`` is needed there, plus whatever the kind of launch run
 
 Life of one launch (:func:`run_launch`):
 
-1. start the job detached, in a session of its own, in ``/tmp/diagnose-<run_id>/<tag>/n<node>/`` (one
-   folder per node, so test hosts sharing a filesystem never collide), with a per-launch token in its
+1. start the job detached, in a session of its own, in ``/tmp/diagnose-<run_id>-<tag>-n<node>/`` (one
+   folder per node, so test hosts sharing a filesystem never collide; no parent folder shared between
+   launches, so one launch removing its folder can never pull a folder from under another launch of the
+   run starting on the same host, as the straggler search's overlapping pairs do), with a per-launch token in its
    environment — launchers put their workers in sessions of their own too, so the token (which every
    descendant inherits) is what finds them all again;
 2. poll every host about once a second: its exit status, and on node 0 the new lines of the progress
@@ -111,7 +113,7 @@ class LaunchOutcome:
 
 
 def remote_dir(run_id: str, tag: str, node: int) -> str:
-    return f"/tmp/diagnose-{run_id}/{tag}/n{node}"
+    return f"/tmp/diagnose-{run_id}-{tag}-n{node}"
 
 
 def detached_script(
@@ -456,15 +458,9 @@ class Launch(ABC):
         self._each(fetch, self._reachable())
 
     def remove_folders(self, timeout: float = POLL_TIMEOUT_S) -> None:
-        """Remove the launch's remote folders (and the run's, once empty) on every host still reachable."""
-        run_root = f"/tmp/diagnose-{self.spec.run_id}"
+        """Remove the launch's remote folders on every host still reachable."""
         self._each(
-            lambda h: self._run(
-                h,
-                f"rm -rf {shlex.quote(self.folders[h.name])}; "
-                f"rmdir {shlex.quote(run_root + '/' + self.spec.tag)} {shlex.quote(run_root)} 2>/dev/null; true",
-                timeout=timeout,
-            ),
+            lambda h: self._run(h, f"rm -rf -- {shlex.quote(self.folders[h.name])}", timeout=timeout),
             self._reachable(),
         )
 

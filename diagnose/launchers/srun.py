@@ -9,7 +9,7 @@ accounting, its cgroups and its cleanup. Here the controller (the batch host, or
    its stdin as one tar stream, which srun hands to every task;
 2. each task finds its node rank from ``$SLURMD_NODENAME`` among the launch's hosts (rank 0 is the first
    host, as with every launcher, whatever order Slurm gives the step's nodes), unpacks the files into
-   ``/tmp/diagnose-<run>/<tag>/n<rank>/``, prints a marker line with its rank and the step id, then
+   ``/tmp/diagnose-<run>-<tag>-n<rank>/``, prints a marker line with its rank and the step id, then
    becomes ``torchrun --node-rank <rank>`` with a static rendezvous at the first host, its error output
    kept in that folder (srun loses a task's last stderr lines when ``--kill-on-bad-exit`` ends the step);
 3. rank 0's progress lines reach the controller through srun's labelled stdout; srun's own verdict on

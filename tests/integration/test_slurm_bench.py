@@ -29,6 +29,7 @@ from diagnose.connectors import connect
 from diagnose.core.hosts import Host
 from diagnose.core.model import CheckResult
 from diagnose.core.vars import Vars
+from diagnose.launchers.base import remote_dir
 from tests.support.hostkit import PROFILE, healthy_h100, memlock_vars, port_down
 from tests.support.paths import REPO
 from tests.support.slurmbed import SlurmBed, slurm_bed
@@ -157,7 +158,7 @@ def test_checks_and_gloo_benchmark_through_srun_in_an_allocation(bed: SlurmBed, 
     assert json.loads((out / "raw" / "n2" / "bench.out.txt").read_text() or "null") is None, "rank 0 reports"
     assert bed.run(["squeue", "-h", "-s"]).stdout.strip() == "", "no step is left"
     assert launch_processes(run["id"]) == []
-    assert not Path(f"/tmp/diagnose-{run['id']}").exists()
+    assert not list(Path("/tmp").glob(f"diagnose-{run['id']}-*"))
 
 
 def is_rank(cmdline: bytes) -> bool:
@@ -196,14 +197,15 @@ def test_a_hung_step_is_cancelled_and_named_with_nothing_left(
     )
     stage = threading.Thread(target=run_benchmark_stage, args=(context,))
     stage.start()
-    progress = Path(f"/tmp/diagnose-{run_id}/main/n0/results.jsonl")
+    progress = Path(remote_dir(run_id, "main", 0)) / "results.jsonl"
     deadline = time.monotonic() + 180
     while not (progress.exists() and '"row"' in progress.read_text()):
         assert time.monotonic() < deadline, "the benchmark never produced a row"
         time.sleep(0.2)
     ranks = [p for p in launch_processes(run_id) if is_rank(Path(f"/proc/{p}/cmdline").read_bytes())]
     assert len(ranks) == 2, ranks
-    frozen = [p for p in ranks if Path(f"/proc/{p}/cwd").resolve().name == "n1"]  # node rank 1: n2
+    second = Path(remote_dir(run_id, "main", 1))  # node rank 1: n2
+    frozen = [p for p in ranks if Path(f"/proc/{p}/cwd").resolve() == second]
     for pid in frozen:
         os.kill(pid, signal.SIGSTOP)
     stage.join(timeout=240)
@@ -216,7 +218,7 @@ def test_a_hung_step_is_cancelled_and_named_with_nothing_left(
     assert (tmp_path / "out" / "raw" / "n1" / "bench.srun.txt").read_text().count("srun: error:") >= 1
     assert steps_of(bed, job) == [], "squeue -s lists no step of the job"
     assert launch_processes(run_id) == []
-    assert not Path(f"/tmp/diagnose-{run_id}").exists()
+    assert not list(Path("/tmp").glob(f"diagnose-{run_id}-*"))
     bed.run(["scancel", job])
 
 
@@ -285,7 +287,7 @@ def test_ctrl_c_stops_the_step_on_every_node(bed: SlurmBed, tmp_path: Path) -> N
     deadline = time.monotonic() + 240
     run_id = None
     while run_id is None or not any(
-        '"row"' in p.read_text() for p in Path("/tmp").glob(f"diagnose-{run_id}/main/n0/results.jsonl")
+        '"row"' in p.read_text() for p in Path("/tmp").glob(f"diagnose-{run_id}-main-n0/results.jsonl")
     ):
         assert time.monotonic() < deadline and proc.poll() is None, (
             proc.stderr.read() if proc.poll() else "no row"
@@ -300,6 +302,6 @@ def test_ctrl_c_stops_the_step_on_every_node(bed: SlurmBed, tmp_path: Path) -> N
     assert "everything started on the hosts was stopped" in stderr
     assert steps_of(bed, job) == [], "no step of the job is left"
     assert launch_processes(run_id) == []
-    assert not Path(f"/tmp/diagnose-{run_id}").exists()
+    assert not list(Path("/tmp").glob(f"diagnose-{run_id}-*"))
     assert json.loads((out / "results.json").read_text())["run"]["interrupted"] is True
     bed.run(["scancel", job])

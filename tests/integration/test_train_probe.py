@@ -22,6 +22,7 @@ import pytest
 from diagnose.benchmarks.stage import BenchContext, run_benchmark_stage
 from diagnose.connectors import connect
 from diagnose.core.model import CheckResult
+from diagnose.launchers.base import remote_dir
 from diagnose.probes.training import CHECKS, CPU_NOT_JUDGED
 from tests.support.bedhosts import hosts_of
 from tests.support.testbed import HostSpec, TestBed, TestHost
@@ -102,7 +103,7 @@ class Run:
 
     def profiled(self) -> bool:
         """Whether rank 0 has reported its first profiled phase."""
-        progress = Path(f"/tmp/diagnose-{self.run_id}/train/n0/results.jsonl")
+        progress = Path(remote_dir(self.run_id, "train", 0)) / "results.jsonl"
         lines = progress.read_text().splitlines() if progress.exists() else []
         return any('"row"' in line and '"train_profile"' in line for line in lines)
 
@@ -157,7 +158,7 @@ def test_probe_profiles_ddp_across_two_hosts(bed: TestBed, tmp_path: Path) -> No
     assert "overlap ratio" in overlap.message
     assert "bucket_cap_mb sweep: 25 MB" in overlap.message and "best " in overlap.message
     assert (run.out / "raw" / "node1" / "bench.train.out.txt").exists(), "the probe's output is evidence"
-    assert not Path(f"/tmp/diagnose-{run.run_id}").exists(), "the remote folders are removed"
+    assert not list(Path("/tmp").glob(f"diagnose-{run.run_id}-*")), "the remote folders are removed"
     for host in bed.hosts.values():
         assert probe_processes(bed, host) == []
 

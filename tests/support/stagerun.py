@@ -13,6 +13,7 @@ from typing import Any
 from diagnose.benchmarks.stage import BenchContext, run_benchmark_stage
 from diagnose.connectors import connect
 from diagnose.core.model import CheckResult
+from diagnose.launchers.base import remote_dir
 from tests.support.bedhosts import hosts_of
 from tests.support.testbed import TestBed
 
@@ -74,4 +75,4 @@ class StageRun:
 
     def results_file(self) -> Path:
         """Rank 0's results stream on the (shared) /tmp of the test hosts."""
-        return Path(f"/tmp/diagnose-{self.run_id}/main/n0/results.jsonl")
+        return Path(remote_dir(self.run_id, "main", 0)) / "results.jsonl"
