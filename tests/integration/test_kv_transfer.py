@@ -110,7 +110,9 @@ def test_gloo_kv_transfer_between_two_sshd_hosts(bed: TestBed, tmp_path: Path) -
         )
         assert 5 <= row["samples"] <= 20
         assert row["min_us"] <= row["p50_us"] <= row["p99_us"] <= row["max_us"]
-        assert row["gbps"] == pytest.approx(row["bytes"] / (row["p50_us"] * 1e-6) / 1e9, rel=0.01)
+        # gbps is rounded to 0.001 GB/s: a slow gloo row on a loaded machine (0.04 GB/s) is off by up to 1 %.
+        expected = row["bytes"] / (row["p50_us"] * 1e-6) / 1e9
+        assert row["gbps"] == pytest.approx(expected, rel=0.01, abs=0.0005)
     staged = [r for r in rows if r["method"] == "staged"]
     assert all(r["host_copy_gbps"] > 0 and r["hop_us"] > 0 for r in staged)
     by_id = {c.id: c for c in checks}
