@@ -8,7 +8,8 @@ Life of one launch (:func:`run_launch`):
 1. start the job detached, in a session of its own, in ``/tmp/diagnose-<run_id>-<tag>-n<node>/`` (one
    folder per node, so test hosts sharing a filesystem never collide; no parent folder shared between
    launches, so one launch removing its folder can never pull a folder from under another launch of the
-   run starting on the same host, as the straggler search's overlapping pairs do), with a per-launch token in its
+   run starting at that moment where hosts share a /tmp: containers on one machine, local hosts, the
+   test bed's per-host launches of the fleet probes), with a per-launch token in its
    environment — launchers put their workers in sessions of their own too, so the token (which every
    descendant inherits) is what finds them all again;
 2. poll every host about once a second: its exit status, and on node 0 the new lines of the progress
