@@ -158,6 +158,10 @@ def _connection(values: Vars, name: str) -> str | None:
     pod = values.host
     if value == "kubectl" and "ansible_kubectl_pod" not in values and pod and not _DNS_SUBDOMAIN.match(pod):
         return f"the host name {values.host!r} is not a pod name: set ansible_kubectl_pod"
+    # The name goes into srun's --nodelist, where a comma or brackets would name other nodes.
+    node = values.host
+    if value == "srun" and "slurm_node" not in values and node and not _SLURM_NAME.match(node):
+        return f"the host name {values.host!r} is not a Slurm node name: set slurm_node"
     return None
 
 

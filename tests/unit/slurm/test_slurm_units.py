@@ -144,6 +144,18 @@ def test_slurm_settings_are_checked_before_any_host_is_touched(values: dict, pro
     assert (found is None) if problem is None else (found is not None and problem in found[1])
 
 
+def test_a_host_reached_by_srun_needs_a_name_srun_reads_as_one_node() -> None:
+    """The name goes into --nodelist, where ``gpu[1-4]`` or ``a,b`` would name other nodes."""
+    for name in ("gpu[1-4]", "a,b"):
+        found = first_problem(Vars({"ansible_connection": "srun"}, host=name))
+        assert found == (
+            "ansible_connection",
+            f"host {name}: the host name {name!r} is not a Slurm node name: set slurm_node",
+        )
+        assert first_problem(Vars({"ansible_connection": "srun", "slurm_node": "gpu1"}, host=name)) is None
+    assert first_problem(Vars({"ansible_connection": "ssh"}, host="a,b")) is None
+
+
 # ------------------------------------------------------------------------------------- the srun step
 
 
