@@ -344,7 +344,7 @@ class Connection(ABC):
     ) -> str:
         """Why a batch was given up before its exit status came: the run's stop, its budget, or silence."""
         if interrupted:
-            return "stopped: the run was interrupted"
+            return "stopped with the rest of the run (interrupted, or its time budget spent)"
         if time.monotonic() - started >= budget:
             return f"the command batch exceeded {budget:.0f} s"
         silent = time.monotonic() - last_progress

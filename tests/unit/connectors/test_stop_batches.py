@@ -91,7 +91,7 @@ def test_a_batch_whose_session_was_not_read_yet_stops_itself_once_it_is(tmp_path
     thread.join(timeout=30)
     assert problems == [] and not thread.is_alive()
     assert gone(int(pid_file.read_text()))
-    assert done["hang"].error == "stopped: the run was interrupted"
+    assert done["hang"].error == "stopped with the rest of the run (interrupted, or its time budget spent)"
 
 
 def test_a_batch_that_never_answers_is_named_when_the_stop_gives_up(tmp_path: Path) -> None:
