@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from diagnose.commands.run import summary_lines
+from diagnose.render.render import render
 
 CAPTURED = Path(__file__).resolve().parents[2] / "fixtures" / "gpu_runs" / "h100-2026-11-25"
 
@@ -37,3 +38,17 @@ def test_the_healthy_h100_prints_no_cause() -> None:
     assert document["verdict"] == "PASS"
     assert lines == [line for line in printed("terminal.txt") if not line.startswith("  real")]
     assert not any("→" in line for line in lines)
+
+
+def test_ctrl_c_on_the_h100_kept_what_was_measured_and_the_report_says_so(tmp_path: Path) -> None:
+    """SIGINT during the fleet probe (exit 130 after 11 s, nothing left on the host): the host checks
+    measured before it are in results.json, and the report calls the run interrupted instead of judging it."""
+    document = json.loads((CAPTURED / "interrupted_results.json").read_text())
+    assert document["run"]["interrupted"] is True and "not_stopped" not in document["run"]
+    assert document["verdict"] == "INCOMPLETE" and len(document["checks"]) == 41
+    (tmp_path / "results.json").write_text(json.dumps(document))
+    (html,) = render(tmp_path / "results.json", {"html"})
+    assert "the run was interrupted: hosts or stages are missing" in html.read_text()
+    assert (CAPTURED / "interrupted_terminal.txt").read_text().splitlines()[1] == (
+        "diagnose: everything started on the hosts was stopped"
+    )
