@@ -144,13 +144,22 @@ def throttled(host: TestHost) -> Iterator[Path]:
                 continue  # a process that ended meanwhile
         yield group
     finally:
+        # The host's sshd keeps forking sessions into the group while it is emptied: move and retry until
+        # the group is empty and can go.
         root = CPU_CGROUP / "cgroup.procs"
-        for pid in (group / "cgroup.procs").read_text().split():
+        for _ in range(100):
+            for pid in (group / "cgroup.procs").read_text().split():
+                try:
+                    root.write_text(pid)
+                except ProcessLookupError:
+                    continue  # the process ended meanwhile
             try:
-                root.write_text(pid)
-            except ProcessLookupError:
-                continue  # the process ended meanwhile
-        group.rmdir()
+                group.rmdir()
+                break
+            except OSError:
+                time.sleep(0.05)
+        else:
+            raise AssertionError(f"{group} still holds processes")
 
 
 PLAYBOOK = """name: fleet-testbed
