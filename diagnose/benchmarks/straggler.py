@@ -23,7 +23,6 @@ smallest shortfall named (0.05).
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
@@ -33,6 +32,7 @@ from diagnose.catalog.stage_ids import BENCH_LINK, BENCH_STRAGGLER
 from diagnose.core.errors import ConfigError
 from diagnose.core.model import CheckResult
 from diagnose.core.vars import Vars
+from diagnose.launchers.base import launch_in_parallel
 from diagnose.localize import Accusation, Finding, Judged, Settings
 from diagnose.localize.model import as_plain
 
@@ -90,16 +90,8 @@ class LaunchMeasure:
     def __call__(self, groups: list[list[str]]) -> list[float | None]:
         self.calls += 1
         tags = [f"loc{self.calls:03d}-{g[0]}-{g[-1]}" for g in groups]
-        pool = ThreadPoolExecutor(max_workers=max(1, len(groups)), thread_name_prefix="localize")
-        try:
-            futures = [pool.submit(self._one, g, t) for g, t in zip(groups, tags, strict=True)]
-            values = [f.result() for f in futures]
-        except BaseException:
-            # An interrupt must not wait for the launches: the run's interrupt handling stops them all.
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
-        pool.shutdown()
-        return values
+        jobs = list(zip(groups, tags, strict=True))
+        return launch_in_parallel(lambda job: self._one(*job), jobs, len(jobs), name="localize")
 
     def _one(self, group: list[str], tag: str) -> float | None:
         hosts = [self.by_name[name] for name in group]

@@ -567,3 +567,27 @@ def run_launch(job: Launch) -> LaunchOutcome:
     if lost_late and outcome.status != "host_lost":
         outcome.message += f" (and could not clean up on {', '.join(lost_late)})"
     return outcome
+
+
+def launch_in_parallel(
+    work: Callable[[Any], Any], items: Sequence[Any], workers: int, name: str = "launch"
+) -> list[Any]:
+    """``work(item)`` for every item, at most ``workers`` at once; the results in the items' order.
+
+    For work that runs launches (a probe per host, a pair per NIC): an interrupt (Ctrl-C, SIGTERM) does not
+    wait for the launches under way — a burn-in would hold Ctrl-C for its whole duration — but propagates at
+    once; the run's interrupt handling then stops every launch (:func:`stop_live_launches`), and the items
+    not yet started are never started.
+    """
+    pool = ThreadPoolExecutor(max_workers=max(1, min(workers, len(items))), thread_name_prefix=name)
+    try:
+        futures = [pool.submit(work, item) for item in items]
+        results = [future.result() for future in futures]
+    except KeyboardInterrupt:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    except BaseException:
+        pool.shutdown()  # a launch that broke: the others finish and clean up before it is raised
+        raise
+    pool.shutdown()
+    return results

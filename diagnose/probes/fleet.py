@@ -35,7 +35,6 @@ import statistics
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,7 +47,7 @@ from diagnose.core.hosts import Host
 from diagnose.core.model import SEVERITY, CheckResult, strongest, worst
 from diagnose.core.units import human_bytes
 from diagnose.core.vars import Vars
-from diagnose.launchers.base import LaunchOutcome, LaunchSpec
+from diagnose.launchers.base import LaunchOutcome, LaunchSpec, launch_in_parallel
 from diagnose.launchers.torchrun import launch
 from diagnose.probes import fleet_judge as fleet
 from diagnose.shipped import collective_bench, fleet_probe
@@ -576,9 +575,9 @@ class FleetProbes:
         skipped = skipped_checks(setup, self.collectives)
         hosts = list(setup.hosts)
         busbw = FLEET_BUSBW not in skipped
-        with ThreadPoolExecutor(max_workers=max(1, min(MAX_PARALLEL_HOSTS, len(hosts)))) as pool:
-            futures = [pool.submit(self.measure, i, h, busbw) for i, h in enumerate(hosts)]
-            figures = [f.result() for f in futures]
+        figures = launch_in_parallel(
+            lambda pair: self.measure(pair[0], pair[1], busbw), list(enumerate(hosts)), MAX_PARALLEL_HOSTS
+        )
         if len(figures) == 1:
             judgement = single_host(figures[0], skipped)
         else:

@@ -33,7 +33,7 @@ from diagnose.catalog.stage_ids import IB_LATENCY, IB_WRITE_BW
 from diagnose.core.check import ParseError
 from diagnose.core.hosts import Host
 from diagnose.core.model import CheckResult
-from diagnose.launchers.base import LaunchOutcome, LaunchSpec
+from diagnose.launchers.base import LaunchOutcome, LaunchSpec, launch_in_parallel
 from diagnose.launchers.perftest import launch_pair
 from diagnose.parsers.perftest import parse_bw, parse_lat
 from diagnose.probes import fleet_judge
@@ -166,19 +166,12 @@ class PerftestStage:
     # -- measuring ---------------------------------------------------------------------------------------
     def measure_round(self, number: int, launches: Sequence[Launch]) -> list[Reading]:
         """Every pair of one round at once (the campaign's RoundMeasure)."""
-        pool = ThreadPoolExecutor(max_workers=max(1, min(MAX_PARALLEL_PAIRS, len(launches))))
-        try:
-            futures = [
-                pool.submit(self.measure_pair, number, i, a, b, steps)
-                for i, (a, b, steps) in enumerate(launches)
-            ]
-            readings = [reading for f in futures for reading in f.result()]
-        except BaseException:
-            # An interrupt must not wait for the launches: the run's interrupt handling stops them all.
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
-        pool.shutdown()
-        return readings
+        pairs = launch_in_parallel(
+            lambda job: self.measure_pair(number, job[0], *job[1]),
+            list(enumerate(launches)),
+            MAX_PARALLEL_PAIRS,
+        )
+        return [reading for readings in pairs for reading in readings]
 
     def _take_ports(self, addresses: list[str], size: int) -> int:
         with self._free:

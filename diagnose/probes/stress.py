@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -36,7 +35,7 @@ from diagnose.catalog.stage_ids import GPU_GEMM, GPU_HBM, STRESS
 from diagnose.config.host_settings import parse_bench_env
 from diagnose.core.hosts import Host
 from diagnose.core.model import SEVERITY, CheckResult
-from diagnose.launchers.base import LaunchSpec
+from diagnose.launchers.base import LaunchSpec, launch_in_parallel
 from diagnose.launchers.torchrun import launch
 from diagnose.probes import stress_burnin, stress_judge
 from diagnose.probes.stress_figures import HostStress, describe_process, host_stress
@@ -133,8 +132,7 @@ class Stress:
 
     def run(self) -> None:
         hosts = list(self.setup.hosts)
-        with ThreadPoolExecutor(max_workers=max(1, min(256, len(hosts)))) as pool:
-            measured = list(pool.map(lambda pair: self.measure(*pair), enumerate(hosts)))
+        measured = launch_in_parallel(lambda pair: self.measure(*pair), list(enumerate(hosts)), 256)
         figures = [f for f, _ in measured]
         for host, (item, wall) in zip(hosts, measured, strict=True):
             self.ctx.emit_record(SECTION, stage_record(item, wall, durations(host, self.device)))
