@@ -6,10 +6,8 @@ POSIX shell and ``setsid`` is needed there, plus whatever the kind of launch run
 Life of one launch (:func:`run_launch`):
 
 1. start the job detached, in a session of its own, in ``/tmp/diagnose-<run_id>-<tag>-n<node>/`` (one
-   folder per node, so test hosts sharing a filesystem never collide; no parent folder shared between
-   launches, so one launch removing its folder can never pull a folder from under another launch of the
-   run starting at that moment where hosts share a /tmp: containers on one machine, local hosts, the
-   test bed's per-host launches of the fleet probes), with a per-launch token in its
+   folder per node, none shared between launches, so hosts sharing a /tmp — containers on one machine,
+   test hosts — never collide or remove another's), with a per-launch token in its
    environment — launchers put their workers in sessions of their own too, so the token (which every
    descendant inherits) is what finds them all again;
 2. poll every host about once a second: its exit status, and on node 0 the new lines of the progress
@@ -500,6 +498,7 @@ class LaunchError(Exception):
 
 _LIVE: dict[int, Launch] = {}  # launches started and not yet stopped, for an interrupt to stop
 _LIVE_LOCK = threading.Lock()
+_WAVE = threading.local()  # a launch_in_parallel worker's event, set once an interrupt left it running
 
 
 def stop_live_launches(timeout: float = TERM_GRACE_S + 4) -> list[str]:
@@ -543,6 +542,8 @@ def run_launch(job: Launch) -> LaunchOutcome:
     every launch and every host's checks together, within one bounded wait (:func:`stop_live_launches`).
     """
     with _LIVE_LOCK:
+        if getattr(_WAVE, "interrupted", None) is not None and _WAVE.interrupted.is_set():
+            raise KeyboardInterrupt  # its wave (launch_in_parallel) was interrupted: start nothing new
         _LIVE[id(job)] = job
     try:
         try:
@@ -572,18 +573,24 @@ def run_launch(job: Launch) -> LaunchOutcome:
 def launch_in_parallel(
     work: Callable[[Any], Any], items: Sequence[Any], workers: int, name: str = "launch"
 ) -> list[Any]:
-    """``work(item)`` for every item, at most ``workers`` at once; the results in the items' order.
+    """``work(item)`` for every item, at most ``workers`` at once, in order. An interrupt does not wait for the
+    launches under way (a burn-in would hold Ctrl-C for minutes): the run's stop ends them
+    (:func:`stop_live_launches`), and no item or further launch of a worker starts."""
+    interrupted = threading.Event()
 
-    For work that runs launches (a probe per host, a pair per NIC): an interrupt (Ctrl-C, SIGTERM) does not
-    wait for the launches under way — a burn-in would hold Ctrl-C for its whole duration — but propagates at
-    once; the run's interrupt handling then stops every launch (:func:`stop_live_launches`), and the items
-    not yet started are never started.
-    """
+    def worker(item: Any) -> Any:
+        _WAVE.interrupted = interrupted  # read by run_launch
+        try:
+            return work(item)
+        finally:
+            _WAVE.interrupted = None
+
     pool = ThreadPoolExecutor(max_workers=max(1, min(workers, len(items))), thread_name_prefix=name)
     try:
-        futures = [pool.submit(work, item) for item in items]
-        results = [future.result() for future in futures]
+        results = [future.result() for future in [pool.submit(worker, item) for item in items]]
     except KeyboardInterrupt:
+        with _LIVE_LOCK:  # before the run's stop reads the live launches
+            interrupted.set()
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     except BaseException:

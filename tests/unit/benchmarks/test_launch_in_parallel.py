@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
-from diagnose.launchers.base import launch_in_parallel
+from diagnose.core.hosts import Host
+from diagnose.launchers.base import Launch, LaunchSpec, launch_in_parallel, run_launch
 
 
 def test_results_come_back_in_the_order_of_the_items() -> None:
@@ -56,3 +59,57 @@ def test_a_failing_launch_is_raised_after_the_others_finish() -> None:
     with pytest.raises(RuntimeError, match="launch 0 broke"):
         launch_in_parallel(work, [0, 1, 2], workers=3)
     assert sorted(finished) == [1, 2]
+
+
+class Recorded(Launch):
+    """A launch that only notes that it started (no host is touched)."""
+
+    runner = "test"
+    started: ClassVar[list[str]] = []
+
+    def start(self) -> None:
+        Recorded.started.append(self.spec.tag)
+        self.outcome.status = "done"
+
+    def follow(self) -> None:
+        return None
+
+    def stop(self, timeout: float = 0) -> None:
+        return None
+
+    def collect(self) -> None:
+        return None
+
+    def failure_detail(self) -> str:
+        return ""
+
+
+def spec(tag: str, tmp_path: Path) -> LaunchSpec:
+    host = Host("h1")
+    return LaunchSpec("unit", tag, [host], {}, 1, "gloo", [], [], lambda c, b: 1.0, tmp_path)
+
+
+def test_a_worker_left_running_by_an_interrupt_starts_no_further_launch(tmp_path: Path) -> None:
+    """A fleet probe measures a host with two launches in a row: the second must not start once the run
+    was interrupted and has stopped the live ones."""
+    release, done = threading.Event(), threading.Event()
+    outcome: dict[str, BaseException] = {}
+
+    def work(n: int) -> None:
+        if n == 0:
+            time.sleep(0.2)
+            raise KeyboardInterrupt
+        run_launch(Recorded(spec("first", tmp_path)))
+        release.wait(30)
+        try:
+            run_launch(Recorded(spec("second", tmp_path)))
+        except BaseException as exc:
+            outcome["second"] = exc
+        done.set()
+
+    with pytest.raises(KeyboardInterrupt):
+        launch_in_parallel(work, [0, 1], workers=2)
+    release.set()
+    assert done.wait(30)
+    assert Recorded.started == ["first"] and isinstance(outcome["second"], KeyboardInterrupt)
+    assert run_launch(Recorded(spec("later", tmp_path))).status == "done", "outside a wave launches run"
