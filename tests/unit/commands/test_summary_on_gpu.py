@@ -41,7 +41,7 @@ def test_the_healthy_h100_prints_no_cause() -> None:
 
 
 def test_ctrl_c_on_the_h100_kept_what_was_measured_and_the_report_says_so(tmp_path: Path) -> None:
-    """SIGINT during the fleet probe (exit 130 after 11 s, nothing left on the host): the host checks
+    """SIGINT during the fleet probe (exit 130 after 5.4 s, nothing left on the host): the host checks
     measured before it are in results.json, and the report calls the run interrupted instead of judging it."""
     document = json.loads((CAPTURED / "interrupted_results.json").read_text())
     assert document["run"]["interrupted"] is True and "not_stopped" not in document["run"]
