@@ -5,12 +5,16 @@ runs never show in a benchmark window, so this check is passive: it reads what t
 
 * The kernel log (the one ``KERNEL_LOG`` read gpu.xid and gpu.sxid share): mlx5_core logs each carrier
   change of a ConnectX Ethernet/RoCE port (``mlx5_core 0000:01:00.0 enp1s0f0np0: Link down``) and what the
-  port's cage reports (``Port module event[error]: module 0, Cable error, High Temperature``). The PCI
-  function is named by its RDMA device (``HCA_PCI_SCRIPT``). Events count within ``flap_window_h`` hours
+  port's cage reports (``Port module event[error]: module 0, Cable error, High Temperature``); since Linux
+  6.15 the IB core also logs every state change of any RDMA port, InfiniBand ones included
+  (``mlx5_core 0000:08:00.0 mlx5_0: Port: 1 Link DOWN``, INIT, ARMED, ACTIVE likewise). Each netdev
+  ``Link down`` and each IB core ``Link DOWN`` is one link down of that port; a RoCE port's two lines for
+  one change count once (``_link_downs``). The PCI function is named by its RDMA device
+  (``HCA_PCI_SCRIPT``). Events count within ``flap_window_h`` hours
   (default 24) and, in a nightly run, only since the previous run of the series (``flap_since``, which the
   nightly sets from the history), so each flap is reported once.
-* The port counters between runs: InfiniBand ports' flaps are not logged by the driver, they show in
-  ``link_downed``. The nightly hands the previous run's counters (``ib_counters_before``: its time and
+* The port counters between runs: on kernels before 6.15 InfiniBand ports' flaps are not logged, they show
+  only in ``link_downed``. The nightly hands the previous run's counters (``ib_counters_before``: its time and
   ib.counters' values per port) and the check turns the change into a rate: link_downed growth counts as
   flaps of that HCA, symbol errors faster than ``ib_symbol_errors_max_per_h`` (default 120 per hour) FAIL.
 
@@ -81,11 +85,54 @@ def _hca(event: dict[str, Any], names: dict[str, str]) -> str:
     return f"{device} ({said})" if device and said else device or said or "an mlx5 port"
 
 
+Port = tuple[str, int, str | None]
+
+
+def _link_downs(events: list[dict[str, Any]], names: dict[str, str]) -> dict[str, int]:
+    """Link downs per HCA port in these events.
+
+    A netdev's ``Link down`` is one; so is an IB core ``Link DOWN``: the IB core prints a port's state only
+    when it changes, so each DOWN is the port leaving INIT, ARMED or ACTIVE, whether it comes back or not
+    (counting DOWN lines rather than DOWN-to-ACTIVE cycles keeps a port that went down and stayed down in
+    the count). On a RoCE port of a 6.15+ kernel one change is logged by both, so where a PCI function
+    shows IB core lines for one port, its netdev's downs are that port's, and the port counts the larger
+    of the two tallies, never their sum (the netdev can log a down the IB core skips: a port already DOWN).
+    """
+    ports_on: dict[str, set[Port]] = {}
+    port_downs: dict[Port, int] = {}
+    netdev_downs: dict[str, int] = {}
+    netdev_of: dict[str, dict[str, Any]] = {}
+    for event in events:
+        if event["kind"] == "port":
+            port: Port = (event["device"], event["port"], event.get("pci"))
+            if event.get("pci"):
+                ports_on.setdefault(event["pci"], set()).add(port)
+            if event["state"] == "DOWN":
+                port_downs[port] = port_downs.get(port, 0) + 1
+        elif event["kind"] == "link" and event["state"] == "down":
+            key = event.get("pci") or _hca(event, names)
+            netdev_downs[key] = netdev_downs.get(key, 0) + 1
+            netdev_of[key] = event
+    downs: dict[str, int] = {}
+    netdev_on: dict[Port, str] = {}
+    for key, n in netdev_downs.items():
+        ports = ports_on.get(key, set())
+        if len(ports) == 1:
+            (port,) = ports
+            port_downs[port] = max(port_downs.get(port, 0), n)
+            netdev_on[port] = netdev_of[key].get("netdev") or ""
+        else:
+            downs[_hca(netdev_of[key], names)] = n
+    for (device, number, pci), n in port_downs.items():
+        said = " ".join(x for x in (pci, netdev_on.get((device, number, pci))) if x)
+        downs[f"{device} port {number}" + (f" ({said})" if said else "")] = n
+    return downs
+
+
 def _log_findings(
     facts: Facts, start: float | None
 ) -> tuple[dict[str, int], list[str], list[dict[str, Any]], int]:
-    """(link downs per HCA, module error texts, events in the window, events outside it)."""
-    downs: dict[str, int] = {}
+    """(link downs per HCA port, module error texts, events in the window, events outside it)."""
     modules: list[str] = []
     inside: list[dict[str, Any]] = []
     outside = 0
@@ -94,14 +141,11 @@ def _log_findings(
             outside += 1
             continue
         inside.append(event)
-        name = _hca(event, facts["hca_pci"])
-        if event["kind"] == "link" and event["state"] == "down":
-            downs[name] = downs.get(name, 0) + 1
-        elif event["kind"] == "module" and (
+        if event["kind"] == "module" and (
             event.get("level") == "error" or "error" in event["status"].lower()
         ):
-            modules.append(f"{name}: module {event['module']} {event['status']}")
-    return downs, modules, inside, outside
+            modules.append(f"{_hca(event, facts['hca_pci'])}: module {event['module']} {event['status']}")
+    return _link_downs(inside, facts["hca_pci"]), modules, inside, outside
 
 
 def _counter_growth(
@@ -186,7 +230,7 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
     else:
         return Outcome(
             "PASS",
-            f"no mlx5 link down or module error in the kernel log of {host} {named} ({facts['source']}){tail}",
+            f"no RDMA link down or module error in the kernel log of {host} {named} ({facts['source']}){tail}",
             observed,
             wanted,
         )
@@ -202,8 +246,8 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
 CHECK = Check(
     id="ib.flaps",
     checklist="H",
-    summary="no fabric link down/up (mlx5 kernel events, link_downed growth) since the last run or within "
-    "flap_window_h; symbol errors per hour between runs",
+    summary="no fabric link down/up (mlx5 and IB core kernel events, link_downed growth) since the last run "
+    "or within flap_window_h; symbol errors per hour between runs",
     commands=(
         KERNEL_LOG,
         Command("hca_pci", HCA_PCI_SCRIPT, timeout=10, required=False, auxiliary=True),

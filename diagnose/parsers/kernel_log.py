@@ -9,8 +9,9 @@ user's own journal with no kernel line at all, and ``dmesg`` under ``kernel.dmes
 (log lines start with a date, ``[`` or ``<``) is that source's complaint, and a source with no log line
 at all is reported as refused, so an unreadable log can never pass for a clean one. Only the lines some
 check reads leave the host (``KEPT``: the GPU driver's NVRM lines for gpu.xid, the NVSwitch driver's SXid
-lines for gpu.sxid, mlx5_core's link down/up and port module events for ib.flaps), which keeps the evidence
-small on a busy machine; the three checks share the one command, so the log is read once per host.
+lines for gpu.sxid, mlx5_core's link down/up and port module events and the IB core's port state lines for
+ib.flaps), which keeps the evidence small on a busy machine; the three checks share the one command, so the
+log is read once per host.
 
 Header lines, all starting with ``# `` and printed before the log lines:
 ``# clock <epoch> <uptime s>`` (to place ``[secs]`` stamps in time), ``# missing <tool>``,
@@ -29,7 +30,7 @@ from typing import Any
 from diagnose.core.check import Command
 
 #: The log lines the checks read (an awk ERE): everything else stays on the host.
-KEPT = "NVRM|SXid|mlx5_core.*(Link (down|up)|Port module event)"
+KEPT = "NVRM|SXid|mlx5_core.*(Link (down|up)|Port module event)|: Port: [0-9]+ Link [A-Z]"
 
 # awk keeps the log lines' count and the kept lines; anything else a tool printed is its complaint.
 _AWK = (

@@ -460,6 +460,19 @@ def old_flap(name: str) -> HostSpec:
     )
 
 
+IB_CORE_FLAPS = "link_events/ibcore_port_state_roce_bond_flaps.txt"
+
+
+def ib_core_flaps(name: str) -> HostSpec:
+    """A 6.15+ kernel's IB core logged mlx5_3's port going DOWN three times in the last hour, back ACTIVE
+    between: the captured IB core lines of IB_CORE_FLAPS (no netdev line, as an InfiniBand port logs),
+    restamped relative to the host's clock."""
+    lines = [line.split("] ", 1)[1] for line in captured(IB_CORE_FLAPS).splitlines() if ": Port: " in line]
+    active, down = lines[0], lines[1]
+    events = [(3600, down), (3590, active), (3000, down), (2990, active), (1200, down)]
+    return _with_tool(healthy_h100(name), "dmesg", _dmesg_with_recent(events))
+
+
 def ber_high(name: str) -> HostSpec:
     """mlx5_4's effective BER 5E-11 (FEC no longer hides the errors) in the healthy NDR mlxlink output: the
     one field the fault changes, edited, with the effective error count it implies."""
@@ -513,6 +526,7 @@ FAULTS: dict[str, tuple[Builder, str, str]] = {
 FABRIC_FAULTS: dict[str, tuple[Builder, str, str]] = {
     "sxid-fatal": (sxid_fatal, "gpu.sxid", "FAIL"),
     "link-flaps": (link_flaps, "ib.flaps", "FAIL"),
+    "ib-core-flaps": (ib_core_flaps, "ib.flaps", "FAIL"),
     "ber-high": (ber_high, "ib.optics", "FAIL"),
     "fw-drift": (firmware_drift, "versions.firmware", "FAIL"),
 }

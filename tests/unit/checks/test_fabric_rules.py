@@ -113,7 +113,7 @@ HCA_PCI = CommandOutput(stdout="mlx5_bond_0 0000:01:00.0\nmlx5_1 0000:01:00.1\n"
 def test_flaps_quiet_log_passes() -> None:
     outcome = judge(ib_flaps.CHECK, profile(), kernel_log=HEALTHY_LOG)
     assert outcome.status == "PASS"
-    assert "no mlx5 link down or module error in the kernel log of node1 in the last 24 h" in outcome.message
+    assert "no RDMA link down or module error in the kernel log of node1 in the last 24 h" in outcome.message
 
 
 def test_one_flap_warns_and_max_link_flaps_fails_naming_the_hca() -> None:
@@ -150,6 +150,39 @@ def test_flaps_count_only_since_the_previous_run() -> None:
     outcome = judge(ib_flaps.CHECK, profile(flap_since="2026-08-07T12:00:00Z"), kernel_log=body)
     assert outcome.status == "PASS"
     assert "since the previous run (2026-08-07T12:00:00Z)" in outcome.message
+
+
+# The IB core's port state lines (Linux 6.15+), their [secs] stamps placed by a clock 4500 s after boot.
+IB_CORE_CLOCK = "1786179600 4500"
+
+
+def test_ib_core_port_down_is_a_link_down_of_that_port() -> None:
+    """An InfiniBand port has no netdev: the IB core's DOWN line is all the log says of its flap."""
+    rmmod = log(text("link_events/ibcore_port_down_rmmod.txt"), IB_CORE_CLOCK)
+    outcome = judge(ib_flaps.CHECK, profile(), kernel_log=rmmod)
+    assert outcome.status == "WARN", outcome.message
+    assert "mlx5_0 port 1 (0000:0a:00.0): 1 link down" in outcome.message
+    # A port coming up at boot (INIT, ACTIVE) is no flap.
+    boot = log(text("link_events/ibcore_port_state_mlx4_ib_boot.txt"), IB_CORE_CLOCK)
+    assert judge(ib_flaps.CHECK, profile(), kernel_log=boot).status == "PASS"
+
+
+def test_a_roce_port_logged_by_netdev_and_ib_core_counts_each_change_once() -> None:
+    """The bond's port: 3 netdev "Link down" and 2 IB core "Link DOWN" lines are 3 flaps, not 5."""
+    flaps = log(text("link_events/ibcore_port_state_roce_bond_flaps.txt"), IB_CORE_CLOCK)
+    outcome = judge(ib_flaps.CHECK, profile(), kernel_log=flaps)
+    assert outcome.status == "FAIL"
+    assert outcome.observed["link_downs"] == {"mlx5_3 port 1 (0000:53:00.0 enp83s0f0np0)": 3}
+    assert "mlx5_3 port 1 (0000:53:00.0 enp83s0f0np0): 3 link downs" in outcome.message
+
+
+def test_ib_core_lines_count_only_since_the_previous_run() -> None:
+    """A nightly whose previous run was 4442 s after boot: the two later downs count, not the first."""
+    flaps = log(text("link_events/ibcore_port_state_roce_bond_flaps.txt"), IB_CORE_CLOCK)
+    outcome = judge(ib_flaps.CHECK, profile(flap_since="2026-08-08T08:59:02Z"), kernel_log=flaps)
+    assert outcome.status == "WARN", outcome.message
+    assert "mlx5_3 port 1 (0000:53:00.0 enp83s0f0np0): 2 link downs" in outcome.message
+    assert "3 older event(s) outside the window" in outcome.message
 
 
 def test_module_error_warns() -> None:
