@@ -42,6 +42,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from diagnose.benchmarks.early_stop import floors_arg, stopped_of, stopped_sentence
 from diagnose.benchmarks.expect import (
     LARGE_BYTES,
     Expectation,
@@ -179,7 +180,9 @@ class Stage:
 
         return budget
 
-    def program_args(self, backend: str, collectives: list[str], min_bytes: int, max_bytes: int) -> list[str]:
+    def program_args(
+        self, backend: str, collectives: list[str], min_bytes: int, max_bytes: int, floors: str = ""
+    ) -> list[str]:
         plan = self.plan
         return [
             "--backend",
@@ -198,6 +201,10 @@ class Stage:
             str(plan.iters),
             "--dtype",
             self.dtype,
+            "--floors",
+            floors,
+            "--bound-bytes",
+            str(LARGE_BYTES),
         ]
 
     def launch(
@@ -219,7 +226,13 @@ class Stage:
             connections=self.ctx.connections,
             nproc=setup.nproc,
             backend=setup.backend,
-            program_args=self.program_args(setup.backend, collectives, min_bytes, max_bytes),
+            program_args=self.program_args(
+                setup.backend,
+                collectives,
+                min_bytes,
+                max_bytes,
+                floors_arg(self.first.vars, setup.backend, collectives, len(hosts), setup.nproc),
+            ),
             expected_rows=self.expected_rows(collectives, sizes, ranks),
             row_budget_s=self.row_budget(setup.backend, len(hosts), setup.nproc),
             out_dir=self.ctx.out_dir,
@@ -328,6 +341,10 @@ class Stage:
         wanted = len(self.expected_rows([collective], sizes, nodes * setup.nproc))
         finished = outcome.status == "done" or len(rows) >= wanted
         status, message = judge_busbw(collective, measured, at_bytes, nodes, expectation, setup.backend)
+        early = stopped_of(outcome.rows, collective)
+        if early is not None:
+            finished = True
+            status, message = "FAIL", f"{message}; {stopped_sentence(early)}"
         wrong = sum(r["wrong"] or 0 for r in rows)
         if wrong:
             status, message = "FAIL", f"{collective}: {wrong_summary(rows, wrong)}; {message}"
@@ -360,6 +377,8 @@ class Stage:
             "status": status,
             "message": message,
         }
+        if early is not None:
+            record["stopped_early"] = early
         return record, expectation
 
     @staticmethod

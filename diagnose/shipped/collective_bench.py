@@ -22,7 +22,8 @@ import argparse
 import sys
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
 
 if __package__:  # imported on the controller, as diagnose.shipped.<program>
@@ -42,6 +43,12 @@ PERIOD = 5
 _SPLIT = ("all_gather", "reduce_scatter", "all_to_all")
 # Elements handled per step while filling or checking: bounds the temporary index tensors.
 _CHUNK = 1 << 25
+# The early stop (see stop_after): from this size on a row is read for bandwidth (the controller passes the
+# size its verdict reads from, expect.LARGE_BYTES), at how small a share of the floor the sweep gives up, and
+# after how many such sizes in a row.
+BOUND_BYTES = 64 << 20
+STOP_FRACTION = 0.1
+STOP_SIZES = 2
 
 
 def bus_factor(collective: str, ranks: int) -> float:
@@ -93,6 +100,64 @@ def counts(collective: str, nbytes: int, elem: int, ranks: int) -> tuple[int, in
             return total, per_rank, total * elem
         return total, total, total * elem
     return total, total, total * elem
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Why a sweep stopped before its largest size: the figures the controller words its verdict with."""
+
+    after_bytes: int
+    busbw_gbps: float
+    plateau_gbps: float
+    floor_gbps: float
+
+
+def plateau(points: Sequence[tuple[int, float]]) -> float | None:
+    """The busbw any larger size could reach, by the latency-bandwidth (α-β) model through the last two
+    (bytes, busbw) points; None where the time did not grow with the size (latency-bound: no bound).
+
+    Time per launch is α + bytes/B (B the bus rate, busbw = bytes/time up to the bus factor, which
+    cancels); two sizes give B = Δbytes / Δtime, the busbw that size → ∞ tends to.
+    """
+    (s1, b1), (s2, b2) = points[-2], points[-1]
+    grown = s2 / b2 - s1 / b1
+    if s2 <= s1 or grown <= 0:
+        return None
+    return (s2 - s1) / grown
+
+
+def stop_after(
+    points: Sequence[tuple[int, float]], floor_gbps: float | None, bound_bytes: int = BOUND_BYTES
+) -> Stop | None:
+    """Whether a sweep that measured ``points`` ((bytes, busbw) in size order) may skip its larger sizes.
+
+    It may when the verdict is already certain: the last ``STOP_SIZES`` sizes of ``bound_bytes`` or more
+    (those the verdict reads) each reached less than ``STOP_FRACTION`` of the floor, and the α-β model
+    through them says no larger size can reach that tenth either. A healthy fabric is at well over half
+    its plateau from 64 MiB on, so a tenth of the floor there is a transport fallback (NET/Socket where
+    NVLink or RDMA was expected), not a slow start; requiring the model too keeps a still-climbing,
+    latency-bound curve running. No floor (gloo, no profile), no stop.
+    """
+    if not floor_gbps or floor_gbps <= 0:
+        return None
+    bound = [(s, b) for s, b in points if s >= bound_bytes and b > 0]
+    if len(bound) < STOP_SIZES:
+        return None
+    last = bound[-STOP_SIZES:]
+    limit = STOP_FRACTION * floor_gbps
+    reach = plateau(last)
+    if any(b >= limit for _, b in last) or reach is None or reach >= limit:
+        return None
+    return Stop(last[-1][0], max(b for _, b in last), round(reach, 3), floor_gbps)
+
+
+def parse_floors(text: str) -> dict[str, float]:
+    """``all_reduce=289,all_gather=144.5`` → {collective: floor GB/s}."""
+    floors = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, _, value = item.partition("=")
+        floors[name.strip()] = float(value)
+    return floors
 
 
 def _rank_sum_table(ranks: int) -> list[int]:
@@ -241,23 +306,48 @@ class Bench:
         self.dist.all_reduce(tensor, op=op)
         return [float(v) for v in tensor.tolist()]
 
-    def warm_up(self, collective: str, inp: Any, out: Any, sizes: list[int]) -> None:
+    def synchronize(self) -> None:
+        """Wait for the GPU (NCCL); gloo's calls have returned when they are done."""
+        if self.gpu:
+            self.torch.cuda.synchronize()
+
+    def warm_up(self, collective: str, inp: Any, out: Any, sizes: list[int]) -> Stop | None:
         """nccl-tests' warm-up: ``--warmup`` launches at every size before any size is timed.
 
         Besides NCCL's lazy set-up per size, it brings the GPUs to their working clocks; timing the first
-        (smallest) size straight after start-up measured idle clocks, not the fabric.
+        (smallest) size straight after start-up measured idle clocks, not the fabric. With a floor for the
+        collective, each size's launches after its first (which may set up connections) are timed and the
+        warm-up ends where :func:`stop_after` says so: on a broken transport, warming 1 GiB costs as much as
+        timing it. The returned stop names the last size warmed.
         """
+        args = self.args
+        floor = args.floors.get(collective)
+        timed = floor is not None and args.warmup > 1
+        points: list[tuple[int, float]] = []
         for requested in sizes:
             n_in, n_out, nbytes = counts(collective, requested, self.elem, self.ranks)
             if nbytes == 0:
                 continue
             op = self.operation(collective, inp[:n_in], out[:n_out])
-            for _ in range(self.args.warmup):
+            began, work = time.perf_counter(), None
+            for launch in range(args.warmup):
+                if timed and launch == 1:
+                    self.complete(work)
+                    self.synchronize()
+                    began = time.perf_counter()
                 work = op()
-            if self.args.warmup:
+            if args.warmup:
                 self.complete(work)
-        if self.gpu:
-            self.torch.cuda.synchronize()
+            if not timed:
+                continue
+            self.synchronize()
+            seconds = self.reduce([(time.perf_counter() - began) / (args.warmup - 1)], "max")[0]
+            points.append((nbytes, bandwidths(nbytes, seconds, collective, self.ranks)[1]))
+            stop = stop_after(points, floor, args.bound_bytes)
+            if stop is not None:
+                return stop
+        self.synchronize()
+        return None
 
     def capture(self, op: Callable[[], Any]) -> Any:
         """The ``iters`` launches recorded as one CUDA graph, or None where capture is not possible.
@@ -321,39 +411,57 @@ class Bench:
         sizes = sweep(args.min_bytes, args.max_bytes, args.step_factor)
         for collective in args.collectives:
             inp, out = self.buffers(collective, max(sizes))
-            self.warm_up(collective, inp, out, sizes)
-            emit({"event": "warm", "collective": collective})
-            for requested in sizes:
-                n_in, n_out, nbytes = counts(collective, requested, self.elem, self.ranks)
-                if nbytes == 0:
-                    continue
-                emit({"event": "begin", "collective": collective, "bytes": nbytes})
-                view_in, view_out = inp[:n_in], out[:n_out]
-                per_rank = n_out // self.ranks if collective in ("all_gather", "all_to_all") else n_out
-                seconds = self.time_launches(self.operation(collective, view_in, view_out))
-                total, slowest = self.reduce([seconds], "sum")[0], self.reduce([seconds], "max")[0]
-                average = total / self.ranks
-                algbw, busbw = bandwidths(nbytes, average, collective, self.ranks)
-                wrong = self.validate(collective, view_in, view_out, per_rank) if args.check else None
-                emit(
-                    {
-                        "event": "row",
-                        "collective": collective,
-                        "bytes": nbytes,
-                        "count": nbytes // self.elem // (self.ranks if collective in _SPLIT else 1),
-                        "dtype": args.dtype,
-                        "ranks": self.ranks,
-                        "time_us": round(average * 1e6, 3),
-                        "time_us_max": round(slowest * 1e6, 3),
-                        "algbw_gbps": round(algbw, 3),
-                        "busbw_gbps": round(busbw, 3),
-                        "wrong": wrong,
-                        "timing": self.timing,
-                    }
-                )
+            warmed = self.warm_up(collective, inp, out, sizes)
+            emit({"event": "warm", "collective": collective, "warm_stopped": warmed and asdict(warmed)})
+            self.sweep_sizes(collective, inp, out, sizes, emit)
             del inp, out
             if self.gpu:
                 self.torch.cuda.empty_cache()
+
+    def sweep_sizes(
+        self, collective: str, inp: Any, out: Any, sizes: list[int], emit: Callable[[dict[str, Any]], None]
+    ) -> None:
+        """Every size timed in turn, until :func:`stop_after` finds the rest not worth the time.
+
+        All ranks reach the same decision: it reads the busbw averaged over the ranks by a collective.
+        The row after which the sweep stops carries the reason (``stopped``) and the sizes left out.
+        """
+        args = self.args
+        points: list[tuple[int, float]] = []
+        planned = [counts(collective, requested, self.elem, self.ranks) for requested in sizes]
+        for index, (n_in, n_out, nbytes) in enumerate(planned):
+            if nbytes == 0:
+                continue
+            emit({"event": "begin", "collective": collective, "bytes": nbytes})
+            view_in, view_out = inp[:n_in], out[:n_out]
+            per_rank = n_out // self.ranks if collective in ("all_gather", "all_to_all") else n_out
+            seconds = self.time_launches(self.operation(collective, view_in, view_out))
+            total, slowest = self.reduce([seconds], "sum")[0], self.reduce([seconds], "max")[0]
+            average = total / self.ranks
+            algbw, busbw = bandwidths(nbytes, average, collective, self.ranks)
+            wrong = self.validate(collective, view_in, view_out, per_rank) if args.check else None
+            row = {
+                "event": "row",
+                "collective": collective,
+                "bytes": nbytes,
+                "count": nbytes // self.elem // (self.ranks if collective in _SPLIT else 1),
+                "dtype": args.dtype,
+                "ranks": self.ranks,
+                "time_us": round(average * 1e6, 3),
+                "time_us_max": round(slowest * 1e6, 3),
+                "algbw_gbps": round(algbw, 3),
+                "busbw_gbps": round(busbw, 3),
+                "wrong": wrong,
+                "timing": self.timing,
+            }
+            points.append((nbytes, busbw))
+            stop = stop_after(points, args.floors.get(collective), args.bound_bytes)
+            skipped = [later[2] for later in planned[index + 1 :] if later[2]]
+            if stop is not None and skipped:
+                row["stopped"] = {**asdict(stop), "skipped_bytes": skipped}
+            emit(row)
+            if "stopped" in row:
+                return
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -379,10 +487,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="graph",
         help="GPU: replay the launches from a CUDA graph",
     )
+    parser.add_argument(
+        "--floors",
+        default="",
+        help="collective=GB/s,...: the busbw the controller judges against; far below it the sweep stops",
+    )
+    parser.add_argument(
+        "--bound-bytes", type=int, default=BOUND_BYTES, help="sizes read for bandwidth start here"
+    )
     parser.add_argument("--results", help="file rank 0 appends its JSON rows to")
     parser.add_argument("--log-dir", help="where each rank writes its NCCL log (nccl-rank<N>.log)")
     args = parser.parse_args(argv)
     args.collectives = [c.strip() for c in args.collectives.split(",") if c.strip()]
+    try:
+        args.floors = parse_floors(args.floors)
+    except ValueError:
+        parser.error(f"--floors: expected collective=GB/s,..., got {args.floors!r}")
     unknown = [c for c in args.collectives if c not in COLLECTIVES]
     if unknown:
         parser.error(f"unknown collective(s) {', '.join(unknown)}; choose from {', '.join(COLLECTIVES)}")

@@ -36,8 +36,8 @@ PLAN = SimpleNamespace(
 class StageRun:
     """One stage run with everything it emitted; calling it runs the stage and returns the seconds it took."""
 
-    def __init__(self, bed: TestBed, tmp_path: Path, run_id: str, plan: Any = PLAN) -> None:
-        self.hosts = hosts_of(bed)
+    def __init__(self, bed: TestBed, tmp_path: Path, run_id: str, plan: Any = PLAN, **host_vars: Any) -> None:
+        self.hosts = hosts_of(bed, **host_vars)
         self.connections = {}
         for host in self.hosts:
             connection = connect(host)

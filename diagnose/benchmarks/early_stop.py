@@ -1,0 +1,50 @@
+"""The controller's side of the sweep's early stop: the floors it hands the shipped program, and the verdict's
+words when the program stopped before its largest size.
+
+The rule itself runs on the hosts (:func:`diagnose.shipped.collective_bench.stop_after`): after each size it
+knows at once, and a transport fallback (NET/Socket where NVLink or RDMA was expected, 100× slower) costs
+seconds instead of minutes. The floor is the bottom of the normal range the verdict judges against
+(:mod:`diagnose.benchmarks.expect`), so the stop can only ever confirm a FAIL the full sweep would give.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from diagnose.benchmarks.expect import expected_busbw
+from diagnose.core.units import human_bytes
+from diagnose.core.vars import Vars
+
+
+def floors_arg(host_vars: Vars, backend: str, collectives: Sequence[str], nodes: int, nproc: int) -> str:
+    """The program's ``--floors``: per collective, the bottom of the range it is judged by.
+
+    gloo is never judged against the profile, so it gets a floor only where the operator set one
+    (``expected_busbw_<collective>_gbps``); NCCL without a profile figure gets none: nothing stops early.
+    """
+    floors = []
+    for collective in collectives:
+        expectation = expected_busbw(collective, nodes, nproc, host_vars)
+        explicit = host_vars.float(f"expected_busbw_{collective}_gbps", None) is not None
+        if expectation.low_gbps and (backend == "nccl" or explicit):
+            floors.append(f"{collective}={expectation.low_gbps:g}")
+    return ",".join(floors)
+
+
+def stopped_of(rows: Sequence[dict[str, Any]], collective: str) -> dict[str, Any] | None:
+    """The ``stopped`` note of the row after which ``collective``'s sweep stopped, or None."""
+    return next((r["stopped"] for r in rows if r.get("collective") == collective and "stopped" in r), None)
+
+
+def stopped_sentence(stopped: dict[str, Any]) -> str:
+    """Why a sweep stopped before its largest size, as the verdict says it."""
+    skipped = stopped["skipped_bytes"]
+    left_out = human_bytes(skipped[0]) + (f"–{human_bytes(skipped[-1])}" if len(skipped) > 1 else "")
+    share = stopped["busbw_gbps"] / stopped["floor_gbps"]
+    return (
+        f"stopped early: {stopped['busbw_gbps']:.3g} GB/s at {human_bytes(stopped['after_bytes'])} is "
+        f"{share:.1%} of the floor {stopped['floor_gbps']:g} GB/s (below a tenth at two sizes, and no larger "
+        f"size could reach it: {stopped['plateau_gbps']:.3g} GB/s at any size); larger sizes ({left_out}) "
+        "skipped"
+    )
