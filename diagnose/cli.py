@@ -173,17 +173,18 @@ def _render(results_path: Path, formats: set[str], out_dir: Path | None = None) 
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from diagnose.commands.report import prepare_report
+    from diagnose.commands.report import prepare_report, record_causes
 
     try:
         request = prepare_report(args.results, args.out, args.format, args.history)
     except ConfigError as exc:
         return _config_error(exc)
+    recorded = record_causes(request)
     written = _render(request.results, request.formats, request.out)
     if written is None:
         return EXIT_INTERNAL
     for item in written:
-        if item != request.results:  # the input is not news
+        if item != request.results or item == recorded:  # the input is not news, unless causes were added
             print(item)
     return EXIT_PASS
 

@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from diagnose.core.errors import ConfigError
-from diagnose.engine.results import SCHEMA
+from diagnose.engine.results import SCHEMA, to_json, write_text_atomic
 from diagnose.engine.run import parse_formats
 from diagnose.engine.run_ids import RESULTS_FILE, find_results, folder_run_id, other_run
 from diagnose.render.atomic import write_atomic
+from diagnose.render.causes import causes_json
 from diagnose.render.load import read_results
 from diagnose.render.pdf import PdfUnavailable
 from diagnose.render.render import render
@@ -89,3 +90,19 @@ def render_reports(results: Path, formats: set[str], out: Path | None = None) ->
         return Rendered(exc.written, notes=[str(exc)])
     except Exception:
         return Rendered(None, traceback.format_exc())
+
+
+def record_causes(request: ReportRequest) -> Path | None:
+    """With ``--format json``: the run's results.json (its copy in ``--out``) with ``causes`` worked out from
+    its rows, so that a run recorded before causes existed, or by an older diagnose, gets them too; the
+    file written, or None where it already said the same."""
+    if "json" not in request.formats:
+        return None
+    target = request.out / RESULTS_FILE if request.out is not None else request.results
+    document = read_results(target)
+    causes = causes_json(document)
+    if document.get("causes") == causes:
+        return None
+    document["causes"] = causes
+    write_text_atomic(target, to_json(document) + "\n")
+    return target

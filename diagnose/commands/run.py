@@ -16,7 +16,7 @@ from typing import Any
 from diagnose.engine.reporter import Reporter
 from diagnose.engine.run import Run, RunOutcome, RunRequest
 from diagnose.render.acted import acted_lines
-from diagnose.render.causes import cause_lines, group_causes
+from diagnose.render.causes import cause_lines, causes_of
 from diagnose.render.tally import coverage_line, coverage_of, tally_text, verdict_label
 from diagnose.slurm.hosts import SlurmQuery
 
@@ -86,7 +86,7 @@ def summary_lines(document: dict[str, Any], out_dir: Path | None, written: list[
     """The verdict with the count of each status, the hosts and the run folder; then what the verdict stands
     on (its coverage, one line); then, unless the run passed, why it did not: one line per cause (its
     status, hosts, checks, message and what to do, :mod:`diagnose.render.causes`, the grouping the report
-    shows too); then what diagnose did to nodes and the bug reports it brought home, at most three lines
+    shows too), with the results it explains on a line under it (``+5 consequences (ids)``); then what diagnose did to nodes and the bug reports it brought home, at most three lines
     (:mod:`diagnose.render.acted`; nothing on a run that acted on none); then each file written. The counts are :mod:`diagnose.render.tally`'s, the same the report,
     JUnit and Prometheus show."""
     coverage = coverage_of(document)
@@ -100,7 +100,7 @@ def summary_lines(document: dict[str, Any], out_dir: Path | None, written: list[
         f"diagnose: {coverage_line(document['verdict'], coverage)}",
     ]
     if document["verdict"] != "PASS":
-        lines += cause_lines(group_causes(document), _rest_at(out_dir, written))
+        lines += cause_lines(causes_of(document), _rest_at(out_dir, written))
     lines += acted_lines(document)
     return lines + [f"  {path}" for path in written]
 

@@ -25,6 +25,7 @@ from typing import Any
 from diagnose.catalog.actions import action_of, followed_id
 from diagnose.catalog.stage_ids import bench_id
 from diagnose.core.model import CheckResult, HostRecord
+from diagnose.render.causes import causes_json
 from diagnose.render.tally import coverage_of
 
 SCHEMA = 1
@@ -219,9 +220,9 @@ class ResultsStore:
             return self._document_locked()
 
     def _document_locked(self) -> dict[str, Any]:
-        """The document as it stands. Once the run has finished it carries its ``coverage``: a count over
-        every row that the many intermediate writes of a large run need not pay for (a file cut short
-        lacks it, and the report counts it from the rows)."""
+        """The document as it stands. Once the run has finished it carries its ``coverage`` and its
+        ``causes``: each a pass over every row that the many intermediate writes of a large run need not
+        pay for (a file cut short lacks them, and the report works them out from the rows)."""
         document = {
             "schema": SCHEMA,
             "run": dict(self.run),
@@ -230,9 +231,10 @@ class ResultsStore:
             "benchmarks": list(self.benchmarks),
             "verdict": verdict_of(self.checks, self.benchmarks, bool(self.run.get("interrupted"))),
         }
+        document.update(self.extra)
         if self._finished:
             document["coverage"] = coverage_of(document).to_dict()
-        document.update(self.extra)
+            document["causes"] = causes_json(document)
         return document
 
     def flush(self, force: bool = False) -> None:

@@ -11,8 +11,12 @@ host or mlx5_5 on another, while an Xid 79 and an Xid 48 stay two. What is left 
 list of known faults and works on results.json files of any age.
 
 The engine has already folded checks that depend on a root check under it (they SKIP and point there,
-``engine/evaluate.py``), so a root cause reaches this module as the one result that states it; this
-module only joins what the run recorded, it never re-judges. Pure: a results document in, causes out.
+``engine/evaluate.py``). Results that were *measured* while a root condition stood (a foreign process on
+the GPU, an NCCL variable that disables a transport, a port down) still fail on their own figures; those
+become the root's ``consequences`` (:mod:`diagnose.render.cause_links`), listed under it instead of as
+causes of their own. This module only joins what the run recorded, it never re-judges: :func:`causes_of`
+is results.json's ``causes`` (the engine writes it when the run ends, ``diagnose report --format json``
+adds it to an older file) and what the terminal, the report and JUnit show. Pure: a document in, causes out.
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ from diagnose.catalog.stage_ids import (
     BENCH_PREFIX,
     BENCH_STRAGGLER,
 )
-from diagnose.core.model import SEVERITY
+from diagnose.core.model import SEVERITY, worst
+from diagnose.render import cause_links
 from diagnose.render.actions import action_of, action_text
 from diagnose.render.hostlist import natural_key, summarize
 from diagnose.render.load import clean_text
@@ -92,6 +97,37 @@ class Cause:
     action: str | None
     message: str  # the first result's message, as recorded
     rows: list[dict[str, Any]] = field(default_factory=list)
+    #: Results measured while this cause stood, which it explains (rows of other checks, any status).
+    consequences: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def consequence_ids(self) -> list[str]:
+        """The checks among the consequences, in the order they were met."""
+        return list(dict.fromkeys(str(r.get("id", "?")) for r in self.consequences))
+
+    @property
+    def consequences_text(self) -> str:
+        """``+5 consequences (gpu.gemm, bench.all_reduce, ...)``; empty without any."""
+        if not self.consequences:
+            return ""
+        count = len(self.consequences)
+        return f"+{count} consequence{'' if count == 1 else 's'} ({', '.join(self.consequence_ids)})"
+
+    def to_dict(self) -> dict[str, Any]:
+        """results.json's ``causes`` entry (docs/contracts.md)."""
+        return {
+            "status": self.status,
+            "check": self.check_ids[0],
+            "hosts": sorted(
+                {str(r["host"]) for r in self.rows if isinstance(r.get("host"), str)}, key=natural_key
+            ),
+            "message": self.message,
+            "action": self.action,
+            "consequences": [
+                {"id": str(r.get("id", "?")), "host": r.get("host"), "status": status_of(r)}
+                for r in self.consequences
+            ],
+        }
 
     @property
     def check_ids(self) -> list[str]:
@@ -177,6 +213,51 @@ def group_causes(document: dict[str, Any]) -> list[Cause]:
     return sorted(causes.values(), key=_rank)
 
 
+def causes_of(document: dict[str, Any]) -> list[Cause]:
+    """The run's causes, each root with the results it explains under it, worst first (a cause counts
+    at the worst status among its own results and its consequences)."""
+    causes = group_causes(document)
+    accused = frozenset(
+        str(r["host"])
+        for r in results_of(document)
+        if r.get("id") in (BENCH_STRAGGLER, BENCH_LINK)
+        and status_of(r) in CAUSE_STATUSES
+        and isinstance(r.get("host"), str)
+    )
+    participants = cause_links.took_part(document, accused)
+    taken: set[int] = set()  # rows already a root's own or a root's consequence: never claimed again
+    for root in cause_links.ROOTS:
+        for cause in causes:
+            own = [r for r in cause.rows if r.get("id") == root.check and id(r) not in taken]
+            if not own:
+                continue
+            taken.update(id(r) for r in own)
+            hosts = [r["host"] if isinstance(r.get("host"), str) else None for r in own]
+            for other in causes:
+                if other is cause:  # the same sentence on more checks is already this cause's own
+                    continue
+                claimed = [
+                    row
+                    for row in other.rows
+                    if id(row) not in taken
+                    and root.covers(str(row.get("id")))
+                    and cause_links.in_scope(root, hosts, row, participants)
+                ]
+                for row in claimed:
+                    other.rows.remove(row)
+                    cause.consequences.append(row)
+                    taken.add(id(row))
+    linked = [c for c in causes if c.rows]
+    for cause in linked:
+        cause.status = worst([cause.status, *(status_of(r) for r in cause.consequences)])
+    return sorted(linked, key=_rank)
+
+
+def causes_json(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """results.json's ``causes``: :func:`causes_of` as plain data."""
+    return [cause.to_dict() for cause in causes_of(document)]
+
+
 def _rank(cause: Cause) -> tuple[int, int, int, int, int, str, str]:
     """Worst first, then the most hosts; among equals, what a host was found to have before what a
     measurement across hosts shows of it (an unreachable host first, a cluster-wide busbw FAIL last): the
@@ -227,6 +308,8 @@ def cause_lines(causes: list[Cause], rest_at: str, limit: int = TERMINAL_LINES) 
         todo = _cut(cause.what_to_do, 70)
         line = f"  {cause.status:<5}  {where:<{host_width}}  {ids:<{check_width}}  "
         lines.append(line + _cut(cause.summary, TERMINAL_MESSAGE) + (f" → {todo}" if todo else ""))
+        if cause.consequences:
+            lines.append(" " * 9 + _cut(cause.consequences_text, TERMINAL_MESSAGE + 60))
     left = causes[len(shown) :]
     if left:
         results = sum(len(c.rows) for c in left)

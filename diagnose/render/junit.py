@@ -5,7 +5,9 @@ test, so a check id becomes the group and the host the test: a failing ``ib.port
 it failed on. FAIL maps to ``<failure>``, ERROR (could not be judged) to ``<error>``, SKIP to ``<skipped>``;
 WARN passes, with its message kept in ``<system-out>`` so that it is not lost. A result's action (what the
 operator does first, docs/actions.md) is a ``<property name="action">`` of its testcase and closes the
-failure's message, so a CI view shows it without opening the detail. A benchmark is the testcase
+failure's message, so a CI view shows it without opening the detail. Where one cause explains other
+results (results.json ``causes``), the root's message opens with ``[cause: +N consequences (ids)]`` and
+each consequence's with ``[consequence of <check> on <hosts>]``: the counts stay one per result. A benchmark is the testcase
 of its ``bench.<collective>`` result, its size sweep in the detail; only an entry no such result stands for
 (an older file) gets a testcase of its own, in the ``benchmarks`` suite (:mod:`diagnose.render.tally`).
 """
@@ -17,6 +19,7 @@ from typing import Any
 
 from diagnose.catalog.actions import MEANING
 from diagnose.catalog.stage_ids import bench_id
+from diagnose.render.causes import causes_of
 from diagnose.render.checklist import CLUSTER
 from diagnose.render.hostlist import natural_key
 from diagnose.render.tally import check_rows, orphan_benchmarks
@@ -90,6 +93,21 @@ def _bench_detail(bench: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _cause_roles(results: dict[str, Any]) -> dict[int, str]:
+    """What each row is in the run's causes (:func:`diagnose.render.causes.causes_of`), by the row's
+    identity: a root opens its message with the consequences it explains, a consequence with its cause."""
+    roles: dict[int, str] = {}
+    for cause in causes_of(results):
+        if not cause.consequences:
+            continue
+        for row in cause.rows:
+            roles[id(row)] = f"[cause: {cause.consequences_text}]"
+        where = ", ".join(cause.hosts)
+        for row in cause.consequences:
+            roles[id(row)] = f"[consequence of {cause.check_ids[0]} on {where}]"
+    return roles
+
+
 def render_junit(results: dict[str, Any]) -> bytes:
     """The JUnit XML document for a cleaned results dict (strings already legal in XML 1.0)."""
     run = results.get("run") or {}
@@ -101,6 +119,7 @@ def render_junit(results: dict[str, Any]) -> bytes:
     for bench in results.get("benchmarks") or []:
         if isinstance(bench, dict):
             sweeps.setdefault(bench_id(bench.get("collective")), []).append(_bench_detail(bench))
+    roles = _cause_roles(results)
     totals: list[str] = []
     for check_id, rows in by_check.items():
         suite = ET.SubElement(root, "testsuite", name=check_id, timestamp=str(run.get("started") or ""))
@@ -111,7 +130,7 @@ def render_junit(results: dict[str, Any]) -> bytes:
                 check_id,
                 CLUSTER if row.get("host") is None else str(row.get("host")),
                 str(row.get("status")),
-                str(row.get("message") or ""),
+                " ".join(filter(None, (roles.get(id(row), ""), str(row.get("message") or "")))),
                 "\n\n".join([_detail(row), *(sweeps.get(check_id, []) if row.get("host") is None else [])]),
                 row.get("action"),
             )

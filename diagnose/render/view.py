@@ -19,7 +19,7 @@ from typing import Any
 
 from diagnose.core.model import SEVERITY, STATUSES, worst
 from diagnose.core.units import MISSING, duration
-from diagnose.render.causes import group_causes
+from diagnose.render.causes import causes_of
 from diagnose.render.checklist import NOT_COVERED, OTHER_SECTION, SectionResult, build_checklist
 from diagnose.render.hostlist import summarize
 from diagnose.render.parts import Part, build_parts
@@ -208,7 +208,7 @@ def build_report(results: dict[str, Any], base_dir: Path) -> Report:
     """The whole report's content from a cleaned results dict and the folder its evidence paths start in."""
     checks = [c for c in results.get("checks") or [] if isinstance(c, dict)]
     evidence = EvidenceIndex(base_dir)
-    causes = group_causes(results)
+    causes = causes_of(results)
     findings = build_findings(causes, evidence)
     parts = build_parts(results)
     history = build_history(results.get("history"))

@@ -16,6 +16,7 @@ from diagnose.render.causes import Cause
 from diagnose.render.checklist import CLUSTER, SECTIONS
 from diagnose.render.hostlist import natural_key, summarize
 from diagnose.render.load import Excerpt, read_excerpt
+from diagnose.render.tally import status_of
 from diagnose.render.text import MESSAGE_CHARS, host_label, show
 from diagnose.render.values import Shown, shown
 
@@ -65,6 +66,7 @@ class FindingLine:
     expected: Shown
     evidence: list[tuple[str, str, str | None]]  # (host, path, anchor)
     evidence_more: int
+    status: str = ""
 
 
 @dataclass
@@ -83,12 +85,15 @@ class Finding:
     lines: list[FindingLine]
     where: str  # "3 hosts: node[01-03]", "cluster-wide", "cluster-wide and 1 host: gpu05"
     more_lines: int = 0
+    #: ``+5 consequences (gpu.gemm, ...)``: the results measured while this cause stood, which it explains
+    consequences: str = ""
+    consequence_lines: list[FindingLine] = field(default_factory=list)
 
 
-def _lines(cause: Cause, evidence: EvidenceIndex) -> list[FindingLine]:
-    """The cause's results with identical check, message and values folded into one line, most hosts first."""
+def _lines(rows_of_cause: list[dict[str, Any]], evidence: EvidenceIndex) -> list[FindingLine]:
+    """The results with identical check, message and values folded into one line, most hosts first."""
     groups: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
-    for row in cause.rows:
+    for row in rows_of_cause:
         key = (
             str(row.get("id", "?")),
             show(row.get("message") or "", MESSAGE_CHARS),
@@ -119,6 +124,7 @@ def _lines(cause: Cause, evidence: EvidenceIndex) -> list[FindingLine]:
                 shown(rows[0].get("expected"), check_id),
                 links,
                 len(cited) - len(links),
+                status_of(rows[0]),
             )
         )
     return built
@@ -139,7 +145,8 @@ def build_findings(causes: list[Cause], evidence: EvidenceIndex) -> list[Finding
     up in eleven checks is one block listing them, not eleven blocks saying the same."""
     findings = []
     for cause in causes:
-        lines = _lines(cause, evidence)
+        lines = _lines(cause.rows, evidence)
+        consequences = _lines(cause.consequences, evidence)
         checklists = dict.fromkeys(str(r.get("checklist") or "–") for r in cause.rows)
         findings.append(
             Finding(
@@ -155,6 +162,8 @@ def build_findings(causes: list[Cause], evidence: EvidenceIndex) -> list[Finding
                 lines=lines[:LINES_PER_FINDING],
                 where=_where(cause),
                 more_lines=max(0, len(lines) - LINES_PER_FINDING),
+                consequences=cause.consequences_text,
+                consequence_lines=consequences,
             )
         )
     return findings
