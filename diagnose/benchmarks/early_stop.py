@@ -48,3 +48,52 @@ def stopped_sentence(stopped: dict[str, Any]) -> str:
         f"size could reach it: {stopped['plateau_gbps']:.3g} GB/s at any size); larger sizes ({left_out}) "
         "skipped"
     )
+
+
+def stopped_sweeps(records: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The sweep's collectives that stopped early, each with its ``stopped_early`` note.
+
+    The probes after the sweep read it: a transport the sweep found at a hundredth of its floor would make
+    each of them spend minutes on sizes and repetitions meant for a healthy one.
+    """
+    return {c: r["stopped_early"] for c, r in records.items() if r.get("stopped_early")}
+
+
+def probe_bytes(records: dict[str, dict[str, Any]], planned: int) -> tuple[int, str | None]:
+    """The size a probe after the sweep moves per launch, and why it is smaller than ``planned`` if it is.
+
+    Where the sweep stopped early, no size beyond its last one is worth moving: the probe uses that one
+    (the smallest over the collectives that stopped), so it costs what the sweep's last row cost.
+    """
+    stopped = stopped_sweeps(records)
+    if not stopped:
+        return planned, None
+    collective, note = min(stopped.items(), key=lambda item: item[1]["after_bytes"])
+    size = min(planned, int(note["after_bytes"]))
+    if size >= planned:
+        return planned, None
+    return size, (
+        f"measured at {human_bytes(size)}, not {human_bytes(planned)}: the sweep's {collective} stopped early "
+        f"there ({note['busbw_gbps']:.3g} GB/s against the floor {note['floor_gbps']:g} GB/s)"
+    )
+
+
+#: Timed repetitions a probe keeps per row on a transport the sweep stopped early on: enough for a median.
+BROKEN_SAMPLES = 3
+
+
+def probe_samples(records: dict[str, dict[str, Any]], planned: int) -> tuple[int, str | None]:
+    """The least repetitions a probe after the sweep times per row, and why it is fewer than ``planned``.
+
+    A probe sized for a healthy transport insists on ``planned`` samples whatever they cost (20 KV transfers
+    of 10 GB: a minute per row at NET/Socket's 3 GB/s); where the sweep stopped early, a median of
+    ``BROKEN_SAMPLES`` gives the figure the verdict needs.
+    """
+    stopped = stopped_sweeps(records)
+    if not stopped or planned <= BROKEN_SAMPLES:
+        return planned, None
+    collective, note = next(iter(stopped.items()))
+    return BROKEN_SAMPLES, (
+        f"at least {BROKEN_SAMPLES} samples per row, not {planned}: the sweep's {collective} stopped early "
+        f"({note['busbw_gbps']:.3g} GB/s against the floor {note['floor_gbps']:g} GB/s)"
+    )

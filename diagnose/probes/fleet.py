@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from diagnose.benchmarks.early_stop import probe_bytes
 from diagnose.benchmarks.expect import expected_busbw
 from diagnose.benchmarks.setup import Setup, startup_timeout_s
 from diagnose.catalog.stage_ids import FLEET_BUSBW, FLEET_H2D, FLEET_MEMCPY, FLEET_NVLINK
@@ -528,6 +529,7 @@ class FleetProbes:
         self.ctx = stage.ctx
         self.setup = setup
         self.collectives = [c for c in stage.plan.collectives if c in collective_bench.COLLECTIVES]
+        self.busbw_bytes, self.busbw_note = probe_bytes(stage.records, stage.plan.max_bytes)
 
     def copy_spec(self, index: int, host: Host) -> LaunchSpec:
         device = "cuda" if self.setup.backend == "nccl" else "cpu"
@@ -562,11 +564,8 @@ class FleetProbes:
             return figures
         copy_figures(figures, launch(self.copy_spec(index, host)))
         if busbw:
-            plan = self.stage.plan
-            single = Setup(self.setup.backend, self.setup.nproc, [host], [])
-            outcome = self.stage.launch(
-                single, [host], f"fleet-{index}-busbw", self.collectives, plan.max_bytes, plan.max_bytes
-            )
+            single, size = Setup(self.setup.backend, self.setup.nproc, [host], []), self.busbw_bytes
+            outcome = self.stage.launch(single, [host], f"fleet-{index}-busbw", self.collectives, size, size)
             busbw_figures(figures, outcome, self.collectives)
         return figures
 
@@ -583,10 +582,14 @@ class FleetProbes:
         else:
             assert self.stage.first is not None
             settings = settings_from(self.stage.first.vars, setup, self.collectives)
+            if self.busbw_note:  # the floor is a plateau figure: a smaller size is judged against peers only
+                settings.floors.update(dict.fromkeys((f"busbw.{c}" for c in self.collectives), None))
             judgement = judge_fleet(figures, settings, skipped, cpu_only=self.setup.backend != "nccl")
         for record in judgement.records:
             ctx.emit_record(SECTION, record)
         for check in sorted(judgement.checks, key=lambda c: (c.id, c.host is not None, -SEVERITY[c.status])):
+            if check.id == FLEET_BUSBW and check.host is None and self.busbw_note:  # say why it is smaller
+                check.message = f"{check.message}; {self.busbw_note}"
             ctx.emit_check(check)
 
 

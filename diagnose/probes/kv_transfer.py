@@ -31,10 +31,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from diagnose.benchmarks.early_stop import probe_samples
 from diagnose.benchmarks.setup import Setup, launch_env, startup_timeout_s
 from diagnose.catalog.stage_ids import INFER_KV_TRANSFER, INFER_PLACEMENT, INFER_STAGING, KV_TRANSFER
 from diagnose.config.profiles import no_gpu_reason
@@ -186,6 +187,9 @@ class KVBench:
         self.setup = setup
         self.first: Host = setup.hosts[0]
         self.settings = Settings.read(self.first.vars, setup.backend)
+        # A transport the sweep stopped early on: fewer samples per row (the program's own row budget rules).
+        samples, self.budget_note = probe_samples(stage.records, self.settings.sizing.min_samples)
+        self.settings.sizing = replace(self.settings.sizing, min_samples=samples)
         self.by_name = {h.name: h for h in setup.hosts}
 
     def launch(self, index: int, pair: Pair) -> LaunchOutcome:
@@ -280,6 +284,8 @@ class KVBench:
             records.append(record)
         backend = self.setup.backend
         summary = f"{len(pairs)} pair(s), {settings.model.describe()}"
+        if self.budget_note:
+            summary += f"; {self.budget_note}"
         if notes:
             summary += f"; {'; '.join(notes)}"
         verdicts = {
