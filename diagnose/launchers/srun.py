@@ -62,6 +62,7 @@ from diagnose.launchers.torchrun_argv import (
     torchrun_args,
 )
 from diagnose.parsers.srun_output import split_labelled, task_endings
+from diagnose.parsers.torchrun_failure import rank_failure
 
 #: The line each task prints first: ``@@diagnose-node <rank> <job>.<step>``.
 NODE_MARK = "@@diagnose-node"
@@ -370,7 +371,8 @@ class SrunLaunch(Launch):
         shutil.rmtree(self.local, ignore_errors=True)
 
     def failure_detail(self) -> str:
-        """srun's own error lines (the step could not start) and each failed host's last error lines."""
+        """srun's own error lines (the step could not start) and, per failed host, its first failed rank's
+        own exception (else its last error lines)."""
         parts = [
             line.strip()
             for line in self._srun_lines
@@ -380,10 +382,9 @@ class SrunLaunch(Launch):
             err = self.outcome.evidence.get(f"{name}:err.txt")
             if err is None:
                 continue
-            text = (self.spec.out_dir / err).read_text(errors="replace")
-            lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith(("W", "*"))]
-            if lines:
-                parts.append(f"{name}: " + " | ".join(lines[-3:])[-400:])
+            words = rank_failure((self.spec.out_dir / err).read_text(errors="replace"))
+            if words:
+                parts.append(f"{name}: {words}")
         return "; ".join(parts)
 
 

@@ -40,6 +40,7 @@ from diagnose.launchers.torchrun_argv import (
     free_port_script,
     shipped_files,
 )
+from diagnose.parsers.torchrun_failure import rank_failure
 
 
 def start_script(
@@ -108,15 +109,15 @@ class TorchrunLaunch(Launch):
             raise LaunchError(f"could not start the benchmark: {detail}", sorted(broken))
 
     def failure_detail(self) -> str:
-        """The last lines of stderr of the hosts whose torchrun failed, for the message."""
+        """Per host whose torchrun failed, the first failed rank's own exception (torchrun's banner names
+        the rank but not the cause), else the last lines of its stderr."""
         parts = []
         for name in self.outcome.failed_hosts:
             err = self.outcome.evidence.get(f"{name}:err.txt")
             if err is None:
                 continue
             text = (self.spec.out_dir / err).read_text(errors="replace")
-            lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith(("W", "*"))]
-            parts.append(f"{name}: " + " | ".join(lines[-3:])[-400:])
+            parts.append(f"{name}: " + rank_failure(text))
         return "; ".join(parts)
 
 
