@@ -336,6 +336,18 @@ PROFILE_VARIABLES: dict[str, Variable] = {
             float,
             "extra µs per block of moving KV blocks one by one instead of packed, above which it WARNs; default 50",
         ),
+        Variable(
+            "kv_plain_min_fraction",
+            float,
+            "a packed KV transfer's message below this share of a plain send/recv of the same bytes "
+            "measured alongside WARNs; default 0.85",
+        ),
+        Variable(
+            "kv_copy_min_fraction",
+            float,
+            "a packed KV transfer's gather or scatter below this share of a device copy of the same bytes "
+            "on that GPU WARNs; default 0.5",
+        ),
         Variable("serving_ttft_p99_ms", float, "SLO: p99 time to first token of a serving benchmark, ms"),
         Variable("serving_tpot_p99_ms", float, "SLO: p99 time per output token of a serving benchmark, ms"),
     )

@@ -3,10 +3,13 @@
 Each takes the ``inference`` records of the pairs (see :mod:`diagnose.probes.kv_transfer` for their shape)
 and the limits of the profile, and returns a status with a message naming each pair.
 
-* Transfer: the packed transfer of the longest request is bandwidth-bound, so its p50 is held against
-  what the pair's link should carry (NVLink from the profile, PCIe, one NIC's line rate across nodes);
-  the packed rows' p99/p50 is bounded (a tail that serving would see as TTFT jitter); block-by-block
-  rows are judged by what each block costs on top of the packed transfer (per-message overhead).
+* Transfer: the packed transfer of the longest request is bandwidth-bound, so its message (timed apart
+  from the gather and scatter around it; the whole row in older results) is held against what the pair's
+  link should carry (NVLink from the profile, PCIe, one NIC's line rate across nodes) and against a plain
+  send/recv of the same bytes measured alongside, and the gather and scatter against a device copy
+  (:mod:`diagnose.inference.parts`); the packed rows' p99/p50 is bounded (a tail that serving would see as
+  TTFT jitter); block-by-block rows are judged by what each block costs on top of the packed transfer
+  (per-message overhead).
 * Staging: a device-to-device path that goes through host memory — NCCL's log says SHM (or a network
   transport inside one host, or sockets between hosts), or its bandwidth is no better than the
   pinned-host copies the staged method measured on the same pair — is named, with what it costs
@@ -24,6 +27,7 @@ from typing import Any
 from diagnose.core.model import worst
 from diagnose.core.units import tokens_label
 from diagnose.inference.pairs import NETWORK, path_rank
+from diagnose.inference.parts import copies_text, message_text, part_findings, parts_of, transfer_gbps
 from diagnose.parsers.nvidia_smi import PCIE_RANK, nvlink_links
 
 #: Rows with fewer samples than this have a p99 that is little more than their maximum: not judged for tail.
@@ -46,6 +50,8 @@ class Limits:
     pcie_gbps: float = 25.0
     line_rate_gbps: float | None = None
     block_overhead_max_us: float = 50.0
+    plain_min_fraction: float = 0.85
+    copy_min_fraction: float = 0.5
 
 
 @dataclass(frozen=True)
@@ -137,7 +143,7 @@ def _not_measured(record: Mapping[str, Any]) -> str | None:
 
 def _summary(record: Mapping[str, Any]) -> dict[str, Any]:
     row = bandwidth_row(record)
-    return {
+    summary = {
         "link": record["link"],
         "transport": record.get("transport"),
         "gbps": row["gbps"] if row else None,
@@ -145,6 +151,17 @@ def _summary(record: Mapping[str, Any]) -> dict[str, Any]:
         "tokens": row["tokens"] if row else None,
         "method": row["method"] if row else None,
     }
+    parts = parts_of(row) if row else None
+    if parts:
+        summary.update(
+            transfer_gbps=parts["wire"]["gbps"],
+            plain_gbps=parts["wire"]["plain_gbps"],
+            pack_gbps=parts["pack"]["gbps"],
+            pack_copy_gbps=parts["pack"]["copy_gbps"],
+            unpack_gbps=parts["unpack"]["gbps"],
+            unpack_copy_gbps=parts["unpack"]["copy_gbps"],
+        )
+    return summary
 
 
 def _gloo_line(record: Mapping[str, Any]) -> str:
@@ -178,7 +195,10 @@ def judge_transfer(records: Sequence[Mapping[str, Any]], limits: Limits, backend
         line = (
             f"{record['pair']} ({record['link']}): {size} p50 {_ms(row['p50_us'])} = {row['gbps']:.1f} GB/s"
         )
-        if expected is not None and row["gbps"] < limits.min_link_fraction * expected:
+        message = message_text(row)
+        if message:
+            line += f" end to end; {message}"
+        if expected is not None and transfer_gbps(row) < limits.min_link_fraction * expected:
             findings.append(
                 (
                     "FAIL",
@@ -213,7 +233,13 @@ def judge_transfer(records: Sequence[Mapping[str, Any]], limits: Limits, backend
                         f"{_ms(packed['p50_us'])}; limit {limits.block_overhead_max_us:g} µs)",
                     )
                 )
-        tail_text = f", p99/p50 ≤ {worst_tail[0]:.2f}" if worst_tail else ""
+        findings.extend(
+            part_findings(record["pair"], row, limits.plain_min_fraction, limits.copy_min_fraction)
+        )
+        copies = copies_text(row)
+        tail_text = (f"; {copies}" if copies else "") + (
+            f", p99/p50 ≤ {worst_tail[0]:.2f}" if worst_tail else ""
+        )
         floor = (
             f" (≥ {limits.min_link_fraction * expected:.0f} expected from the {basis})"
             if expected
@@ -246,9 +272,14 @@ def _staging_reason(record: Mapping[str, Any]) -> tuple[str, str] | None:
     if inter and "NET/Socket" in kinds:
         return "FAIL", "NCCL sent the blocks over host sockets (NET/Socket)"
     row, copy = bandwidth_row(record), host_copy_gbps(record)
-    if row and copy and nvlink_links(record["link"]) is not None and row["gbps"] <= STAGING_RATIO * copy:
+    if (
+        row
+        and copy
+        and nvlink_links(record["link"]) is not None
+        and transfer_gbps(row) <= STAGING_RATIO * copy
+    ):
         return "FAIL", (
-            f"its {row['gbps']:.1f} GB/s is no better than the pinned-host copies measured on it "
+            f"its {transfer_gbps(row):.1f} GB/s is no better than the pinned-host copies measured on it "
             f"({copy:.1f} GB/s): host-memory staging"
         )
     if inter and record.get("gdrdma") is False:
@@ -285,7 +316,7 @@ def judge_staging(records: Sequence[Mapping[str, Any]], backend: str) -> Verdict
             row = bandwidth_row(record)
             via = "/".join(record.get("transport") or []) or "transport not in the log"
             extra = f" vs {copy:.1f} GB/s host copy" if copy and row else ""
-            direct.append(f"{name}: {via}" + (f", {row['gbps']:.1f} GB/s{extra}" if row else ""))
+            direct.append(f"{name}: {via}" + (f", {transfer_gbps(row):.1f} GB/s{extra}" if row else ""))
             continue
         status, why = reason
         reference = _reference(record, healthy)

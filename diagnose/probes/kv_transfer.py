@@ -24,7 +24,9 @@ Variables (first host; any inventory level, the playbook's ``vars`` or ``-e``):
 * ``kv_prefill_gpus`` / ``kv_decode_gpus``: the deployment's GPU groups (``GPU0,GPU1`` or
   ``node1:GPU0,...``), paired in order; ``kv_pair_env``: ``{"GPU2->GPU3": {NCCL_P2P_DISABLE: "1"}}``;
 * thresholds: ``kv_min_link_fraction``, ``kv_p99_p50_max``, ``kv_nvlink_gbps`` (default
-  ``nvlink_busbw_gbps``), ``kv_pcie_gbps``, ``kv_block_overhead_max_us``, and ``line_rate_gbps``.
+  ``nvlink_busbw_gbps``), ``kv_pcie_gbps``, ``kv_block_overhead_max_us``, ``kv_plain_min_fraction`` and
+  ``kv_copy_min_fraction`` (a packed transfer's parts against their references:
+  :mod:`diagnose.inference.parts`), and ``line_rate_gbps``.
 """
 
 from __future__ import annotations
@@ -122,6 +124,8 @@ def limits(values: Vars) -> Limits:
         line_rate_gbps=values.float("line_rate_gbps"),
         block_overhead_max_us=values.float("kv_block_overhead_max_us", default.block_overhead_max_us)
         or default.block_overhead_max_us,
+        plain_min_fraction=values.float("kv_plain_min_fraction", default.plain_min_fraction) or 0.0,
+        copy_min_fraction=values.float("kv_copy_min_fraction", default.copy_min_fraction) or 0.0,
     )
 
 
@@ -163,12 +167,13 @@ def expected_rows(settings: Settings) -> list[tuple[str, int]]:
 
 def row_budget(backend: str, settings: Settings) -> Callable[[str, int], float]:
     """Seconds a row may take before the launch counts as hung: its timed repetitions (bounded by the
-    program's own budget), plus warm-up, estimate and check transfers at the floor bandwidth."""
+    program's own budget), plus warm-up, estimate and check transfers at the floor bandwidth (a packed
+    repetition sends the request twice: its message and the plain send/recv beside it)."""
     sizing = settings.sizing
     floor = FLOOR_GBPS[backend] * 1e9
 
     def budget(name: str, nbytes: int) -> float:
-        transfers = sizing.warmup + 2 + sizing.min_samples
+        transfers = (sizing.warmup + 2 + sizing.min_samples) * (2 if name == "kv_packed" else 1)
         return ROW_BASE_S + sizing.row_budget_s + transfers * nbytes / floor
 
     return budget

@@ -11,10 +11,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from diagnose.catalog.stage_ids import INFER_SERVING, KV_TRANSFER
-from diagnose.core.units import MISSING, decimal_bytes, gbps, number, tokens_label
+from diagnose.core.units import MISSING, decimal_bytes, gbps, is_number, number, tokens_label
 
 VERDICT_IDS = (*KV_TRANSFER, INFER_SERVING)
 METHOD_NAMES = {"block": "block by block", "packed": "packed", "staged": "staged via host"}
+#: A packed row's parts as the program records them (``parts``), each with the reference it is held to.
+PARTS = (
+    ("pack", "gather (prefill GPU)", "device copy", "copy_gbps"),
+    ("wire", "message", "plain send/recv", "plain_gbps"),
+    ("unpack", "scatter (decode GPU)", "device copy", "copy_gbps"),
+)
 
 
 def _ms(us: Any) -> str:
@@ -39,6 +45,21 @@ class RowView:
 
 
 @dataclass
+class PartView:
+    """One part of a packed request beside its reference: the chapter shows the link's share apart from
+    the gather and scatter around it."""
+
+    request: str
+    part: str
+    p50: str
+    gbps: str
+    reference: str
+    reference_gbps: str
+    share: str
+    first: bool
+
+
+@dataclass
 class PairView:
     pair: str
     link: str
@@ -48,6 +69,7 @@ class PairView:
     outcome: str
     message: str
     rows: list[RowView] = field(default_factory=list)
+    parts: list[PartView] = field(default_factory=list)
 
 
 @dataclass
@@ -102,11 +124,39 @@ def _row(row: dict[str, Any], first: bool) -> RowView:
     )
 
 
+def _parts(row: dict[str, Any]) -> list[PartView]:
+    """A packed row's parts (rows of results.json from before issue 33 have none: nothing to show)."""
+    parts = row.get("parts")
+    if not isinstance(parts, dict):
+        return []
+    views = []
+    for key, name, reference, reference_key in PARTS:
+        part = parts.get(key)
+        if not isinstance(part, dict):
+            continue
+        value, base = part.get("gbps"), part.get(reference_key)
+        share = value / base if is_number(value) and is_number(base) and base else None
+        views.append(
+            PartView(
+                request=tokens_label(int(row["tokens"])),
+                part=name,
+                p50=_ms(part.get("p50_us")),
+                gbps=number(value, 1),
+                reference=reference,
+                reference_gbps=number(base, 1),
+                share=number(share, 2, unit="×"),
+                first=not views,
+            )
+        )
+    return views
+
+
 def _pair(record: dict[str, Any]) -> PairView:
-    rows, seen = [], set()
+    rows, parts, seen = [], [], set()
     for row in sorted(record.get("rows") or [], key=lambda r: (r.get("tokens", 0), str(r.get("method")))):
         rows.append(_row(row, row.get("tokens") not in seen))
         seen.add(row.get("tokens"))
+        parts.extend(_parts(row))
     env = ", ".join(f"{k}={v}" for k, v in (record.get("env") or {}).items())
     transport = "/".join(record.get("transport") or []) or MISSING
     if record.get("gdrdma") is not None:
@@ -120,6 +170,7 @@ def _pair(record: dict[str, Any]) -> PairView:
         outcome=str(record.get("outcome")),
         message=str(record.get("message") or ""),
         rows=rows,
+        parts=parts,
     )
 
 

@@ -14,13 +14,19 @@ Three ways of moving a request:
 * ``block``: one message per block, from the prefill pool straight into the decode pool (a connector that
   posts one transfer per block);
 * ``packed``: the blocks gathered into one contiguous buffer on the prefill GPU, one message, scattered
-  into the decode pool on arrival;
+  into the decode pool on arrival. Each part is timed alone, between barriers (CUDA events on GPUs, the
+  wall clock on CPUs): the gather (``pack``), the message (``wire``) and the scatter (``unpack``); the row's
+  latency is their sum per repetition. Beside them, in the same repetition, each part's reference: a
+  contiguous copy of the request's bytes on each rank's own device (what a gather or scatter could reach)
+  and one plain send/recv of a contiguous buffer of the same bytes between the same two devices (what the
+  message could reach), so a slow gather is not read as a slow link, nor the other way round;
 * ``staged``: gathered, copied into pinned host memory, sent host to host over gloo (TCP), copied to the
   decode GPU and scattered: the path of a KV connector that falls back to the CPU. Its rows also carry the
   time of each copy, whose bandwidth is what "host-memory staging" looks like on this machine.
 
 Each repetition starts from a barrier (CUDA-synchronised on GPUs) and is timed on the decode rank until
-the blocks are in its pool, so the latency includes gathering and scattering where the method needs it.
+the blocks are in its pool (packed: the sum of its parts), so the latency includes gathering and scattering
+where the method needs it.
 The first repetitions warm up (lazy communicator set-up); one more estimates the time of a repetition,
 which sets how many are measured: ``--repeats`` where they fit in ``--row-budget-s`` seconds, never fewer
 than ``--min-samples``. After the timed repetitions one more transfer into a zeroed pool is checked block
@@ -54,6 +60,9 @@ PERIOD = 251
 SEEDS = (1, 2)
 # Bytes of the decode pool compared with what it should hold per step of the check.
 CHECK_BYTES = 256 << 20
+# What the decode rank times of one repetition besides its whole, per method: its lists travel to rank 0,
+# which writes the row beside what it timed itself (packed: pack, pack_copy; staged: d2h).
+DECODE_PHASES = {"packed": ("wire", "unpack", "plain", "unpack_copy"), "staged": ("hop", "h2d")}
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -82,6 +91,33 @@ def repetitions(estimate_s: float, repeats: int, min_samples: int, budget_s: flo
     if estimate_s <= 0:
         return repeats
     return max(min(min_samples, repeats), min(repeats, int(budget_s / estimate_s)))
+
+
+def _rate(nbytes: int, seconds: float) -> float:
+    return round(nbytes / max(seconds, 1e-9) / 1e9, 3)
+
+
+def packed_parts(nbytes: int, phases: dict[str, list[float]]) -> tuple[list[float], dict[str, Any]]:
+    """A packed row's latency per repetition (gather + message + scatter) and each part with its reference,
+    from the seconds each repetition's phases took on both sides."""
+    pack, wire, unpack = phases["pack"], phases["wire"], phases["unpack"]
+    totals = [a + b + c for a, b, c in zip(pack, wire, unpack, strict=True)]
+
+    def part(seconds: list[float]) -> dict[str, float]:
+        p50 = percentile(seconds, 50)
+        return {
+            "p50_us": round(p50 * 1e6, 3),
+            "p99_us": round(percentile(seconds, 99) * 1e6, 3),
+            "gbps": _rate(nbytes, p50),
+        }
+
+    plain = percentile(phases["plain"], 50)
+    parts = {
+        "pack": {**part(pack), "copy_gbps": _rate(nbytes, percentile(phases["pack_copy"], 50))},
+        "wire": {**part(wire), "plain_us": round(plain * 1e6, 3), "plain_gbps": _rate(nbytes, plain)},
+        "unpack": {**part(unpack), "copy_gbps": _rate(nbytes, percentile(phases["unpack_copy"], 50))},
+    }
+    return totals, parts
 
 
 def blocks_for(tokens: int, block_tokens: int) -> int:
@@ -180,8 +216,44 @@ class Transfer:
         if self.gpu:
             self.torch.cuda.synchronize()
 
+    def phase(self, work: Callable[[], object]) -> float:
+        """Seconds ``work`` takes on this rank: between CUDA events on a GPU (the kernels and the messages in
+        stream order, not when Python returned), by the wall clock on the CPU."""
+        if not self.gpu:
+            began = time.perf_counter()
+            work()
+            return time.perf_counter() - began
+        start, end = (self.torch.cuda.Event(enable_timing=True) for _ in range(2))
+        start.record()
+        work()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3
+
+    def _packed(self, n: int, index: Any, phases: dict[str, float]) -> None:
+        """Gather, message and scatter, each alone between barriers, and their references beside them."""
+        dist, torch = self.dist, self.torch
+        buffer, pool = self.packed[:n], self.pool[:n]
+        # A contiguous copy of the request's bytes on each side's own device (into the buffer the gather
+        # fills, or the message overwrites): the bandwidth a gather or a scatter of whole blocks could reach.
+        phases["pack_copy" if self.sender else "unpack_copy"] = self.phase(lambda: buffer.copy_(pool))
+        if self.sender:
+            phases["pack"] = self.phase(lambda: torch.index_select(self.pool, 0, index, out=buffer))
+        self.sync()
+        if self.sender:
+            dist.send(buffer, self.peer)
+        else:
+            phases["wire"] = self.phase(lambda: dist.recv(buffer, self.peer))
+            phases["unpack"] = self.phase(lambda: self.pool.index_copy_(0, index, buffer))
+        self.sync()
+        # The reference of the message: the same bytes, one contiguous buffer, nothing gathered before it.
+        if self.sender:
+            dist.send(pool, self.peer)
+        else:
+            phases["plain"] = self.phase(lambda: dist.recv(buffer, self.peer))
+
     def move(self, method: str, n: int, order: list[int], index: Any) -> dict[str, float]:
-        """One request's blocks from prefill to decode; the phases of a staged move, in seconds."""
+        """One request's blocks from prefill to decode; the phases of a packed or staged move, in seconds."""
         dist, torch = self.dist, self.torch
         phases: dict[str, float] = {}
         if method == "block":
@@ -190,12 +262,7 @@ class Transfer:
             for work in works:
                 work.wait()
         elif method == "packed":
-            if self.sender:
-                torch.index_select(self.pool, 0, index, out=self.packed[:n])
-                dist.send(self.packed[:n], self.peer)
-            else:
-                dist.recv(self.packed[:n], self.peer)
-                self.pool.index_copy_(0, index, self.packed[:n])
+            self._packed(n, index, phases)
         elif self.sender:  # staged
             assert self.host is not None
             torch.index_select(self.pool[:n], 0, index, out=self.packed[:n])
@@ -233,7 +300,8 @@ class Transfer:
 
     def measure(
         self, method: str, tokens: int, emit: Callable[[dict[str, Any]], None], warmed: set[str]
-    ) -> dict[str, Any]:
+    ) -> dict[str, Any] | None:
+        """One row, on rank 0 (None on the decode rank, whose numbers it sends there)."""
         args, torch = self.args, self.torch
         n = blocks_for(tokens, args.block_tokens)
         prefill_order, decode_order = self.orders(n)
@@ -252,18 +320,26 @@ class Transfer:
         samples: list[float] = []
         phases: dict[str, list[float]] = {}
         for _ in range(count):
-            seconds, parts = self.timed(method, n, order, index)
+            seconds, took = self.timed(method, n, order, index)
             samples.append(seconds)
-            for name, value in parts.items():
+            for name, value in took.items():
                 phases.setdefault(name, []).append(value)
         if not self.sender:
             self.pool[:n].zero_()
         self.timed(method, n, order, index)
         wrong = self.wrong_blocks(n, prefill_order, decode_order) if not self.sender else 0
         # The decode rank's clock is the one that saw the blocks arrive: rank 0 reports its numbers.
-        mine = [float(wrong), *samples, *phases.get("hop", []), *phases.get("h2d", [])]
-        received = self.share(mine, src=1, length=1 + count * (3 if method == "staged" else 1))
+        decode_phases = DECODE_PHASES.get(method, ())
+        mine = [float(wrong), *samples, *(v for name in decode_phases for v in phases.get(name, []))]
+        received = self.share(mine, src=1, length=1 + count * (1 + len(decode_phases)))
+        if not self.sender:
+            return None
         wrong, decode_samples = int(received[0]), received[1 : 1 + count]
+        for i, name in enumerate(decode_phases, start=1):
+            phases[name] = received[1 + i * count : 1 + (i + 1) * count]
+        parts: dict[str, Any] = {}
+        if method == "packed":
+            decode_samples, parts = packed_parts(nbytes, phases)
         row: dict[str, Any] = {
             "event": "row",
             "collective": f"kv_{method}",
@@ -277,21 +353,22 @@ class Transfer:
             "gbps": round(nbytes / percentile(decode_samples, 50) / 1e9, 3),
             "wrong": wrong,
         }
+        if parts:
+            row["parts"] = parts
         if method == "staged":
-            hop, h2d = received[1 + count : 1 + 2 * count], received[1 + 2 * count :]
-            d2h = phases.get("d2h", [])
+            d2h, hop, h2d = phases["d2h"], phases["hop"], phases["h2d"]
             for name, values in (("d2h", d2h), ("hop", hop), ("h2d", h2d)):
-                if values:
-                    row[f"{name}_us"] = round(percentile(values, 50) * 1e6, 3)
-            if d2h and h2d:
-                copy_s = max(percentile(d2h, 50), percentile(h2d, 50))
-                row["host_copy_gbps"] = round(nbytes / copy_s / 1e9, 3)
+                row[f"{name}_us"] = round(percentile(values, 50) * 1e6, 3)
+            copy_s = max(percentile(d2h, 50), percentile(h2d, 50))
+            row["host_copy_gbps"] = round(nbytes / copy_s / 1e9, 3)
         return row
 
     def run(self, emit: Callable[[dict[str, Any]], None]) -> None:
         warmed: set[str] = set()
         for method, tokens in rows(self.args.tokens, self.args.methods, self.args.staged_max_tokens):
-            emit(self.measure(method, tokens, emit, warmed))
+            row = self.measure(method, tokens, emit, warmed)
+            if row is not None:
+                emit(row)
 
 
 def _ints(text: str) -> list[int]:

@@ -197,3 +197,83 @@ def test_penalty_compares_the_longest_length_both_measured() -> None:
 def test_the_transport_between_the_two_ranks_from_real_logs(logs: tuple[str, str], kinds: list[str]) -> None:
     parsed = [parse_nccl_log((FIXTURES / "captured" / "kv_nccl_log" / name).read_text()) for name in logs]
     assert transport_between(parsed) == (kinds, None)
+
+
+def with_parts(
+    record: dict[str, Any], wire_gbps: float, plain_gbps: float, pack_share: float
+) -> dict[str, Any]:
+    """The 32k packed row as the program writes it since issue 33: its message, gather and scatter apart.
+
+    The figures follow what issue 33 saw on the lent 4× H200: one plain NCCL send of the request's 10.7 GB
+    reached about 370 GB/s, and the packed row's 40.2 ms p50 is the message plus a gather and a scatter
+    (a device copy of 10.7 GB on an H200 takes about 5 ms)."""
+    row = next(r for r in record["rows"] if r["method"] == "packed" and r["tokens"] == 32768)
+    nbytes, copy_gbps = row["bytes"], 2150.0
+
+    def part(gbps: float) -> dict[str, float]:
+        return {"p50_us": nbytes / gbps / 1e3, "p99_us": nbytes / gbps / 1e3 * 1.01, "gbps": gbps}
+
+    row["parts"] = {
+        "pack": {**part(pack_share * copy_gbps), "copy_gbps": copy_gbps},
+        "wire": {**part(wire_gbps), "plain_us": nbytes / plain_gbps / 1e3, "plain_gbps": plain_gbps},
+        "unpack": {**part(0.95 * copy_gbps), "copy_gbps": copy_gbps},
+    }
+    return record
+
+
+def test_the_message_is_judged_apart_from_the_gather_and_scatter() -> None:
+    healthy, _ = records()
+    verdict = judge_transfer([with_parts(healthy, 362.0, 370.0, 0.9)], LIMITS, "nccl")
+    assert verdict.status == "PASS", verdict.message
+    assert verdict.message == (
+        "GPU0->GPU1 (NV18): 32k tokens (10.7 GB) packed p50 40.2 ms = 267.3 GB/s end to end; the message alone "
+        "29.7 ms = 362.0 GB/s, 0.98× a plain send/recv of the same bytes (370.0 GB/s) (≥ 170 expected from "
+        "the NVLink figure 340 GB/s); gather 5.55 ms (0.90× a device copy), scatter 5.26 ms (0.95×), "
+        "p99/p50 ≤ 1.05"
+    )
+    observed = verdict.observed["GPU0->GPU1"]
+    assert (observed["gbps"], observed["transfer_gbps"], observed["plain_gbps"]) == (267.34, 362.0, 370.0)
+
+
+def test_a_message_below_the_plain_send_recv_of_the_same_run_warns() -> None:
+    healthy, _ = records()
+    verdict = judge_transfer([with_parts(healthy, 290.0, 370.0, 0.9)], LIMITS, "nccl")
+    assert verdict.status == "WARN"
+    assert verdict.message == (
+        "GPU0->GPU1: the KV message alone moved 290.0 GB/s, 0.78× a plain send/recv of the same bytes between "
+        "the same GPUs in the same run (370.0 GB/s; limit 0.85×): the figure is not the link's (contention on "
+        "the pair's GPUs, or another transport for the KV buffer)"
+    )
+    assert (
+        judge_transfer([healthy], Limits(nvlink_gbps=340.0, plain_min_fraction=0.75), "nccl").status == "PASS"
+    )
+
+
+def test_a_slow_gather_warns_against_a_device_copy_not_the_link() -> None:
+    healthy, _ = records()
+    verdict = judge_transfer([with_parts(healthy, 365.0, 370.0, 0.3)], LIMITS, "nccl")
+    assert verdict.status == "WARN"
+    assert verdict.message.startswith(
+        "GPU0->GPU1: gathering the blocks on the prefill GPU took 16.6 ms = 645.0 GB/s, 0.30× a contiguous copy "
+        "of the same bytes on that GPU (2150.0 GB/s; limit 0.5×): the gather or scatter, not the link"
+    )
+    assert "NVLink figure" not in verdict.message
+
+
+def test_the_link_figure_holds_the_message_not_the_whole_request() -> None:
+    healthy, planted = records()
+    # The planted pair's end to end figure (35 GB/s, SHM) with a message measured at its own pace: the link
+    # verdict names the message; the same run's plain send/recv (also SHM) keeps the ratio in bounds.
+    verdict = judge_transfer([with_parts(planted, 36.0, 37.0, 0.9)], LIMITS, "nccl")
+    assert verdict.status == "FAIL"
+    assert (
+        "the message alone 298 ms = 36.0 GB/s, 0.97× a plain send/recv of the same bytes (37.0 GB/s), below "
+        "0.5× the NVLink figure 340 GB/s (170.0 GB/s)" in verdict.message
+    )
+    # A whole request slowed by its gather alone keeps the link verdict PASS: the message is what the link carried.
+    slow = with_parts(healthy, 365.0, 370.0, 0.9)
+    for row in slow["rows"]:
+        row["gbps"] = 150.0
+    assert judge_transfer([slow], LIMITS, "nccl").status == "PASS"
+    staging = judge_staging([slow], "nccl")
+    assert staging.status == "PASS" and "GPU0->GPU1 (NV18): P2P/CUMEM, 365.0 GB/s" in staging.message

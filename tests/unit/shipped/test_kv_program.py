@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from diagnose.shipped import kv_probe
-from diagnose.shipped.kv_probe import Transfer, percentile, repetitions, rows, summary_us
+from diagnose.shipped.kv_probe import Transfer, packed_parts, percentile, repetitions, rows, summary_us
 
 
 def test_percentiles_interpolate_between_ranks_as_numpy_does() -> None:
@@ -48,6 +48,31 @@ def test_rows_are_lengths_then_methods_with_staging_only_for_short_requests() ->
         ("block", 4096),
         ("packed", 4096),
     ]
+
+
+def test_a_packed_row_is_the_sum_of_its_parts_each_beside_its_reference() -> None:
+    nbytes = 10_737_418_240  # 32k tokens of the 70B-class shape
+    ms = 1e-3
+    phases = {
+        "pack": [5.0 * ms, 5.2 * ms, 9.0 * ms],
+        "wire": [29.0 * ms, 30.0 * ms, 29.5 * ms],
+        "unpack": [5.5 * ms, 5.0 * ms, 5.1 * ms],
+        "plain": [29.2 * ms, 28.8 * ms, 29.0 * ms],
+        "pack_copy": [5.0 * ms, 5.0 * ms, 5.1 * ms],
+        "unpack_copy": [4.9 * ms, 5.0 * ms, 5.0 * ms],
+    }
+    totals, parts = packed_parts(nbytes, phases)
+    # Per repetition, not the sum of the parts' medians: a slow gather (9 ms) stays with its own repetition.
+    assert totals == pytest.approx([39.5 * ms, 40.2 * ms, 43.6 * ms])
+    assert parts["wire"] == {
+        "p50_us": 29500.0,
+        "p99_us": pytest.approx(29990.0),
+        "gbps": 363.980,
+        "plain_us": 29000.0,
+        "plain_gbps": 370.256,
+    }
+    assert parts["pack"]["p50_us"] == 5200.0 and parts["pack"]["copy_gbps"] == 2147.484
+    assert parts["unpack"]["gbps"] == 2105.376 and parts["unpack"]["copy_gbps"] == 2147.484
 
 
 def one_rank(sender: bool, block_bytes: int, blocks: int) -> Transfer:
