@@ -188,7 +188,8 @@ def _extra_settings(key: str, hosts: Sequence[Host], plan: BenchmarkPlan) -> str
         memtest = v.float("memtest_seconds", DEFAULT_MEMTEST_S)
         return (
             f"GEMM, HBM, memtest {memtest:g} s, bitwise checks, burn-in {v.float('burnin_minutes', 0.0):g} min "
-            f"(gemm_min_fraction {v.get('gemm_min_fraction')}, hbm_min_fraction {v.get('hbm_min_fraction')})"
+            f"(gemm_max_below_ref_pct {v.get('gemm_max_below_ref_pct')}, "
+            f"hbm_max_below_ref_pct {v.get('hbm_max_below_ref_pct')} under the measured references)"
         )
     return "on"
 

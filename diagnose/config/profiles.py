@@ -175,35 +175,39 @@ PROFILE_VARIABLES: dict[str, Variable] = {
             float,
             "seconds before gpu.dcgm stops dcgmi as hung; default by level: 180, 600, 1800, 7200",
         ),
-        # GPU stress (diagnose/probes/stress*.py): peaks by GPU model (stress_skus.py) unless set here
+        # GPU stress (diagnose/probes/stress*.py): measured references by GPU model (stress_skus.py) unless set
         Variable(
-            "gpu_peak_bf16_tflops",
+            "gpu_ref_bf16_tflops",
             float,
-            "dense bf16 TFLOP/s gpu.gemm judges against (null: from the GPU's model, H100 SXM 989)",
+            "bf16 TFLOP/s a healthy GPU here reaches, gpu.gemm's reference (null: the model's measured one, "
+            "H100 SXM 711.7, H200 682)",
         ),
         Variable(
-            "gpu_peak_tf32_tflops",
+            "gpu_ref_tf32_tflops",
             float,
-            "dense tf32 TFLOP/s peak (null: from the GPU's model, H100 SXM 494.5)",
+            "tf32 TFLOP/s reference of gpu.gemm (null: the model's measured one, H100 SXM 364.3, H200 352)",
         ),
         Variable(
-            "gpu_peak_fp8_tflops", float, "dense fp8 TFLOP/s peak (null: from the GPU's model, H100 SXM 1979)"
-        ),
-        Variable(
-            "gpu_hbm_gbps", float, "HBM bandwidth in GB/s gpu.hbm judges against (null: from the GPU's model)"
-        ),
-        Variable(
-            "gemm_min_fraction",
+            "gpu_ref_fp8_tflops",
             float,
-            "bf16 and tf32 GEMM below this share of the dense peak FAIL gpu.gemm; default 0.7",
+            "fp8 TFLOP/s reference of gpu.gemm (null: the model's measured one, H100 SXM 1321.4, H200 1271)",
         ),
         Variable(
-            "gemm_fp8_min_fraction", float, "fp8 GEMM below this share of its dense peak FAILs; default 0.6"
-        ),
-        Variable(
-            "hbm_min_fraction",
+            "gpu_ref_hbm_gbps",
             float,
-            "copy or triad below this share of the HBM bandwidth FAIL gpu.hbm; default 0.8",
+            "HBM copy and triad GB/s reference of gpu.hbm (null: the model's measured ones, H100 SXM "
+            "3016.8 / 3051.1, H200 4210 / 4384)",
+        ),
+        Variable(
+            "gemm_max_below_ref_pct",
+            float,
+            "a GEMM this many % below its reference (scaled to the GPU's power limit) FAILs gpu.gemm; default 15",
+        ),
+        Variable(
+            "hbm_max_below_ref_pct",
+            float,
+            "a copy or triad this many % below its reference (scaled to the power limit) FAILs gpu.hbm; "
+            "default 15",
         ),
         Variable(
             "memtest_seconds",
@@ -353,6 +357,26 @@ PROFILE_VARIABLES: dict[str, Variable] = {
     )
 }
 
+#: Variables no longer read, and what replaced them: an inventory or profile still setting one is told so.
+REPLACED = {
+    "gemm_min_fraction": "gemm_max_below_ref_pct",
+    "gemm_fp8_min_fraction": "gemm_max_below_ref_pct",
+    "hbm_min_fraction": "hbm_max_below_ref_pct",
+    "gpu_peak_bf16_tflops": "gpu_ref_bf16_tflops",
+    "gpu_peak_tf32_tflops": "gpu_ref_tf32_tflops",
+    "gpu_peak_fp8_tflops": "gpu_ref_fp8_tflops",
+    "gpu_hbm_gbps": "gpu_ref_hbm_gbps",
+}
+
+
+def replaced_note(name: str, where: str = "") -> str:
+    """The one line that names what replaced a retired variable (``where``: `` (set for gpu1)``)."""
+    return (
+        f"variable {name!r}{where} is no longer read: replaced by {REPLACED[name]} (GPUs are judged against a "
+        "measured reference of their model and their peers, not a share of the datasheet peak; "
+        "docs/node-health.md)"
+    )
+
 
 def profile_label(host_vars: Vars) -> str:
     """How messages name the profile: ``profile h100-8x-ndr400``, or a neutral phrase without one."""
@@ -405,9 +429,13 @@ def unknown_variable_warnings(hosts: Sequence[Host], settings: Iterable[str] = (
     checks (a benchmark's ``min_nic_bw_fraction`` is one, not a profile value)."""
     known = set(PROFILE_VARIABLES) | set(settings)
     seen: dict[str, list[str]] = {}
+    retired: dict[str, list[str]] = {}
     for host in hosts:
         for name in host.vars:
             if name in known or _BUSBW_OVERRIDE.fullmatch(name):
+                continue
+            if name in REPLACED:
+                retired.setdefault(name, []).append(host.name)
                 continue
             close = difflib.get_close_matches(name, known, n=1, cutoff=0.85)
             if close or name.startswith(("expected_", "min_")):
@@ -418,4 +446,7 @@ def unknown_variable_warnings(hosts: Sequence[Host], settings: Iterable[str] = (
         hint = f"; did you mean {close[0]}?" if close else f" (known: {', '.join(sorted(known))})"
         where = names[0] if len(names) == 1 else f"{len(names)} hosts"
         warnings.append(f"variable {name!r} (set for {where}) is not a known expected value{hint}")
+    for name, names in sorted(retired.items()):
+        where = names[0] if len(names) == 1 else f"{len(names)} hosts"
+        warnings.append(replaced_note(name, f" (set for {where})"))
     return warnings

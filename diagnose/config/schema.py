@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from diagnose.config.profiles import PROFILE_VARIABLES
+from diagnose.config.profiles import PROFILE_VARIABLES, REPLACED, replaced_note
 from diagnose.config.yaml_lines import YamlMap
 from diagnose.core.errors import ConfigError
 
@@ -110,6 +110,8 @@ def check_profile_variables(values: YamlMap, path: Path, where: str, unknown_all
         if not isinstance(key, str) or not key:
             raise ConfigError(f"{where}: variable names must be strings, got {key!r}", path, line)
         variable = PROFILE_VARIABLES.get(key)
+        if variable is None and key in REPLACED and not unknown_allowed:
+            raise ConfigError(f"{where}: {replaced_note(key)}", path, line)
         if variable is None:
             if unknown_allowed:
                 continue

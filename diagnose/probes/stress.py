@@ -11,9 +11,10 @@ id (plus a cluster-wide gpu.sdc line across hosts), and results.json ``stress`` 
 metric, and per host a ``stage`` record with each phase's seconds.
 
 Variables (per host): ``burnin_minutes`` (0: no burn-in; the acceptance playbooks set 10),
-``memtest_seconds`` (pattern passes, default 30), the floors ``gemm_min_fraction``,
-``gemm_fp8_min_fraction``, ``hbm_min_fraction``, ``memtest_min_fraction``, ``burnin_max_drop_pct`` and
-the peak overrides of :mod:`diagnose.probes.stress_skus`. A host the host stage found sharing its GPUs
+``memtest_seconds`` (pattern passes, default 30), the tolerances ``gemm_max_below_ref_pct`` and
+``hbm_max_below_ref_pct`` under the measured references of :mod:`diagnose.probes.stress_skus` (and their
+overrides ``gpu_ref_*``, :mod:`diagnose.probes.stress_floor`), ``memtest_min_fraction`` and
+``burnin_max_drop_pct``. A host the host stage found sharing its GPUs
 with foreign compute processes (gpu.processes) is still measured; every verdict and record says so.
 
 On hosts without GPU (gloo) the program runs on torch CPU with small sizes, at most

@@ -1,10 +1,13 @@
 """Verdicts of gpu.gemm, gpu.hbm, gpu.memtest and gpu.sdc from what every host's GPUs measured. Pure.
 
-* gpu.gemm / gpu.hbm: each GPU against the floor, ``gemm_min_fraction`` (``hbm_min_fraction``) of its
-  model's dense peak (:mod:`diagnose.probes.stress_skus`, overridable), and against the median of every
-  GPU of its model in the fleet with :mod:`diagnose.probes.fleet_judge`'s robust statistics (a GPU is the
-  member, so one 8-GPU node already makes a fleet). Below the floor is FAIL; odd among its peers is FAIL
-  (WARN with fewer than four GPUs). The message names the slow GPU with its deficit.
+* gpu.gemm / gpu.hbm: each GPU against the median of every GPU of its model in the fleet with
+  :mod:`diagnose.probes.fleet_judge`'s robust statistics (a GPU is the member, so one 8-GPU node already
+  makes a fleet): odd among its peers is FAIL (WARN with fewer than four GPUs). Then against the floor of
+  :mod:`diagnose.probes.stress_floor` — its model's measured reference less ``gemm_max_below_ref_pct``
+  (``hbm_max_below_ref_pct``), scaled to the power limit it ran under — which catches what a fleet cannot
+  (a lone GPU, every GPU slow alike): below it is FAIL. A model without a measured reference is judged by
+  its peers only, and the verdict says so. The message names the slow GPU with its deficit, its SM clock
+  and power while it ran; the datasheet peak is shown as information, never judged against.
 * gpu.memtest: any mismatching word is FAIL with the GPU, the count and the first byte offsets; a CUDA
   error that says ECC or uncorrectable is FAIL (the test hit bad memory), any other error is ERROR; less
   than ``memtest_min_fraction`` of the free memory tested is a WARN.
@@ -37,14 +40,11 @@ from diagnose.core.units import decimal_bytes
 from diagnose.core.vars import Vars
 from diagnose.probes import fleet_judge
 from diagnose.probes.stress_figures import THROUGHPUT, GpuStress, HostStress
-from diagnose.probes.stress_skus import OVERRIDES, sku_of
+from diagnose.probes.stress_floor import DEFAULT_MAX_BELOW_REF_PCT, Floor, Readings, floor_of
+from diagnose.probes.stress_skus import OVERRIDES
 
 CHECKLIST = "H"
 CPU_NOTE = "CPU host: not judged against a GPU"
-DEFAULT_GEMM_FRACTION = 0.7
-#: fp8 through torch._scaled_mm reached 67 % of the H100's dense fp8 peak on the lent H100 (bf16: 72 %).
-DEFAULT_FP8_FRACTION = 0.6
-DEFAULT_HBM_FRACTION = 0.8
 DEFAULT_MEMTEST_FRACTION = 0.9
 METRICS = {GPU_GEMM: ("gemm.bf16", "gemm.tf32", "gemm.fp8"), GPU_HBM: ("hbm.copy", "hbm.triad")}
 REMEDIATION = {
@@ -73,9 +73,8 @@ SOFTWARE_SDC = (
 class Settings:
     """The thresholds of one host, from its variables."""
 
-    gemm_fraction: float = DEFAULT_GEMM_FRACTION
-    fp8_fraction: float = DEFAULT_FP8_FRACTION
-    hbm_fraction: float = DEFAULT_HBM_FRACTION
+    gemm_below_pct: float = DEFAULT_MAX_BELOW_REF_PCT
+    hbm_below_pct: float = DEFAULT_MAX_BELOW_REF_PCT
     memtest_fraction: float = DEFAULT_MEMTEST_FRACTION
     overrides: dict[str, float] = field(default_factory=dict)
     thresholds: fleet_judge.Thresholds = field(default_factory=fleet_judge.Thresholds)
@@ -84,9 +83,8 @@ class Settings:
     def of(cls, host_vars: Vars) -> Settings:
         overrides = {m: v for m, name in OVERRIDES.items() if (v := host_vars.float(name)) is not None}
         return cls(
-            gemm_fraction=host_vars.float("gemm_min_fraction", DEFAULT_GEMM_FRACTION) or 0.0,
-            fp8_fraction=host_vars.float("gemm_fp8_min_fraction", DEFAULT_FP8_FRACTION) or 0.0,
-            hbm_fraction=host_vars.float("hbm_min_fraction", DEFAULT_HBM_FRACTION) or 0.0,
+            gemm_below_pct=_pct(host_vars.float("gemm_max_below_ref_pct")),
+            hbm_below_pct=_pct(host_vars.float("hbm_max_below_ref_pct")),
             memtest_fraction=host_vars.float("memtest_min_fraction", DEFAULT_MEMTEST_FRACTION) or 0.0,
             overrides=overrides,
             thresholds=fleet_judge.Thresholds(
@@ -96,20 +94,15 @@ class Settings:
             ),
         )
 
-    def peak(self, metric: str, name: str) -> tuple[float | None, str]:
-        """The peak a GPU named ``name`` is judged by for ``metric``, and where it comes from."""
-        if metric in self.overrides:
-            return self.overrides[metric], OVERRIDES[metric]
-        sku = sku_of(name)
-        if sku is None:
-            return None, f"no peak known for {name!r} (set {OVERRIDES[metric]})"
-        kind = "HBM bandwidth" if metric.startswith("hbm.") else "dense peak"
-        return sku.peak(metric), f"{sku.label} {kind}"
+    def floor(self, metric: str, name: str, readings: Readings | None = None) -> Floor:
+        """What a GPU named ``name`` is judged by for ``metric``, under the power limit it reported."""
+        below = self.hbm_below_pct if metric.startswith("hbm.") else self.gemm_below_pct
+        return floor_of(metric, name, self.overrides, below, readings or Readings())
 
-    def fraction(self, metric: str) -> float:
-        if metric == "gemm.fp8":
-            return self.fp8_fraction
-        return self.gemm_fraction if metric.startswith("gemm.") else self.hbm_fraction
+
+def _pct(value: float | None) -> float:
+    """A tolerance in per cent, kept between 0 and 100 (null: the default)."""
+    return DEFAULT_MAX_BELOW_REF_PCT if value is None else min(max(value, 0.0), 100.0)
 
 
 @dataclass
@@ -234,22 +227,16 @@ def _judge_metric(
     if metric not in gpu.values:
         return None, None
     value = gpu.values[metric]
+    readings = Readings.of(gpu.entries[metric])
     record = {**base_record(host, gpu, check_id, metric), "unit": unit, "value": round(value, 3)}
     record["samples"] = [round(s, 3) for s in gpu.entries[metric].get("samples") or []]
+    record.update(readings.record())
     if host.cpu:
         record.update({"verdict": "SKIP", "why": CPU_NOTE})
         return record, None
-    peak, source = settings.peak(metric, gpu.name)
-    floor = peak * settings.fraction(metric) if peak else None
-    record.update({"peak": peak, "peak_source": source, "floor": None if floor is None else round(floor, 3)})
-    record["fraction_of_peak"] = round(value / peak, 4) if peak else None
-    status, why = "PASS", "above the floor" if floor else source
-    if floor is not None and value < floor:
-        status = "FAIL"
-        why = (
-            f"{value / peak * 100:.0f} % of the {source} {_fmt(peak, unit)}, below the floor {_fmt(floor, unit)} "
-            f"({settings.fraction(metric):g} of peak)"
-        )
+    expect = settings.floor(metric, gpu.name, readings)
+    record.update(_expectation_record(expect, value))
+    status, why = _against_floor(expect, value, unit, readings)
     if fleet is not None:
         verdict, member = fleet
         record.update(
@@ -269,7 +256,40 @@ def _judge_metric(
     record.update({"verdict": status, "why": why})
     if status == "PASS":
         return record, None
-    return record, (status, f"{gpu.label} {metric.partition('.')[2]} {_fmt(value, unit)}: {why}")
+    name = metric.partition(".")[2]
+    return record, (status, f"{gpu.label} {name} {_fmt(value, unit)}{readings.text()}: {why}")
+
+
+def _expectation_record(expect: Floor, value: float) -> dict[str, Any]:
+    """The record's reference, floor and datasheet share (the last for information only)."""
+    floor = expect.floor
+    return {
+        "reference": expect.reference,
+        "reference_source": expect.source,
+        "reference_power_w": expect.reference_power_w,
+        "fraction_of_reference": round(value / expect.reference, 4) if expect.reference else None,
+        "max_below_ref_pct": expect.below_pct,
+        "floor_scale": round(expect.scale, 4),
+        "floor": None if floor is None else round(floor, 3),
+        "peak": expect.peak,
+        "peak_source": f"{expect.label} datasheet" if expect.peak else None,
+        "fraction_of_peak": round(value / expect.peak, 4) if expect.peak else None,
+    }
+
+
+def _against_floor(expect: Floor, value: float, unit: str, readings: Readings) -> tuple[str, str]:
+    """PASS or FAIL against the floor, and why; a GPU without a reference passes with the note."""
+    floor = expect.floor
+    if floor is None or expect.reference is None:
+        return "PASS", expect.source
+    if value >= floor:
+        return "PASS", f"above the floor {_fmt(floor, unit)}"
+    scaled = expect.scaled_by(readings.power_limit_w)
+    return "FAIL", (
+        f"{value / expect.reference * 100:.0f} % of the {expect.label} reference {_fmt(expect.reference, unit)} "
+        f"({expect.brief}), below the floor {_fmt(floor, unit)} ({expect.below_pct:g} % under the reference"
+        f"{scaled})"
+    )
 
 
 def _throughput_check(
@@ -295,21 +315,28 @@ def _throughput_check(
         message = f"{host.host}: " + "; ".join(text for _, text in lines) + f" (all: {summary}){note}"
         remediation = REMEDIATION[check_id]
     else:
-        status, message, remediation = (
-            "PASS",
-            f"{host.host}: {summary}, every GPU above its floor{note}",
-            None,
-        )
+        status, remediation = "PASS", None
+        message = f"{host.host}: {summary}, {_pass_clause(host, check_id, settings)}{note}"
     return CheckResult(
         check_id,
         host.host,
         CHECKLIST,
         status,
         observed,
-        "≥ the floor (a fraction of the model's dense peak) and within the fleet's spread",
+        "within the fleet's spread and ≥ the floor (the model's measured reference less "
+        f"{'hbm' if check_id == GPU_HBM else 'gemm'}_max_below_ref_pct, scaled to the power limit)",
         message,
         remediation,
     )
+
+
+def _pass_clause(host: HostStress, check_id: str, settings: Settings) -> str:
+    """How a passing host was judged: above its floors, and which figures had no reference to judge by."""
+    floors = [settings.floor(m, g.name) for g in host.gpus for m in METRICS[check_id] if m in g.values]
+    notes = sorted({f.source for f in floors if f.reference is None})
+    judged = any(f.reference is not None for f in floors)
+    clause = "every GPU above its floor and within its fleet" if judged else "no GPU odd among its peers"
+    return clause + "".join(f"; {n}" for n in notes)
 
 
 def _with_slow_action(check: CheckResult, host: HostStress, slow: int) -> CheckResult:
@@ -328,7 +355,8 @@ def _with_slow_action(check: CheckResult, host: HostStress, slow: int) -> CheckR
 
 
 def _summary(host: HostStress, check_id: str, settings: Settings) -> str:
-    """``8 GPUs: bf16 min 781.2 / median 790.3 TFLOP/s (80 % of 989), ...``; skipped metrics with why."""
+    """``8 GPUs: bf16 min 781.2 / median 790.3 TFLOP/s (111 % of the reference 711.7; 80 % of the 989
+    datasheet peak), ...``; skipped metrics with why."""
     parts = []
     for metric in METRICS[check_id]:
         values = [g.values[metric] for g in host.gpus if metric in g.values]
@@ -336,13 +364,22 @@ def _summary(host: HostStress, check_id: str, settings: Settings) -> str:
         name = metric.partition(".")[2]
         if values:
             middle = statistics.median(values)
-            peak = None if host.cpu else settings.peak(metric, host.gpus[0].name)[0]
-            share = f" ({middle / peak * 100:.0f} % of {peak:g})" if peak else ""
+            share = "" if host.cpu else _shares(settings.floor(metric, host.gpus[0].name), middle)
             parts.append(f"{name} min {_fmt(min(values), unit)} / median {_fmt(middle, unit)}{share}")
         skipped = {g.skipped[metric] for g in host.gpus if metric in g.skipped}
         if skipped and not values:
             parts.append(f"{name} not measured ({'; '.join(sorted(skipped))})")
     return f"{units(len(host.gpus), host.cpu)}: " + ", ".join(parts)
+
+
+def _shares(expect: Floor, middle: float) -> str:
+    """`` (100 % of the reference 711.7; 72 % of the 989 datasheet peak)``: where a median stands."""
+    shares = []
+    if expect.reference:
+        shares.append(f"{middle / expect.reference * 100:.0f} % of the reference {expect.reference:g}")
+    if expect.peak:
+        shares.append(f"{middle / expect.peak * 100:.0f} % of the {expect.peak:g} datasheet peak")
+    return f" ({'; '.join(shares)})" if shares else ""
 
 
 # --------------------------------------------------------------------------------------------- memtest

@@ -212,6 +212,27 @@ def _stress_families(results: dict[str, Any]) -> list[_Family]:
     power = _Family("diagnose_gpu_burnin_max_power_watts", "Highest power draw in the burn-in, W.")
     reasons = _Family("diagnose_gpu_burnin_clock_event_seconds", "Seconds a clock-event reason was active.")
     status = _Family("diagnose_gpu_stress_status", f"Verdict of one GPU's stress figure ({_SCALE}).")
+    expected = [
+        (
+            _Family("diagnose_gpu_stress_reference", "Measured reference of the GPU's model for a figure."),
+            "reference",
+        ),
+        (
+            _Family(
+                "diagnose_gpu_stress_floor", "Floor of a figure: reference less tolerance, power-scaled."
+            ),
+            "floor",
+        ),
+        (
+            _Family("diagnose_gpu_stress_sm_clock_mhz", "Median SM clock while the phase ran, MHz."),
+            "sm_clock_mhz",
+        ),
+        (_Family("diagnose_gpu_stress_power_watts", "Median power draw while the phase ran, W."), "power_w"),
+        (
+            _Family("diagnose_gpu_stress_power_limit_watts", "Enforced power limit during the phase, W."),
+            "power_limit_w",
+        ),
+    ]
     for record in results.get("stress") or []:
         if not isinstance(record, dict) or record.get("metric") == "stage" or record.get("gpu") is None:
             continue
@@ -222,6 +243,10 @@ def _stress_families(results: dict[str, Any]) -> list[_Family]:
         }
         metric = str(record.get("metric"))
         value = record.get("value")
+        if metric.startswith(("gemm.", "hbm.")):
+            for family, key in expected:
+                if isinstance(record.get(key), int | float):
+                    family.add({**labels, "metric": metric}, record[key])
         if metric.startswith("gemm.") and isinstance(value, int | float):
             gemm.add({**labels, "dtype": metric.partition(".")[2]}, value)
         elif metric.startswith("hbm.") and isinstance(value, int | float):
@@ -242,7 +267,7 @@ def _stress_families(results: dict[str, Any]) -> list[_Family]:
             status.add(
                 {**labels, "check": record.get("check"), "metric": metric}, SEVERITY[record["verdict"]]
             )
-    return [gemm, hbm, tested, wrong, agrees, clock, heat, power, reasons, status]
+    return [gemm, hbm, *(f for f, _ in expected), tested, wrong, agrees, clock, heat, power, reasons, status]
 
 
 def _quarantine_family(results: dict[str, Any]) -> _Family:

@@ -1,7 +1,8 @@
 """The report's GPU stress chapter: every GPU's figures under load, the stage's timings, the burn-in plots.
 
 Built from results.json ``stress`` (:mod:`diagnose.probes.stress`): per GPU and metric a record with the
-value, the share of its model's peak, the floor and the fleet deviation (gpu.gemm, gpu.hbm), the memory
+value, its share of the model's measured reference (and of the datasheet peak, as information), the floor,
+the fleet deviation and the SM clock and power the GPU reported while it ran (gpu.gemm, gpu.hbm), the memory
 test's coverage and mismatches (gpu.memtest), the checksum (gpu.sdc) and the burn-in's summary and series
 (gpu.burnin); per host a ``stage`` record with each phase's seconds. One row per GPU, one cell per figure,
 coloured by that figure's verdict; the plots (clock and temperature per GPU over the burn-in) are drawn by
@@ -84,14 +85,39 @@ class StressView:
     shared_hosts: list[str] = field(default_factory=list)
 
 
+def _shares(record: dict[str, Any]) -> list[str]:
+    """Where a figure stands: its share of the measured reference, and of the datasheet peak as information.
+    A record written before the references (issue 33) has only ``fraction_of_peak``: "72 % of peak"."""
+    if "reference" not in record:
+        share = record.get("fraction_of_peak")
+        return [f"{percent(share)} of peak"] if is_number(share) else []
+    parts = []
+    if is_number(record.get("fraction_of_reference")) and is_number(record.get("reference")):
+        parts.append(f"{percent(record['fraction_of_reference'])} of ref {record['reference']:g}")
+    elif record.get("reference") is None:
+        parts.append("peers only")
+    if is_number(record.get("fraction_of_peak")) and is_number(record.get("peak")):
+        parts.append(f"{percent(record['fraction_of_peak'])} of {record['peak']:g} datasheet")
+    return parts
+
+
+def _readings(record: dict[str, Any]) -> str:
+    """``1365 MHz, 698/700 W``: what the GPU reported while the phase ran, or empty."""
+    clock, power, limit = (record.get(k) for k in ("sm_clock_mhz", "power_w", "power_limit_w"))
+    parts = [f"{clock:.0f} MHz" if is_number(clock) else ""]
+    if is_number(power):
+        parts.append(f"{power:.0f}/{limit:.0f} W" if is_number(limit) else f"{power:.0f} W")
+    return ", ".join(p for p in parts if p)
+
+
 def _throughput(record: dict[str, Any]) -> Cell:
     value = record.get("value")
     digits = 1 if is_number(value) and value >= 10 else 3
-    share = percent(record.get("fraction_of_peak")) if record.get("fraction_of_peak") is not None else ""
     deviation = record.get("deviation_pct")
     parts = [
-        f"{share} of peak" if share else "",
+        *_shares(record),
         f"{deviation:+.1f} % vs median" if is_number(deviation) else "",
+        _readings(record),
     ]
     return Cell(
         number(value, digits),

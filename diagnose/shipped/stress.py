@@ -9,7 +9,9 @@ after a barrier so that the GPUs start together:
   timed between CUDA events; TFLOP/s = 2·n³ per product. fp8 (``torch._scaled_mm``) only where the GPU has
   FP8 tensor cores (compute capability 8.9 and up), else the row says why not;
 * ``hbm.copy`` and ``hbm.triad``: ``b = a`` and ``a = b + s·c`` over ``--hbm-bytes`` buffers; GB/s = 1e9
-  bytes read and written per second;
+  bytes read and written per second; through these and the gemm phases rank 0 samples nvidia-smi every
+  :data:`PHASE_SAMPLE_MS` and each GPU's entry carries the median SM clock, power draw, enforced power
+  limit and maximum SM clock over its phase (:data:`PHASE_READINGS`): what the GPU could do while it ran;
 * ``memtest``: most of the free device memory (``--memtest-fraction``) in 1 GiB chunks of 64-bit words,
   written and read back with walking ones, seeded random words and each word's own address (and its
   complement), pass after pass until ``--memtest-s`` runs out; every mismatching word is counted and the
@@ -68,8 +70,23 @@ SAMPLE_FIELDS = (
     "utilization.gpu",
     "ecc.errors.uncorrected.volatile.total",
     "remapped_rows.pending",
+    "enforced.power.limit",
+    "clocks.max.sm",
 )
 BASIC_SAMPLE_FIELDS = SAMPLE_FIELDS[:8]
+#: Tried in order until nvidia-smi accepts one (a driver that refuses one field refuses the whole query):
+#: every field, then without the ECC and remap counters, then the basic list alone.
+FIELD_LISTS = (SAMPLE_FIELDS, BASIC_SAMPLE_FIELDS + SAMPLE_FIELDS[10:], BASIC_SAMPLE_FIELDS)
+#: What each gemm and hbm entry carries from rank 0's samples over its phase (the median): key → field.
+#: The judge scales its floor by the power limit and cites clock and power in its verdicts.
+PHASE_READINGS = {
+    "sm_clock_mhz": "clocks.sm",
+    "max_sm_clock_mhz": "clocks.max.sm",
+    "power_w": "power.draw",
+    "power_limit_w": "enforced.power.limit",
+}
+#: A gemm or hbm phase lasts a second or two: sample often enough for a median of several readings.
+PHASE_SAMPLE_MS = 200
 MAX_SAMPLES_PER_GPU = 300
 FIRST_OFFSETS = 8
 
@@ -360,8 +377,8 @@ class Worker:
 
 
 class Sampler:
-    """Rank 0's ``nvidia-smi --query-gpu ... -lms`` running beside the burn-in, its lines kept with the
-    controller-independent time they were read at."""
+    """Rank 0's ``nvidia-smi --query-gpu ... -lms`` running beside the burn-in (and through the gemm and
+    hbm phases), its lines kept with the controller-independent time they were read at."""
 
     def __init__(self, interval_ms: int) -> None:
         self.interval_ms = interval_ms
@@ -376,7 +393,7 @@ class Sampler:
         if shutil.which("nvidia-smi") is None:
             self.problem = "nvidia-smi not found: no clocks, temperatures or power sampled"
             return
-        for fields in (SAMPLE_FIELDS, BASIC_SAMPLE_FIELDS):
+        for fields in FIELD_LISTS:
             command = [
                 "nvidia-smi",
                 f"--query-gpu={','.join(fields)}",
@@ -439,6 +456,21 @@ def per_gpu_samples(
     return out
 
 
+def phase_readings(samples: list[list[Any]], fields: tuple[str, ...]) -> dict[str, float]:
+    """One GPU's :data:`PHASE_READINGS` over a phase: the median of each field it sampled (``samples`` as
+    :func:`per_gpu_samples` gives them, time first in place of the bus id); fields missing or never
+    read (``[N/A]``) are left out."""
+    out = {}
+    for key, name in PHASE_READINGS.items():
+        if name not in fields:
+            continue
+        index = fields.index(name)
+        values = [row[index] for row in samples if len(row) > index and isinstance(row[index], float)]
+        if values:
+            out[key] = round(statistics.median(values), 1)
+    return out
+
+
 class Program:
     """Rank ``rank`` of the stress job: runs each phase on its worker and hands the results to rank 0."""
 
@@ -452,6 +484,7 @@ class Program:
         dist.init_process_group("gloo", timeout=timeout)
         self.worker = Worker(args, torch, self.place.local_rank)
         self.infos = self.gather(self.safely(self.worker.info))
+        self.meter: Sampler | None = None
 
     def gather(self, item: dict[str, Any]) -> list[dict[str, Any]]:
         items: list[Any] = [None] * self.place.ranks
@@ -475,9 +508,14 @@ class Program:
         self.progress.emit({"event": "begin", "collective": name, "bytes": minute})
         self.dist.barrier()
         began = time.monotonic()
+        if self.meter is not None:  # what it read before the phase is not the phase's
+            self.meter.take()
         results = self.gather(self.safely(work))
+        readings = self.readings()
         for result, info in zip(results, self.infos, strict=True):
             result.update({"gpu": info.get("gpu"), "bus_id": info.get("bus_id"), "name": info.get("name")})
+            if "error" not in result and "skipped" not in result:
+                result.update(readings.get(str(info.get("bus_id")), {}))
         row = {
             "event": "row",
             "collective": name,
@@ -485,6 +523,14 @@ class Program:
             "seconds": round(time.monotonic() - began, 3),
         }
         self.progress.emit({**row, "gpus": results, **(extra() if extra is not None else {})})
+
+    def readings(self) -> dict[str, dict[str, float]]:
+        """Per bus id, what rank 0's phase sampler read since the phase began (nothing without one)."""
+        if self.meter is None:
+            return {}
+        buses = [info.get("bus_id") for info in self.infos]
+        by_bus = per_gpu_samples(self.meter.take(), self.meter.fields, buses)
+        return {bus: phase_readings(samples, self.meter.fields) for bus, samples in by_bus.items()}
 
     def start_record(self) -> dict[str, Any]:
         torch = self.torch
@@ -500,6 +546,17 @@ class Program:
             "gpus": self.infos,
             "deterministic": os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
         }
+
+    def meter_for(self, phase: str) -> None:
+        """Rank 0's nvidia-smi sampler runs through the gemm and hbm phases (on a GPU host) and stops
+        before any other: the burn-in starts its own, at its own interval."""
+        wanted = phase in ("gemm", "hbm") and self.place.rank == 0 and self.args.device == "cuda"
+        if wanted and self.meter is None:
+            self.meter = Sampler(PHASE_SAMPLE_MS)
+            self.meter.start()
+        elif not wanted and self.meter is not None:
+            self.meter.stop()
+            self.meter = None
 
     def burnin(self) -> None:
         seconds = self.args.burnin_s
@@ -529,19 +586,23 @@ class Program:
     def run(self) -> None:
         self.progress.emit(self.start_record())
         worker = self.worker
-        for phase in self.args.phases:
-            if phase == "gemm":
-                for dtype in GEMM_DTYPES:
-                    self.phase(f"gemm.{dtype}", lambda d=dtype: worker.gemm(d))
-            elif phase == "hbm":
-                for kernel in HBM_KERNELS:
-                    self.phase(f"hbm.{kernel}", lambda k=kernel: worker.hbm(k))
-            elif phase == "memtest":
-                self.phase("memtest", worker.memtest)
-            elif phase == "sdc":
-                self.phase("sdc", worker.sdc)
-            elif phase == "burnin":
-                self.burnin()
+        try:
+            for phase in self.args.phases:
+                self.meter_for(phase)
+                if phase == "gemm":
+                    for dtype in GEMM_DTYPES:
+                        self.phase(f"gemm.{dtype}", lambda d=dtype: worker.gemm(d))
+                elif phase == "hbm":
+                    for kernel in HBM_KERNELS:
+                        self.phase(f"hbm.{kernel}", lambda k=kernel: worker.hbm(k))
+                elif phase == "memtest":
+                    self.phase("memtest", worker.memtest)
+                elif phase == "sdc":
+                    self.phase("sdc", worker.sdc)
+                elif phase == "burnin":
+                    self.burnin()
+        finally:
+            self.meter_for("")
         self.progress.emit({"event": "done", "time": round(time.time(), 3)})
         # Every rank leaves its last collective before any tears the group down: gloo aborts a rank whose
         # peer destroys the group under it ("terminate called without an active exception").

@@ -13,7 +13,7 @@ from typing import Any
 from diagnose.core.hosts import Host
 from diagnose.core.vars import Vars
 from diagnose.probes.stress import judge_all, stage_record
-from diagnose.probes.stress_figures import HostStress, host_stress
+from diagnose.probes.stress_figures import THROUGHPUT, HostStress, host_stress
 from tests.support.paths import CAPTURED, FIXTURES
 
 STRESS = CAPTURED / "stress"
@@ -89,6 +89,17 @@ def scaled(gpu: int, metric: str, factor: float) -> Fault:
             entry[key] = entry[key] * factor
 
     return apply
+
+
+def as_model(host: HostStress, name: str, figures: dict[str, list[float]]) -> HostStress:
+    """``host`` (widened from a capture) with every GPU renamed ``name`` and given ``figures`` (metric → one
+    value per GPU): a node of another model, carrying the figures measured on it."""
+    for gpu in host.gpus:
+        gpu.name = name
+        for metric, values in figures.items():
+            gpu.values[metric] = values[gpu.rank]
+            gpu.entries[metric] = {**gpu.entries.get(metric, {}), THROUGHPUT[metric][2]: values[gpu.rank]}
+    return host
 
 
 def judged(hosts: list[HostStress], **variables: Any) -> dict[str, Any]:

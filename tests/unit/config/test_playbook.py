@@ -15,7 +15,10 @@ from diagnose.config.playbook import (
     parse_size,
 )
 from diagnose.config.profile_files import available_profiles, load_profile
+from diagnose.config.profiles import PROFILE_VARIABLES, REPLACED, unknown_variable_warnings
 from diagnose.core.errors import ConfigError
+from diagnose.core.hosts import Host
+from diagnose.core.vars import Vars
 from diagnose.targets.loading import InventoryFiles, load_inventory
 from diagnose.targets.resolve import resolve_hosts
 from diagnose.targets.sources import HostContext
@@ -352,6 +355,11 @@ def test_unknown_profile_lists_the_available_ones(tmp_path: Path) -> None:
     ("text", "line", "message"),
     [
         ("vars:\n  expected_gpu_count: 8\n  expected_gpus: 8\n", 3, "vars: unknown variable 'expected_gpus'"),
+        (
+            "vars:\n  gemm_min_fraction: 0.7\n",
+            2,
+            "vars: variable 'gemm_min_fraction' is no longer read: replaced by gemm_max_below_ref_pct",
+        ),
         ("vars:\n  expected_gpu_count: '8'\n", 2, "expected_gpu_count must be an integer, got '8'"),
         ("vars:\n  expected_gpu_count: 8.0\n", 2, "expected_gpu_count must be an integer, got 8.0"),
         ("vars:\n  expected_nvlink: 'yes'\n", 2, "expected_nvlink must be true or false"),
@@ -368,6 +376,24 @@ def test_profile_errors_name_the_line(tmp_path: Path, text: str, line: int, mess
         load_profile("bad", [tmp_path / "profiles"])
     assert message in caught.value.message
     assert (caught.value.path, caught.value.line) == (str(path), line)
+
+
+def test_an_inventory_still_setting_a_retired_gpu_floor_is_told_what_replaced_it() -> None:
+    hosts = [
+        Host("gpu1", vars=Vars({"gpu_peak_bf16_tflops": 989, "hbm_min_fraction": 0.8})),
+        Host("gpu2", vars=Vars({"hbm_min_fraction": 0.8})),
+    ]
+    warnings = unknown_variable_warnings(hosts)
+    assert warnings == [
+        "variable 'gpu_peak_bf16_tflops' (set for gpu1) is no longer read: replaced by gpu_ref_bf16_tflops (GPUs "
+        "are judged against a measured reference of their model and their peers, not a share of the datasheet "
+        "peak; docs/node-health.md)",
+        "variable 'hbm_min_fraction' (set for 2 hosts) is no longer read: replaced by hbm_max_below_ref_pct (GPUs "
+        "are judged against a measured reference of their model and their peers, not a share of the datasheet "
+        "peak; docs/node-health.md)",
+    ]
+    assert {REPLACED[name] for name in REPLACED} <= set(PROFILE_VARIABLES)
+    assert not set(REPLACED) & set(PROFILE_VARIABLES)
 
 
 def test_profiles_named_by_the_example_inventories_are_packaged() -> None:

@@ -14,10 +14,19 @@ from tests.support.paths import FIXTURES
 from tests.support.stress import CPU_2RANKS, H100_ALL, H100_HOG, host_of, judged
 
 
+def sampled(index: int, phase: str, entry: dict[str, Any]) -> None:
+    """What rank 0's sampler read during the gemm and hbm phases on the lent H100 under bf16 load (the
+    capture's burn-in: SM 1365 MHz median, ~698 W of its 700 W limit)."""
+    if phase.startswith(("gemm.", "hbm.")):
+        entry.update(
+            {"sm_clock_mhz": 1365.0, "max_sm_clock_mhz": 1980.0, "power_w": 697.7, "power_limit_w": 700.0}
+        )
+
+
 def two_hosts() -> dict[str, Any]:
     hogged = host_of(H100_HOG, "gpu2")
     hogged.foreign = ["GPU 0 (00000000:00:06.0): pid 655 python3, 1 GiB"]
-    return judged([host_of(H100_ALL, "gpu1", gpus=2), hogged])
+    return judged([host_of(H100_ALL, "gpu1", gpus=2, fault=sampled), hogged])
 
 
 def test_every_gpu_has_a_row_and_the_slow_figure_is_shaded() -> None:
@@ -43,7 +52,13 @@ def test_every_gpu_has_a_row_and_the_slow_figure_is_shaded() -> None:
         bf16 is not None
         and bf16.text == "311.4"
         and bf16.status == "FAIL"
-        and bf16.detail.startswith("31 % of peak")
+        and bf16.detail.startswith("44 % of ref 711.7 · 31 % of 989 datasheet · -56.3 % vs median")
+    )
+    healthy = view.rows[0].cells[0]
+    assert (
+        healthy is not None
+        and healthy.detail
+        == "100 % of ref 711.7 · 72 % of 989 datasheet · +0.0 % vs median · 1365 MHz, 698/700 W"
     )
     assert view.rows[2].cells[5] is None  # the hog run measured gemm and hbm only
     burnin = view.rows[0].cells[7]
@@ -58,7 +73,7 @@ def test_the_chapter_renders_with_its_burn_in_plot(tmp_path: Path) -> None:
     assert "GPUs under load: GEMM, HBM, memory test, SDC, burn-in" in html
     assert html.count('<td class="s-host mono">') == 3
     assert 'Burn-in of <span class="mono">gpu1</span>' in html and html.count("<svg") >= 1
-    assert "below the floor 692.3 TFLOP/s" in html
+    assert "below the floor 604.9 TFLOP/s (15 % under the reference)" in html
 
 
 def test_cpu_hosts_say_their_figures_are_not_judged() -> None:
@@ -83,6 +98,9 @@ def test_the_real_h100_runs_render_clean_and_hogged(tmp_path: Path) -> None:
     hogged = build_stress(hog)
     assert hogged is not None and hogged.shared_hosts == ["localhost"] and hogged.rows[0].worst == "FAIL"
     assert hogged.rows[0].shared and not hogged.burnin
+    # written before the measured references: the datasheet share it was judged by, as it was
+    cell = hogged.rows[0].cells[0]
+    assert cell is not None and cell.detail == "32 % of peak"
     (written,) = render_from_dict(hog, {"html"}, tmp_path)
     html = written.read_text()
     assert "Measured beside compute processes diagnose did not start (gpu.processes) on" in html
@@ -102,3 +120,14 @@ def test_prometheus_has_each_gpu_figure_of_the_real_runs() -> None:
     assert f'diagnose_gpu_burnin_clock_event_seconds{{{gpu},reason="sw_power_cap"}} 60.0' in clean
     hog = render_prometheus(json.loads((FIXTURES / "results" / "h100_stress_hog.json").read_text())).decode()
     assert f'diagnose_gpu_stress_status{{{gpu},check="gpu.gemm",metric="gemm.bf16"}} 4.0' in hog
+
+
+def test_prometheus_has_the_reference_floor_clock_and_power_of_each_figure() -> None:
+    text = render_prometheus(two_hosts()).decode()
+    gpu = 'host="gpu1",gpu="0",bus_id="00000000:18:00.0"'
+    assert f'diagnose_gpu_stress_reference{{{gpu},metric="gemm.bf16"}} 711.7' in text
+    assert f'diagnose_gpu_stress_floor{{{gpu},metric="hbm.copy"}} 2564.28' in text
+    assert f'diagnose_gpu_stress_sm_clock_mhz{{{gpu},metric="gemm.bf16"}} 1365.0' in text
+    assert f'diagnose_gpu_stress_power_watts{{{gpu},metric="hbm.triad"}} 697.7' in text
+    assert f'diagnose_gpu_stress_power_limit_watts{{{gpu},metric="gemm.fp8"}} 700.0' in text
+    assert 'diagnose_gpu_stress_sm_clock_mhz{host="gpu2"' not in text  # the hog capture had no sampler

@@ -54,6 +54,30 @@ def test_sample_lines_are_read_per_gpu_as_numbers() -> None:
     ) == {"00000000:00:06.0": [[1.0, None, 1]]}
 
 
+def test_a_phase_carries_the_median_clock_power_and_limit_its_gpu_reported() -> None:
+    # the line above with the two fields the phase sampler adds: the 700 W limit the lent H100 enforced and
+    # the 1980 MHz its idle samples in the capture show as the top SM clock
+    wide = [v.strip() for v in (H100_LINE + ", 700.00, 1980").split(",")]
+    lines = [(1.0, wide), (1.2, [*wide[:1], "1350", *wide[2:5], "699.10", *wide[6:]]), (1.4, wide)]
+    by_bus = stress.per_gpu_samples(lines, stress.SAMPLE_FIELDS, ["00000000:00:06.0"])
+    readings = stress.phase_readings(by_bus["00000000:00:06.0"], stress.SAMPLE_FIELDS)
+    assert readings == {
+        "sm_clock_mhz": 1380.0,
+        "max_sm_clock_mhz": 1980.0,
+        "power_w": 697.7,
+        "power_limit_w": 700.0,
+    }
+    # a driver that took only the basic list: clock and power, no limit; nothing sampled: nothing
+    basic = stress.per_gpu_samples([(1.0, wide[:8])], stress.BASIC_SAMPLE_FIELDS, ["00000000:00:06.0"])
+    assert stress.phase_readings(basic["00000000:00:06.0"], stress.BASIC_SAMPLE_FIELDS) == {
+        "sm_clock_mhz": 1380.0,
+        "power_w": 697.7,
+    }
+    assert stress.phase_readings([], stress.SAMPLE_FIELDS) == {}
+    assert stress.FIELD_LISTS[-1] == stress.BASIC_SAMPLE_FIELDS
+    assert all("enforced.power.limit" in f and "clocks.max.sm" in f for f in stress.FIELD_LISTS[:2])
+
+
 def test_a_wrong_word_is_located_by_byte_offset_pattern_and_values() -> None:
     worker = cpu_worker()
     block = torch.full((1024,), 1 << 4, dtype=torch.int64)
