@@ -130,6 +130,8 @@ def _report_outcome(outcome: Any, request: Any) -> int:
         return EXIT_CONFIG
     if outcome.status == "interrupted":
         print(f"diagnose: interrupted; results so far are in {results}", file=sys.stderr)
+        for line in outcome.stopped:
+            print(f"diagnose: stopped {line}", file=sys.stderr)
         if outcome.not_stopped:
             print("diagnose: could not stop everything it started:", file=sys.stderr)
             for problem in outcome.not_stopped:

@@ -17,6 +17,7 @@ from diagnose.connectors.base import (
     env_prefix,
     kill_session_script,
     parse_batch_output,
+    running_batch_hosts,
     stop_running_batches,
 )
 from diagnose.connectors.jump import close_jump_hosts, open_jump_hosts
@@ -41,6 +42,7 @@ __all__ = [
     "kill_session_script",
     "open_jump_hosts",
     "parse_batch_output",
+    "running_batch_hosts",
     "stop_running_batches",
 ]
 

@@ -389,6 +389,12 @@ class Connection(ABC):
         return None
 
 
+def running_batch_hosts() -> list[str]:
+    """The hosts with a check batch in flight now: what a stop is about to end."""
+    with _RUNNING_LOCK:
+        return sorted({c.name for c in _IN_FLIGHT.values()})
+
+
 def stop_running_batches(timeout: float = STOP_TIMEOUT_S) -> list[str]:
     """Stop the remote batch of every connection that has one in flight, in parallel, within about
     ``timeout`` seconds; the list says what could not be stopped (empty: everything was).

@@ -122,6 +122,7 @@ class RunOutcome:
     document: dict[str, Any] | None = None
     written: list[Path] = field(default_factory=list)
     regressions: list[Any] = field(default_factory=list)
+    stopped: list[str] = field(default_factory=list)  # an interrupted run's stop: what it ended
     not_stopped: list[str] = field(default_factory=list)
     retention_failures: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what the operator must still hear (a format not written)
@@ -372,11 +373,13 @@ class Run:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
         store.finish(finished=_now(), interrupted=True)
-        problems = engine.stop_remote_work()
-        document = store.finish(
-            finished=_now(), interrupted=True, **({"not_stopped": problems} if problems else {})
+        stopped, problems = engine.stop_remote_work()
+        said = {"stopped": stopped} if stopped else {}
+        said |= {"not_stopped": problems} if problems else {}
+        document = store.finish(finished=_now(), interrupted=True, **said)
+        return RunOutcome(
+            "interrupted", out_dir=out_dir, document=document, stopped=stopped, not_stopped=problems
         )
-        return RunOutcome("interrupted", out_dir=out_dir, document=document, not_stopped=problems)
 
     def _record(
         self, out_dir: Path, document: dict[str, Any], regressions: list[Any], db: Path | None

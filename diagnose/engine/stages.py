@@ -17,7 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from diagnose.catalog.loading import Entry, load_catalog, select
-from diagnose.connectors import ConnectError, close_jump_hosts, connect, stop_running_batches
+from diagnose.connectors import (
+    ConnectError,
+    close_jump_hosts,
+    connect,
+    running_batch_hosts,
+    stop_running_batches,
+)
 from diagnose.connectors.srun import StepResult
 from diagnose.core.check import Check, ClusterCheck, Facts
 from diagnose.core.hosts import Host
@@ -175,15 +181,19 @@ def close_all(states: dict[str, HostState], reporter: Reporter | None = None) ->
     close_jump_hosts()
 
 
-def stop_remote_work(timeout: float = 8.0) -> list[str]:
+def stop_remote_work(timeout: float = 10.0) -> tuple[list[str], list[str]]:
     """Stop everything this run started on any host — the host checks' batches and the benchmark
-    launches — in parallel, within about ``timeout`` seconds; what could not be stopped, one line each."""
-    from diagnose.launchers.base import stop_live_launches
+    launches — in parallel, within about ``timeout`` seconds: one line for each thing stopped, one for
+    each that could not be (the second list empty: nothing is left)."""
+    from diagnose.launchers.stopping import stop_live_launches
 
+    checking = running_batch_hosts()
     with ThreadPoolExecutor(max_workers=2) as pool:
         batches = pool.submit(stop_running_batches, min(5.0, timeout))
         launches = pool.submit(stop_live_launches, timeout)
-        return batches.result() + launches.result()
+        problems, stopped = batches.result(), launches.result()
+    lines = [f"the checks still running on {', '.join(checking)}"] if checking else []
+    return lines + stopped.stopped, problems + stopped.problems
 
 
 def run_benchmark_stage(

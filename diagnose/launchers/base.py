@@ -14,8 +14,8 @@ Life of one launch (:func:`run_launch`):
    file, so rows measured before a hang or a crash are kept;
 3. decide: all done; a host's job failed (its own words are the message); a host stopped answering
    (named); the next row did not arrive within its time budget (hung: named by collective and size);
-4. stop what is left on every host still reachable — SIGTERM to the session, then SIGKILL to every
-   process carrying the token — and count what survived;
+4. stop what is left on every host still reachable — SIGTERM, then SIGKILL, to every process carrying the
+   token, whatever its session (:mod:`diagnose.launchers.stopping`) — and count what survived;
 5. fetch each rank's NCCL log and the job's output into ``<out>/raw/<host>/`` and remove the remote
    folder.
 
@@ -26,7 +26,8 @@ mpirun starting the ranks across nodes). A new kind (srun, kubectl exec) is a ne
 ``runner`` and implements :meth:`Launch.start` (with :func:`detached_script`) and
 :meth:`Launch.failure_detail`, overriding :meth:`Launch.decode`, :meth:`Launch.stop_targets` or
 :meth:`Launch.place` only where its job differs. :func:`run_launch` gives every kind the same follow, stop
-and cleanup discipline and registers the job where an interrupt stops it (:func:`stop_live_launches`).
+and cleanup discipline and registers the job where an interrupt stops it
+(:func:`~diagnose.launchers.stopping.stop_live_launches`).
 """
 
 from __future__ import annotations
@@ -45,6 +46,16 @@ from typing import TYPE_CHECKING, Any
 
 from diagnose.core.hosts import Host, safe_name
 from diagnose.core.model import CommandOutput
+from diagnose.launchers.stopping import (
+    LIVE,
+    LIVE_LOCK,
+    TERM_GRACE_S,
+    TOKEN_VAR,
+    Stopped,
+    kill_script,
+    said,
+    survivors,
+)
 from diagnose.shipped import common
 
 if TYPE_CHECKING:
@@ -56,10 +67,7 @@ POLL_TIMEOUT_S = 20.0
 FAILURE_GRACE_S = 10.0
 # After the last row, how long the job may take to tear down before it is stopped.
 EXIT_GRACE_S = 60.0
-TERM_GRACE_S = 3
 _FILE_MARK = "@@diagnose-file "
-#: Every process of a launch carries this variable (the launch's token): how stop() finds them all.
-TOKEN_VAR = "DIAGNOSE_BENCH_TOKEN"
 
 
 @dataclass
@@ -105,6 +113,9 @@ class LaunchOutcome:
     logs: dict[int, Path] = field(default_factory=dict)
     rank_hosts: dict[int, str] = field(default_factory=dict)
     leftovers: dict[str, int] = field(default_factory=dict)
+    # Per host where a stop ran: (processes found, of them those that needed SIGKILL); and the survivors.
+    stopped: dict[str, tuple[int, int]] = field(default_factory=dict)
+    survivors: dict[str, list[str]] = field(default_factory=dict)
     evidence: dict[str, str] = field(default_factory=dict)
     # Files brought home from ``fetch_dir``, by "host:name"; the problems met fetching them.
     files: dict[str, Path] = field(default_factory=dict)
@@ -126,11 +137,7 @@ def detached_script(
     """
     exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
     errors = "2>&1" if merge_stderr else '2> "$0/err.txt"'
-    inner = (
-        'echo $$ > "$0/pgid"; '
-        f'{command} > "$0/out.txt" {errors}; '
-        'echo $? > "$0/rc.tmp"; mv "$0/rc.tmp" "$0/rc"'
-    )
+    inner = f'{command} > "$0/out.txt" {errors}; echo $? > "$0/rc.tmp"; mv "$0/rc.tmp" "$0/rc"'
     return (
         f"d={shlex.quote(folder)}\n"
         'mkdir -p "$d/logs" || exit 1\n'
@@ -146,24 +153,6 @@ def poll_script(folder: str, offset: int | None, progress: str = "results.jsonl"
     """Exit status (empty while running) and, when ``offset`` is given, new bytes of the progress file."""
     tail = f'tail -c +{offset + 1} "$d/{progress}" 2>/dev/null' if offset is not None else ":"
     return f'd={shlex.quote(folder)}\nprintf \'rc=%s\\n\' "$(cat "$d/rc" 2>/dev/null)"\n{tail}\n'
-
-
-def kill_script(folder: str, token: str) -> str:
-    """Stop the launch's session, then every process still carrying the token; print how many survive."""
-    find = (
-        "for p in /proc/[0-9]*; do "
-        f"if tr '\\0' '\\n' < \"$p/environ\" 2>/dev/null | grep -qx {shlex.quote(f'{TOKEN_VAR}={token}')}; "
-        'then echo "${p#/proc/}"; fi; done'
-    )
-    return (
-        f"d={shlex.quote(folder)}\n"
-        'if [ -s "$d/pgid" ]; then kill -TERM -- "-$(cat "$d/pgid")" 2>/dev/null; fi\n'
-        f"found() {{ {find}; }}\n"
-        f'i=0; while [ $i -lt {TERM_GRACE_S * 10} ] && [ -n "$(found)" ]; do sleep 0.1; i=$((i+1)); done\n'
-        'for p in $(found); do kill -KILL "$p" 2>/dev/null; done\n'
-        "sleep 0.2\n"
-        'echo "left=$(found | wc -l)"\n'
-    )
 
 
 #: The files of a launch folder :func:`collect_script` brings home by default: every rank's NCCL log, then
@@ -406,17 +395,51 @@ class Launch(ABC):
         return self._reachable()
 
     def stop(self, timeout: float = TERM_GRACE_S + 30) -> None:
-        """Stop every process of the launch on every host still reachable; count the survivors."""
+        """Stop every process of the launch on every host still reachable; note what was stopped there and
+        what survived (:func:`kill_script`)."""
         results = self._each(
-            lambda h: self._run(h, kill_script(self.folders[h.name], self.token), timeout=timeout),
+            lambda h: self._run(h, kill_script(self.token), timeout=timeout),
             self.stop_targets(),
         )
         for name, result in results.items():
-            left = result.stdout.rpartition("left=")[2].strip()
-            if result.ok and left.isdigit():
-                self.outcome.leftovers[name] = int(left)
+            told = said(result.stdout)
+            if result.ok and told.get("left", "").isdigit():
+                self.outcome.leftovers[name] = int(told["left"])
+                self.outcome.stopped[name] = (int(told.get("found") or 0), int(told.get("killed") or 0))
+                self.outcome.survivors[name] = survivors(result.stdout)
             else:
-                self.lost.setdefault(name, result.error or "could not stop the benchmark there")
+                why = result.error or ("no answer" if result.timed_out else f"exit {result.exit_code}")
+                self.lost.setdefault(name, f"could not stop the benchmark there ({why})")
+
+    def stop_interrupted(self, timeout: float) -> Stopped:
+        """Stop the launch an interrupt left running, on a pool of its own (the launch's may still be busy
+        with a poll the interrupt cut short), and remove its folders; what it stopped, and what not."""
+        busy, self.pool = self.pool, ThreadPoolExecutor(max_workers=max(1, min(64, len(self.hosts))))
+        busy.shutdown(wait=False)
+        what = f"{self.runner} ({self.spec.tag})"
+        report = Stopped()
+        try:
+            self.stop(timeout=timeout)
+            self.remove_folders(timeout=3)
+        except Exception as exc:  # keep going: the other launches must still be stopped
+            report.problems.append(f"{what}: {type(exc).__name__}: {exc}")
+            return report
+        finally:
+            self.pool.shutdown(wait=False)
+        for name, (found, killed) in sorted(self.outcome.stopped.items()):
+            if found:
+                forced = f", {killed} of them by SIGKILL" if killed else ""
+                report.stopped.append(f"{what} on {name}: {found} process(es) stopped{forced}")
+        for name, count in sorted(self.outcome.leftovers.items()):
+            if count:
+                names = "; ".join(self.outcome.survivors.get(name, []))
+                report.problems.append(f"{count} {what} process(es) survived SIGKILL on {name}: {names}")
+        for name in sorted(self.lost):
+            folder = self.folders[name]
+            report.problems.append(
+                f"could not stop {what} on {name}: {self.lost[name]}; {folder} is left there"
+            )
+        return report
 
     def collect(self) -> None:
         """Bring logs and program output home, then remove the remote folders."""
@@ -496,37 +519,12 @@ class LaunchError(Exception):
         self.hosts = hosts
 
 
-_LIVE: dict[int, Launch] = {}  # launches started and not yet stopped, for an interrupt to stop
-_LIVE_LOCK = threading.Lock()
 _WAVE = threading.local()  # a launch_in_parallel worker's event, set once an interrupt left it running
 
 
-def stop_live_launches(timeout: float = TERM_GRACE_S + 4) -> list[str]:
-    """Stop every launch still running (an interrupt left them) and remove their folders, within about
-    ``timeout`` seconds; the list says what could not be stopped."""
-    with _LIVE_LOCK:
-        jobs = list(_LIVE.values())
-        _LIVE.clear()
-    problems = []
-    for job in jobs:
-        try:
-            job.stop(timeout=timeout)
-            job.remove_folders(timeout=3)
-        except Exception as exc:  # keep going: the other launches must still be stopped
-            problems.append(f"{job.runner} ({job.spec.tag}): {type(exc).__name__}: {exc}")
-            continue
-        for name, count in sorted(job.outcome.leftovers.items()):
-            if count:
-                problems.append(f"{count} {job.runner} process(es) survived SIGKILL on {name}")
-        for name in sorted(job.lost):
-            problems.append(f"could not stop {job.runner} on {name}: {job.lost[name]}")
-        job.pool.shutdown(wait=False)
-    return problems
-
-
 def _clean_up(job: Launch) -> None:
-    with _LIVE_LOCK:
-        _LIVE.pop(id(job), None)
+    with LIVE_LOCK:
+        LIVE.pop(id(job), None)
     for step in (job.stop, job.collect):
         try:
             step()
@@ -539,12 +537,13 @@ def run_launch(job: Launch) -> LaunchOutcome:
     """Start, follow, stop and clean up one job of any kind; its outcome, with failures explained.
 
     An interrupt (Ctrl-C, SIGTERM) leaves the job registered and propagates at once: the caller then stops
-    every launch and every host's checks together, within one bounded wait (:func:`stop_live_launches`).
+    every launch and every host's checks together, within one bounded wait
+    (:func:`~diagnose.launchers.stopping.stop_live_launches`).
     """
-    with _LIVE_LOCK:
+    with LIVE_LOCK:
         if getattr(_WAVE, "interrupted", None) is not None and _WAVE.interrupted.is_set():
             raise KeyboardInterrupt  # its wave (launch_in_parallel) was interrupted: start nothing new
-        _LIVE[id(job)] = job
+        LIVE[id(job)] = job.stop_interrupted
     try:
         try:
             job.start()
@@ -575,7 +574,8 @@ def launch_in_parallel(
 ) -> list[Any]:
     """``work(item)`` for every item, at most ``workers`` at once, in order. An interrupt does not wait for the
     launches under way (a burn-in would hold Ctrl-C for minutes): the run's stop ends them
-    (:func:`stop_live_launches`), and no item or further launch of a worker starts."""
+    (:func:`~diagnose.launchers.stopping.stop_live_launches`), and no item or further launch of a worker
+    starts."""
     interrupted = threading.Event()
 
     def worker(item: Any) -> Any:
@@ -589,7 +589,7 @@ def launch_in_parallel(
     try:
         results = [future.result() for future in [pool.submit(worker, item) for item in items]]
     except KeyboardInterrupt:
-        with _LIVE_LOCK:  # before the run's stop reads the live launches
+        with LIVE_LOCK:  # before the run's stop reads the live launches
             interrupted.set()
         pool.shutdown(wait=False, cancel_futures=True)
         raise
