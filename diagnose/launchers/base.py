@@ -56,7 +56,7 @@ from diagnose.launchers.stopping import (
     said,
     survivors,
 )
-from diagnose.shipped import common
+from diagnose.shipped import common, gpu_sampler
 
 if TYPE_CHECKING:
     from diagnose.connectors import Connection
@@ -91,9 +91,9 @@ class LaunchSpec:
     host_env: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     # The program torchrun starts (default: the collective benchmark, diagnose.shipped.collective_bench). It is
     # copied as ``program.py`` with the files of ``beside`` next to it under their own names, so it may import
-    # nothing but the standard library, torch and those (the shipped programs' common.py).
+    # nothing but the standard library, torch and those (common.py, gpu_sampler.py).
     program: Path | None = None
-    beside: tuple[Path, ...] = (Path(common.__file__),)
+    beside: tuple[Path, ...] = (Path(common.__file__), Path(gpu_sampler.__file__))
     # A folder inside the launch's remote folder (given to the program as ``--files-dir``) whose files come
     # home byte for byte as ``<out>/raw/<host>/<tag>/<name>`` (profiler traces), each up to ``fetch_max_bytes``.
     fetch_dir: str | None = None
@@ -150,8 +150,8 @@ def detached_script(
 
 
 def poll_script(folder: str, offset: int | None, progress: str = "results.jsonl") -> str:
-    """Exit status (empty while running) and, when ``offset`` is given, new bytes of the progress file."""
-    tail = f'tail -c +{offset + 1} "$d/{progress}" 2>/dev/null' if offset is not None else ":"
+    """Exit status (empty while running) and, with ``offset``, new bytes of the progress file (none yet: no error)."""
+    tail = f'tail -c +{offset + 1} "$d/{progress}" 2>/dev/null || :' if offset is not None else ":"
     return f'd={shlex.quote(folder)}\nprintf \'rc=%s\\n\' "$(cat "$d/rc" 2>/dev/null)"\n{tail}\n'
 
 

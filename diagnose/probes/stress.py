@@ -38,7 +38,7 @@ from diagnose.core.hosts import Host
 from diagnose.core.model import SEVERITY, CheckResult
 from diagnose.launchers.base import LaunchSpec, launch_in_parallel
 from diagnose.launchers.torchrun import launch
-from diagnose.probes import stress_burnin, stress_judge
+from diagnose.probes import stress_burnin, stress_judge, stress_sdc
 from diagnose.probes.stress_figures import HostStress, describe_process, host_stress
 from diagnose.shipped import stress as program
 
@@ -202,7 +202,7 @@ def judge_all(figures: list[HostStress], hosts: dict[str, Host]) -> list[stress_
         stress_judge.judge_throughput(launched, settings, GPU_GEMM),
         stress_judge.judge_throughput(launched, settings, GPU_HBM),
         stress_judge.judge_memtest(launched, settings),
-        stress_judge.judge_sdc(launched),
+        stress_sdc.judge_sdc(launched),
         stress_burnin.judge_burnin(launched, minutes, drops),
     ]
 

@@ -10,8 +10,8 @@ after a barrier so that the GPUs start together:
   FP8 tensor cores (compute capability 8.9 and up), else the row says why not;
 * ``hbm.copy`` and ``hbm.triad``: ``b = a`` and ``a = b + s·c`` over ``--hbm-bytes`` buffers; GB/s = 1e9
   bytes read and written per second; through these and the gemm phases rank 0 samples nvidia-smi every
-  :data:`PHASE_SAMPLE_MS` and each GPU's entry carries the median SM clock, power draw, enforced power
-  limit and maximum SM clock over its phase (:data:`PHASE_READINGS`): what the GPU could do while it ran;
+  :data:`gpu_sampler.PHASE_SAMPLE_MS` and each GPU's entry carries the median SM clock, power draw, enforced power
+  limit and maximum SM clock over its phase (:data:`gpu_sampler.PHASE_READINGS`): what the GPU could do while it ran;
 * ``memtest``: most of the free device memory (``--memtest-fraction``) in 1 GiB chunks of 64-bit words,
   written and read back with walking ones, seeded random words and each word's own address (and its
   complement), pass after pass until ``--memtest-s`` runs out; every mismatching word is counted and the
@@ -34,19 +34,17 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import shutil
 import statistics
-import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 if __package__:  # imported on the controller, as diagnose.shipped.<program>
-    from . import common
-else:  # run on a host as program.py, the launcher's copy of common.py beside it
+    from . import common, gpu_sampler
+else:  # run on a host as program.py, the launcher's copies of common.py and gpu_sampler.py beside it
     import common
+    import gpu_sampler
 
 PHASES = ("gemm", "hbm", "memtest", "sdc", "burnin")
 GEMM_DTYPES = ("bf16", "tf32", "fp8")
@@ -58,35 +56,6 @@ SIZES = {
 }
 CPU_MEMTEST_BYTES = 8 << 20
 BURNIN_CHUNK_S = 60.0
-#: Rank 0's nvidia-smi sampler: the fields of one sample, then a shorter list for drivers that refuse one.
-SAMPLE_FIELDS = (
-    "pci.bus_id",
-    "clocks.sm",
-    "clocks.mem",
-    "temperature.gpu",
-    "temperature.memory",
-    "power.draw",
-    "clocks_throttle_reasons.active",
-    "utilization.gpu",
-    "ecc.errors.uncorrected.volatile.total",
-    "remapped_rows.pending",
-    "enforced.power.limit",
-    "clocks.max.sm",
-)
-BASIC_SAMPLE_FIELDS = SAMPLE_FIELDS[:8]
-#: Tried in order until nvidia-smi accepts one (a driver that refuses one field refuses the whole query):
-#: every field, then without the ECC and remap counters, then the basic list alone.
-FIELD_LISTS = (SAMPLE_FIELDS, BASIC_SAMPLE_FIELDS + SAMPLE_FIELDS[10:], BASIC_SAMPLE_FIELDS)
-#: What each gemm and hbm entry carries from rank 0's samples over its phase (the median): key → field.
-#: The judge scales its floor by the power limit and cites clock and power in its verdicts.
-PHASE_READINGS = {
-    "sm_clock_mhz": "clocks.sm",
-    "max_sm_clock_mhz": "clocks.max.sm",
-    "power_w": "power.draw",
-    "power_limit_w": "enforced.power.limit",
-}
-#: A gemm or hbm phase lasts a second or two: sample often enough for a median of several readings.
-PHASE_SAMPLE_MS = 200
 MAX_SAMPLES_PER_GPU = 300
 FIRST_OFFSETS = 8
 
@@ -376,101 +345,6 @@ class Worker:
         return {"tflops": products * 2.0 * n**3 / 1e12 / elapsed, "products": products, "seconds": elapsed}
 
 
-class Sampler:
-    """Rank 0's ``nvidia-smi --query-gpu ... -lms`` running beside the burn-in (and through the gemm and
-    hbm phases), its lines kept with the controller-independent time they were read at."""
-
-    def __init__(self, interval_ms: int) -> None:
-        self.interval_ms = interval_ms
-        self.fields: tuple[str, ...] = ()
-        self.lines: list[tuple[float, list[str]]] = []
-        self.problem: str | None = None
-        self.process: subprocess.Popen[str] | None = None
-        self.thread: threading.Thread | None = None
-        self.lock = threading.Lock()
-
-    def start(self) -> None:
-        if shutil.which("nvidia-smi") is None:
-            self.problem = "nvidia-smi not found: no clocks, temperatures or power sampled"
-            return
-        for fields in FIELD_LISTS:
-            command = [
-                "nvidia-smi",
-                f"--query-gpu={','.join(fields)}",
-                "--format=csv,noheader,nounits",
-                "-lms",
-                str(self.interval_ms),
-            ]
-            process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            try:
-                process.wait(timeout=1.5)
-            except subprocess.TimeoutExpired:  # still sampling: this field list is accepted
-                self.process, self.fields = process, fields
-                self.thread = threading.Thread(target=self.read, daemon=True)
-                self.thread.start()
-                self.problem = None
-                return
-            said = (process.stdout.read() if process.stdout else "").strip()
-            self.problem = f"nvidia-smi refused the query: {said[:200]}"
-
-    def read(self) -> None:
-        assert self.process is not None and self.process.stdout is not None
-        for line in self.process.stdout:
-            values = [v.strip() for v in line.split(",")]
-            if len(values) == len(self.fields):
-                with self.lock:
-                    self.lines.append((round(time.time(), 3), values))
-
-    def take(self) -> list[tuple[float, list[str]]]:
-        with self.lock:
-            taken, self.lines = self.lines, []
-        return taken
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-
-
-def per_gpu_samples(
-    lines: list[tuple[float, list[str]]], fields: tuple[str, ...], buses: list[str | None]
-) -> dict[str, list[list[Any]]]:
-    """Sampler lines by the bus id of this host's GPUs: ``[time, value, ...]`` in ``fields`` order after
-    the bus id; numbers as numbers, ``[N/A]`` as None, the clock-event mask as its integer."""
-    wanted = {b.upper()[-12:]: b for b in buses if b}
-    out: dict[str, list[list[Any]]] = {b: [] for b in wanted.values()}
-    for stamp, values in lines:
-        bus = wanted.get(values[0].upper()[-12:])
-        if bus is None:
-            continue
-        row: list[Any] = [stamp]
-        for text in values[1:]:
-            try:
-                row.append(int(text, 16) if text.lower().startswith("0x") else float(text))
-            except ValueError:  # [N/A], [Not Supported]; remapped_rows.pending prints Yes / No
-                row.append({"yes": 1, "no": 0}.get(text.lower()))
-        out[bus].append(row)
-    return out
-
-
-def phase_readings(samples: list[list[Any]], fields: tuple[str, ...]) -> dict[str, float]:
-    """One GPU's :data:`PHASE_READINGS` over a phase: the median of each field it sampled (``samples`` as
-    :func:`per_gpu_samples` gives them, time first in place of the bus id); fields missing or never
-    read (``[N/A]``) are left out."""
-    out = {}
-    for key, name in PHASE_READINGS.items():
-        if name not in fields:
-            continue
-        index = fields.index(name)
-        values = [row[index] for row in samples if len(row) > index and isinstance(row[index], float)]
-        if values:
-            out[key] = round(statistics.median(values), 1)
-    return out
-
-
 class Program:
     """Rank ``rank`` of the stress job: runs each phase on its worker and hands the results to rank 0."""
 
@@ -484,7 +358,7 @@ class Program:
         dist.init_process_group("gloo", timeout=timeout)
         self.worker = Worker(args, torch, self.place.local_rank)
         self.infos = self.gather(self.safely(self.worker.info))
-        self.meter: Sampler | None = None
+        self.meter: gpu_sampler.Sampler | None = None
 
     def gather(self, item: dict[str, Any]) -> list[dict[str, Any]]:
         items: list[Any] = [None] * self.place.ranks
@@ -529,8 +403,10 @@ class Program:
         if self.meter is None:
             return {}
         buses = [info.get("bus_id") for info in self.infos]
-        by_bus = per_gpu_samples(self.meter.take(), self.meter.fields, buses)
-        return {bus: phase_readings(samples, self.meter.fields) for bus, samples in by_bus.items()}
+        by_bus = gpu_sampler.per_gpu_samples(self.meter.take(), self.meter.fields, buses)
+        return {
+            bus: gpu_sampler.phase_readings(samples, self.meter.fields) for bus, samples in by_bus.items()
+        }
 
     def start_record(self) -> dict[str, Any]:
         torch = self.torch
@@ -552,7 +428,7 @@ class Program:
         before any other: the burn-in starts its own, at its own interval."""
         wanted = phase in ("gemm", "hbm") and self.place.rank == 0 and self.args.device == "cuda"
         if wanted and self.meter is None:
-            self.meter = Sampler(PHASE_SAMPLE_MS)
+            self.meter = gpu_sampler.Sampler(gpu_sampler.PHASE_SAMPLE_MS)
             self.meter.start()
         elif not wanted and self.meter is not None:
             self.meter.stop()
@@ -561,7 +437,9 @@ class Program:
     def burnin(self) -> None:
         seconds = self.args.burnin_s
         interval = max(1000, int(seconds * 1000 / MAX_SAMPLES_PER_GPU))
-        sampler = Sampler(interval) if self.place.rank == 0 and self.args.device == "cuda" else None
+        sampler = (
+            gpu_sampler.Sampler(interval) if self.place.rank == 0 and self.args.device == "cuda" else None
+        )
         if sampler is not None:
             sampler.start()
         try:
@@ -573,14 +451,14 @@ class Program:
             if sampler is not None:
                 sampler.stop()
 
-    def samples(self, sampler: Sampler) -> dict[str, Any]:
+    def samples(self, sampler: gpu_sampler.Sampler) -> dict[str, Any]:
         """The sampler's lines since the last burn-in row, by GPU: what the row carries beside the GPUs'."""
         buses = [info.get("bus_id") for info in self.infos]
         return {
             "fields": list(sampler.fields[1:]),
             "interval_ms": sampler.interval_ms,
             "sampler_problem": sampler.problem,
-            "samples": per_gpu_samples(sampler.take(), sampler.fields, buses),
+            "samples": gpu_sampler.per_gpu_samples(sampler.take(), sampler.fields, buses),
         }
 
     def run(self) -> None:

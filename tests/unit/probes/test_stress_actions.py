@@ -7,7 +7,8 @@ from typing import Any
 
 from diagnose.core.vars import Vars
 from diagnose.probes.stress_burnin import error_action, judge_burnin
-from diagnose.probes.stress_judge import Settings, judge_memtest, judge_sdc, judge_throughput
+from diagnose.probes.stress_judge import Settings, judge_memtest, judge_throughput
+from diagnose.probes.stress_sdc import judge_sdc
 from tests.support.stress import H100_ALL, H100_HOG, host_of, scaled
 
 MASK = "clocks_throttle_reasons.active"

@@ -14,7 +14,8 @@ from typing import Any
 
 from diagnose.core.vars import Vars
 from diagnose.probes.stress_figures import host_stress
-from diagnose.probes.stress_judge import Settings, judge_memtest, judge_sdc, judge_throughput
+from diagnose.probes.stress_judge import Settings, judge_memtest, judge_throughput
+from diagnose.probes.stress_sdc import judge_sdc
 from diagnose.probes.stress_skus import SKUS, sku_of
 from tests.support.paths import FIXTURES
 from tests.support.stress import CPU_2RANKS, H100_ALL, H100_HOG, Fault, as_model, host_of, lines_of, scaled

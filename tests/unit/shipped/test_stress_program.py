@@ -9,9 +9,9 @@ import argparse
 import pytest
 import torch
 
-from diagnose.shipped import stress
+from diagnose.shipped import gpu_sampler, stress
 
-#: One line of `nvidia-smi --query-gpu=<SAMPLE_FIELDS> --format=csv,noheader,nounits -lms 1000` as the lent
+#: One line of `nvidia-smi --query-gpu=<gpu_sampler.SAMPLE_FIELDS> --format=csv,noheader,nounits -lms 1000` as the lent
 #: H100 printed it under load (the values of the capture's sample at 1795618161.112; "No" for no pending remap).
 H100_LINE = "00000000:00:06.0, 1380, 2619, 71, 66, 697.70, 0x0000000000000004, 99, 0, No"
 
@@ -42,14 +42,14 @@ def test_the_rows_promised_to_the_launcher_follow_the_phases_and_the_burn_in_min
 
 def test_sample_lines_are_read_per_gpu_as_numbers() -> None:
     lines = [(1795618161.112, [v.strip() for v in H100_LINE.split(",")])]
-    by_bus = stress.per_gpu_samples(lines, stress.SAMPLE_FIELDS, ["00000000:00:06.0", None])
+    by_bus = gpu_sampler.per_gpu_samples(lines, gpu_sampler.SAMPLE_FIELDS, ["00000000:00:06.0", None])
     assert by_bus == {
         "00000000:00:06.0": [[1795618161.112, 1380.0, 2619.0, 71.0, 66.0, 697.7, 4, 99.0, 0.0, 0]]
     }
-    other = stress.per_gpu_samples(lines, stress.SAMPLE_FIELDS, ["00000000:18:00.0"])
+    other = gpu_sampler.per_gpu_samples(lines, gpu_sampler.SAMPLE_FIELDS, ["00000000:18:00.0"])
     assert other == {"00000000:18:00.0": []}
     na = [(1.0, ["00000000:00:06.0", "[N/A]", "Yes"])]
-    assert stress.per_gpu_samples(
+    assert gpu_sampler.per_gpu_samples(
         na, ("pci.bus_id", "clocks.sm", "remapped_rows.pending"), ["00000000:00:06.0"]
     ) == {"00000000:00:06.0": [[1.0, None, 1]]}
 
@@ -59,8 +59,8 @@ def test_a_phase_carries_the_median_clock_power_and_limit_its_gpu_reported() -> 
     # the 1980 MHz its idle samples in the capture show as the top SM clock
     wide = [v.strip() for v in (H100_LINE + ", 700.00, 1980").split(",")]
     lines = [(1.0, wide), (1.2, [*wide[:1], "1350", *wide[2:5], "699.10", *wide[6:]]), (1.4, wide)]
-    by_bus = stress.per_gpu_samples(lines, stress.SAMPLE_FIELDS, ["00000000:00:06.0"])
-    readings = stress.phase_readings(by_bus["00000000:00:06.0"], stress.SAMPLE_FIELDS)
+    by_bus = gpu_sampler.per_gpu_samples(lines, gpu_sampler.SAMPLE_FIELDS, ["00000000:00:06.0"])
+    readings = gpu_sampler.phase_readings(by_bus["00000000:00:06.0"], gpu_sampler.SAMPLE_FIELDS)
     assert readings == {
         "sm_clock_mhz": 1380.0,
         "max_sm_clock_mhz": 1980.0,
@@ -68,14 +68,16 @@ def test_a_phase_carries_the_median_clock_power_and_limit_its_gpu_reported() -> 
         "power_limit_w": 700.0,
     }
     # a driver that took only the basic list: clock and power, no limit; nothing sampled: nothing
-    basic = stress.per_gpu_samples([(1.0, wide[:8])], stress.BASIC_SAMPLE_FIELDS, ["00000000:00:06.0"])
-    assert stress.phase_readings(basic["00000000:00:06.0"], stress.BASIC_SAMPLE_FIELDS) == {
+    basic = gpu_sampler.per_gpu_samples(
+        [(1.0, wide[:8])], gpu_sampler.BASIC_SAMPLE_FIELDS, ["00000000:00:06.0"]
+    )
+    assert gpu_sampler.phase_readings(basic["00000000:00:06.0"], gpu_sampler.BASIC_SAMPLE_FIELDS) == {
         "sm_clock_mhz": 1380.0,
         "power_w": 697.7,
     }
-    assert stress.phase_readings([], stress.SAMPLE_FIELDS) == {}
-    assert stress.FIELD_LISTS[-1] == stress.BASIC_SAMPLE_FIELDS
-    assert all("enforced.power.limit" in f and "clocks.max.sm" in f for f in stress.FIELD_LISTS[:2])
+    assert gpu_sampler.phase_readings([], gpu_sampler.SAMPLE_FIELDS) == {}
+    assert gpu_sampler.FIELD_LISTS[-1] == gpu_sampler.BASIC_SAMPLE_FIELDS
+    assert all("enforced.power.limit" in f and "clocks.max.sm" in f for f in gpu_sampler.FIELD_LISTS[:2])
 
 
 def test_a_wrong_word_is_located_by_byte_offset_pattern_and_values() -> None:
