@@ -85,7 +85,7 @@ H200_REFERENCES = {
     "hbm.copy": Reference(
         4210.0,
         700.0,
-        H200_BRIEF,
+        "lent 4× H200, 700 W, 2026-11-27, plain device copy loop",
         H200_WHERE,
         f"{H200_LOOP}, device copy, bytes read + written: per GPU 4188–4233; the stress program 4240–4245",
     ),
