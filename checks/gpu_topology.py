@@ -5,6 +5,13 @@ GPU pair, NV# (a bonded set of # NVLinks) or a PCIe path, and for each GPU–NIC
 on PCIe. GPUDirect RDMA is only fast (and by NCCL's default only used) when the NIC sits behind the same
 PCIe switch as the GPU (PIX, or PXB through several switches); PHB, NODE and SYS send every byte through
 the CPU's root complex or across sockets.
+
+Only the GPUs ``CUDA_VISIBLE_DEVICES`` leaves visible are in the run's scope: the benchmarks start one rank
+per visible GPU, because a rank on a GPU it cannot see dies ("invalid device ordinal").
+:mod:`diagnose.parsers.visible_gpus` reads the variable against ``nvidia-smi -L``; the facts carry the
+visible count and a note that names the variable and the GPUs left out, which the verdict and the benchmark
+stage both repeat. The GPU count the profile expects is the hardware's (a missing GPU is a fault); fewer of
+them in scope is a warning that the run did not cover them, and a variable naming no GPU here a failure.
 """
 
 from __future__ import annotations
@@ -16,9 +23,54 @@ from diagnose.config.profiles import no_gpu_reason
 from diagnose.core.check import Check, Command, Facts
 from diagnose.core.model import CommandOutput, Outcome
 from diagnose.core.vars import Vars
-from diagnose.parsers.nvidia_smi import PCIE_RANK, SMI_SUMMARY, nvlink_links, parse_smi_summary, parse_topo
+from diagnose.parsers.nvidia_smi import (
+    PCIE_RANK,
+    SMI_LIST,
+    SMI_SUMMARY,
+    nvlink_links,
+    parse_smi_summary,
+    parse_topo,
+)
+from diagnose.parsers.visible_gpus import ENV_COMMAND, parse_smi_list, parse_visibility_env, resolve_visible
 
 GOOD_NIC_RELATIONS = ("PIX", "PXB")
+SCOPE_REMEDIATION = (
+    "CUDA_VISIBLE_DEVICES decides which GPUs CUDA programs (the benchmark ranks among them) see: unset it to "
+    "accept every GPU, or name GPUs this host has, by index or by UUID (`nvidia-smi -L` lists both), in the "
+    "environment diagnose's commands run in (this shell for the local connection, the login environment over "
+    "SSH, the container's in a pod, the job's under Slurm)."
+)
+
+
+def _visibility(outputs: Mapping[str, CommandOutput], gpus: list[dict]) -> dict:
+    """Which of nvidia-smi's GPUs CUDA sees: every one when the variables could not be read."""
+    env_out, list_out = outputs.get(ENV_COMMAND.key), outputs.get(SMI_LIST.key)
+    env = parse_visibility_env(env_out.stdout) if env_out is not None and env_out.ok else {}
+    listed = {g["index"]: g for g in parse_smi_list(list_out.stdout)} if list_out and list_out.ok else {}
+    merged = [
+        {**g, **{k: listed[g["index"]][k] for k in ("uuid", "mig")}} if g["index"] in listed else g
+        for g in gpus
+    ]
+    return resolve_visible(env, merged)
+
+
+def _scope_note(visible: dict, total: int) -> str | None:
+    """``1 of 4 GPUs visible (CUDA_VISIBLE_DEVICES=0); GPUs 1, 2, 3 not in scope``; None when CUDA sees
+    every GPU nvidia-smi lists."""
+    if not visible["hidden"] and not visible["stopped_at"]:
+        return None
+    named = ", ".join(f"{name}={value}" for name, value in visible["env"].items())
+    note = f"{len(visible['visible'])} of {total} GPUs visible ({named})"
+    if visible["stopped_at"] is not None:
+        after = f" and the {len(visible['ignored']) - 1} after it" if len(visible["ignored"]) > 1 else ""
+        note += (
+            f"; CUDA stops at entry {visible['stopped_at']!r}, which names no GPU of this host (or one named "
+            f"before), and ignores it{after}"
+        )
+    if visible["hidden"]:
+        word = "GPU" if len(visible["hidden"]) == 1 else "GPUs"
+        note += f"; {word} {', '.join(map(str, visible['hidden']))} not in scope"
+    return note
 
 
 def parse(outputs: Mapping[str, CommandOutput], host_vars: Vars) -> Facts:
@@ -43,6 +95,12 @@ def parse(outputs: Mapping[str, CommandOutput], host_vars: Vars) -> Facts:
         affinity=topo["affinity"],
         numa_groups=dict(numa),
     )
+    visible = _visibility(outputs, facts["gpus"])
+    facts.update(
+        visible=visible,
+        visible_gpu_count=len(visible["visible"]),
+        visible_note=_scope_note(visible, facts["gpu_count"]),
+    )
     return facts
 
 
@@ -64,7 +122,23 @@ def _summary(facts: Facts) -> str:
         nic = f"{good} of {len(facts['topo_gpus'])} GPUs with a NIC at PIX/PXB"
     numa = ", ".join(f"NUMA {node}: {', '.join(gpus)}" for node, gpus in facts["numa_groups"].items())
     model = facts["gpu_model"] or "GPU"
-    return f"{facts['gpu_count']}x {model}; {mesh}; {nic}; {numa}"
+    scope = f"; {facts['visible_note']}" if facts.get("visible_note") else ""
+    return f"{facts['gpu_count']}x {model}; {mesh}; {nic}; {numa}{scope}"
+
+
+def _scope_findings(facts: Facts, count: int | None) -> tuple[list[str], list[str]]:
+    """(failures, warnings) of the GPUs in scope: none visible to CUDA is a failure (every GPU benchmark
+    would die), an entry CUDA stops at or fewer GPUs in scope than the profile expects a warning."""
+    note, seen = facts.get("visible_note"), facts.get("visible_gpu_count", facts["gpu_count"])
+    if not note or not facts["gpu_count"]:
+        return [], []
+    if seen == 0:
+        return [f"CUDA programs see none of the {facts['gpu_count']} GPUs: {note}"], []
+    if facts["visible"]["stopped_at"] is not None:
+        return [], [note]
+    if count is not None and seen < count <= facts["gpu_count"]:
+        return [], [f"only {seen} of the {count} expected GPUs in scope, the others not tested: {note}"]
+    return [], []
 
 
 def judge(facts: Facts, host_vars: Vars) -> Outcome:
@@ -91,6 +165,8 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
         failures.append("nvidia-smi lists no GPU")
     elif count is not None and facts["gpu_count"] != count:
         failures.append(f"{facts['gpu_count']} GPUs, expected {count}")
+    scope_failures, scope_warnings = _scope_findings(facts, count)
+    warnings.extend(scope_warnings)
     if facts["topo_gpus"] and len(facts["topo_gpus"]) != facts["gpu_count"]:
         warnings.append(f"topo -m shows {len(facts['topo_gpus'])} GPUs but nvidia-smi {facts['gpu_count']}")
     if model:
@@ -123,6 +199,24 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
             "HGX board; missing NVLink on an HGX/DGX system points at the NVSwitch fabric: check that "
             "nvidia-fabricmanager runs and `nvidia-smi nvlink --status` shows every link up.",
         )
+    if scope_failures:
+        return Outcome(
+            "FAIL",
+            f"{host}: " + "; ".join(scope_failures + warnings),
+            observed,
+            wanted,
+            remediation=SCOPE_REMEDIATION,
+            action="check_config",
+        )
+    if scope_warnings and scope_warnings == warnings:
+        return Outcome(
+            "WARN",
+            f"{host}: " + "; ".join(warnings),
+            observed,
+            wanted,
+            remediation=SCOPE_REMEDIATION,
+            action="check_config",
+        )
     if warnings:
         return Outcome(
             "WARN",
@@ -143,6 +237,8 @@ CHECK = Check(
     commands=(
         Command("topo", "nvidia-smi topo -m", tool="nvidia-smi", timeout=30),
         SMI_SUMMARY,
+        SMI_LIST,
+        ENV_COMMAND,
     ),
     parse=parse,
     judge=judge,

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from diagnose.core.check import Check, Command, Facts
 from diagnose.core.model import CommandOutput, Outcome
 from diagnose.core.vars import Vars
+from diagnose.parsers.nvidia_smi import SMI_LIST
 from diagnose.parsers.pod import NOT_A_POD, POD_VARIABLE, parse_gpu_devices, pod_label, pod_of
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -149,7 +150,7 @@ def rdma_bypass(pod: Facts) -> str | None:
 
 POD_COMMANDS = (
     Command("dev_nvidia", "ls -1 /dev | grep -E '^nvidia[0-9]+$' || true", timeout=10),
-    Command("gpu_list", "nvidia-smi -L", tool="nvidia-smi", timeout=20, required=False, auxiliary=True),
+    SMI_LIST,
 )
 
 

@@ -64,13 +64,21 @@ class Setup:
 
 
 def choose_setup(hosts: list[Host], facts: Mapping[str, Mapping[str, Facts]]) -> Setup:
-    """NCCL with one rank per GPU where the checks found GPUs (``bench_gpus_per_host`` overrides), else gloo."""
+    """NCCL with one rank per GPU where the checks found GPUs (``bench_gpus_per_host`` overrides), else gloo.
+
+    A GPU counts only where CUDA sees it (``visible_gpu_count``: ``CUDA_VISIBLE_DEVICES`` honoured), since
+    the ranks inherit the host's environment and a rank on a GPU it cannot see dies; the GPUs left out are
+    named in the notes, so every benchmark verdict says what it did not cover.
+    """
     notes: list[str] = []
     gpus: dict[str, int] = {}
     for host in hosts:
         override = host.vars.int("bench_gpus_per_host", None)
-        found = (facts.get(host.name, {}).get("gpu.topology") or {}).get("gpu_count") or 0
+        topology = facts.get(host.name, {}).get("gpu.topology") or {}
+        found = topology.get("visible_gpu_count", topology.get("gpu_count")) or 0
         gpus[host.name] = override if override is not None else int(found)
+        if override is None and topology.get("visible_note"):
+            notes.append(f"{host.name}: {topology['visible_note']}")
     forced = hosts[0].vars.str("bench_backend") if hosts else None
     with_gpus = [h for h in hosts if gpus[h.name] > 0]
     if forced != "gloo" and with_gpus:

@@ -408,6 +408,8 @@ class Stage:
         setup = choose_setup(ctx.hosts, ctx.facts)
         why = nothing_to_measure(setup)
         if why:
+            # The setup's notes (GPUs not in scope, hosts left out) say why so few ranks remain.
+            why += f" [{'; '.join(setup.notes)}]" if setup.notes else ""
             for check_id in (NCCL_TRANSPORT, *(bench_id(c) for c in collectives)):
                 ctx.emit_check(CheckResult(check_id, None, CHECKLIST, "SKIP", message=f"not measured: {why}"))
         else:

@@ -34,6 +34,9 @@ _NV = re.compile(r"^NV(?P<links>\d+)$")
 
 #: The summary table, shared by gpu.topology (driver, CUDA, GPU list) and gpu.persistence (Persistence-M).
 SMI_SUMMARY = Command("nvidia_smi", "nvidia-smi", tool="nvidia-smi", timeout=30)
+#: One line per GPU with its UUID (and its MIG instances), shared by gpu.topology (which GPUs CUDA sees) and
+#: k8s.resources (the GPUs a pod was given); auxiliary to both, whose verdicts stand without it.
+SMI_LIST = Command("gpu_list", "nvidia-smi -L", tool="nvidia-smi", timeout=20, required=False, auxiliary=True)
 
 # Best first: how far a GPU is from a NIC over PCIe (nvidia-smi's legend).
 PCIE_RANK = {"X": 0, "PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5}

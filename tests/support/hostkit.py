@@ -176,9 +176,14 @@ def _graft_nvlink(fault: str) -> str:
     return grafted
 
 
+def smi_listing(nvlink_status: str) -> str:
+    """`nvidia-smi -L`: the ``GPU n: name (UUID: ...)`` lines, which head each GPU's nvlink block too."""
+    return "".join(line + "\n" for line in nvlink_status.splitlines() if re.match(r"GPU \d+: ", line))
+
+
 def _nvidia_smi(query: str, nvlink_status: str) -> str:
-    """The fake nvidia-smi: the plain table, topo -m, the GPU query's tiers, nvlink and the compute
-    processes (none)."""
+    """The fake nvidia-smi: the plain table, topo -m, the GPU query's tiers, nvlink, the compute
+    processes (none) and the GPU list (`-L`)."""
     return _script(
         "nvidia-smi",
         {
@@ -188,6 +193,7 @@ def _nvidia_smi(query: str, nvlink_status: str) -> str:
             "nvlink --status": nvlink_status,
             "nvlink -e": captured(H100_NVLINK_ERRORS),
             COMPUTE_APPS_ARGS: captured(IDLE_APPS),
+            "-L": smi_listing(nvlink_status),
         },
     )
 

@@ -30,6 +30,7 @@ from tests.support.hostkit import (
     healthy_h100,
     no_dev_infiniband,
     query_arguments,
+    smi_listing,
 )
 from tests.support.testbed import HostSpec, Reply
 
@@ -128,11 +129,6 @@ def _cut_nvlink(text: str, gpus: int) -> str:
     return "".join(b for b in blocks if b and int(b.split(":")[0].split()[1]) < gpus)
 
 
-def _listing(nvlink_status: str) -> str:
-    """`nvidia-smi -L`: the ``GPU n: name (UUID: ...)`` lines, which head each GPU's nvlink block too."""
-    return "".join(line + "\n" for line in nvlink_status.splitlines() if re.match(r"GPU \d+: ", line))
-
-
 def cut_to_gpus(name: str, gpus: int) -> HostSpec:
     """The healthy 8x H100 NDR node as a board (or a pod) that holds only its first ``gpus`` GPUs."""
     status = _cut_nvlink(captured(H100_NVLINK_STATUS), gpus)
@@ -142,7 +138,7 @@ def cut_to_gpus(name: str, gpus: int) -> HostSpec:
         _cut_query(captured(H100_QUERY), gpus),
         status,
         _cut_nvlink(captured(H100_NVLINK_ERRORS), gpus),
-        _listing(status),
+        smi_listing(status),
     )
     spec = healthy_h100(name)
     return replace(spec, tools={**spec.tools, "nvidia-smi": smi})
@@ -173,7 +169,7 @@ def pcie_node(name: str) -> HostSpec:
         _fabric_not_applicable(captured(H100_QUERY)),
         status,
         "",
-        _listing(captured(H100_NVLINK_STATUS)),
+        smi_listing(captured(H100_NVLINK_STATUS)),
     )
     return replace(spec, tools={**spec.tools, "nvidia-smi": smi})
 

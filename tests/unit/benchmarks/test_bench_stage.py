@@ -75,6 +75,25 @@ def test_backend_and_ranks_come_from_the_gpu_facts() -> None:
     assert (forced.backend, forced.nproc) == ("nccl", 2)
 
 
+def test_ranks_per_host_are_the_gpus_cuda_sees_and_the_notes_name_the_rest() -> None:
+    """Issue 33: with CUDA_VISIBLE_DEVICES=0 on a 4-GPU node four ranks were started and three died."""
+    topology = {
+        "gpu_count": 4,
+        "visible_gpu_count": 1,
+        "visible_note": "1 of 4 GPUs visible (CUDA_VISIBLE_DEVICES=0)",
+    }
+    setup = choose_setup(
+        [Host("g1"), Host("g2")], {"g1": {"gpu.topology": topology}, "g2": {"gpu.topology": topology}}
+    )
+    assert (setup.backend, setup.nproc) == ("nccl", 1)
+    assert setup.notes == [
+        "g1: 1 of 4 GPUs visible (CUDA_VISIBLE_DEVICES=0)",
+        "g2: 1 of 4 GPUs visible (CUDA_VISIBLE_DEVICES=0)",
+    ]
+    hidden = choose_setup([Host("g1")], {"g1": {"gpu.topology": {**topology, "visible_gpu_count": 0}}})
+    assert hidden.backend == "gloo"
+
+
 def test_hosts_where_torch_does_not_import_are_named_before_any_launch(tmp_path: Path) -> None:
     hosts = [Host("gpu1", vars=Vars(host="gpu1")), Host("gpu2", vars=Vars(host="gpu2"))]
     checks: list = []

@@ -302,6 +302,47 @@ def test_topology_cpu_testbed_skips() -> None:
     assert "expects no GPU" in gpu_topology.CHECK.no_hardware(profile("cpu-testbed"))
 
 
+def scoped_h200(visible: str | None, **more: str) -> dict[str, Any]:
+    """The lent 4x H200 node's outputs with CUDA_VISIBLE_DEVICES (and other variables) as `env` prints them."""
+    env = {**({"CUDA_VISIBLE_DEVICES": visible} if visible is not None else {}), **more}
+    return facts_of(
+        gpu_topology.CHECK,
+        Vars(),
+        nvidia_smi=out("nvidia_smi/h200x4_580.txt"),
+        topo=out("topo/h200x4_no_nic_ansi.txt"),
+        gpu_visibility=out(text="".join(f"{k}={v}\n" for k, v in env.items())),
+        gpu_list=out(text="", rc=64),
+    )
+
+
+def test_topology_counts_the_gpus_cuda_sees_and_says_which_are_out_of_scope() -> None:
+    """Issue 33: `CUDA_VISIBLE_DEVICES=0 diagnose run` on the lent 4x H200 counted four GPUs."""
+    facts = scoped_h200("0")
+    assert (facts["gpu_count"], facts["visible_gpu_count"]) == (4, 1)
+    outcome = gpu_topology.judge(facts, profile("single-node-nvlink"))
+    assert outcome.status == "PASS", outcome.message
+    assert "1 of 4 GPUs visible (CUDA_VISIBLE_DEVICES=0); GPUs 1, 2, 3 not in scope" in outcome.message
+    expected = gpu_topology.judge(facts, profile("single-node-nvlink", expected_gpu_count=4))
+    assert expected.status == "WARN" and expected.action == "check_config"
+    assert "only 1 of the 4 expected GPUs in scope, the others not tested" in expected.message
+    everything = scoped_h200(None, NVIDIA_VISIBLE_DEVICES="all")
+    assert (everything["visible_gpu_count"], everything["visible_note"]) == (4, None)
+
+
+def test_topology_fails_a_visible_devices_entry_that_names_no_gpu() -> None:
+    none = gpu_topology.judge(scoped_h200("7"), profile("single-node-nvlink"))
+    assert none.status == "FAIL" and none.action == "check_config"
+    assert none.message.startswith("node1: CUDA programs see none of the 4 GPUs: 0 of 4 GPUs visible ")
+    assert "(CUDA_VISIBLE_DEVICES=7); CUDA stops at entry '7'" in none.message
+    assert "CUDA_VISIBLE_DEVICES" in (none.remediation or "")
+    partly = gpu_topology.judge(scoped_h200("1,7,2"), profile("single-node-nvlink"))
+    assert partly.status == "WARN"
+    assert (
+        "CUDA stops at entry '7', which names no GPU of this host (or one named before), and ignores it "
+        "and the 1 after it; GPUs 0, 2, 3 not in scope" in partly.message
+    )
+
+
 # ----------------------------------------------------------------------------------------- gpu.gpudirect
 
 

@@ -13,6 +13,7 @@ from diagnose.parsers.nccl_env import parse_nccl_env
 from diagnose.parsers.nccl_version import parse_nccl_libs, parse_torch_probe
 from diagnose.parsers.nvidia_smi import parse_smi_summary, parse_topo
 from diagnose.parsers.os_release import parse_os_release
+from diagnose.parsers.visible_gpus import parse_smi_list, parse_visibility_env
 from tests.support.facts import Parse, fact_suite
 
 PARSERS: dict[str, Parse] = {
@@ -28,6 +29,8 @@ PARSERS: dict[str, Parse] = {
     "nccl_libs": lambda text, rc: parse_nccl_libs(text),
     "nccl_env": lambda text, rc: parse_nccl_env(text),
     "os_release": lambda text, rc: parse_os_release(text),
+    "smi_list": lambda text, rc: parse_smi_list(text),
+    "visibility_env": lambda text, rc: parse_visibility_env(text),
 }
 
 
