@@ -91,6 +91,8 @@ def build_cover(results: dict[str, Any], checklist: list[SectionResult] | None =
         note = "the run was interrupted: hosts or stages are missing" + (
             f"; found so far: {found}" if found else ""
         )
+        if run.get("stopped"):
+            note += f"; stopped: {'; '.join(map(str, run['stopped']))}"
         if run.get("not_stopped"):
             note += f"; could not stop: {'; '.join(map(str, run['not_stopped']))}"
     elif verdict not in ("PASS", "FAIL", "ERROR"):
