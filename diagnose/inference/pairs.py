@@ -53,6 +53,10 @@ class Pair:
     fastest: str | None = None
     #: Across nodes: the NIC nearest to each GPU (its rail), when the topology names one.
     rails: tuple[str | None, str | None] = (None, None)
+    #: The CUDA device of each side on its host: its place among the GPUs ``CUDA_VISIBLE_DEVICES`` leaves
+    #: visible there (the endpoints keep nvidia-smi's numbering, which the topology and the operator use);
+    #: None: the same numbers as the endpoints (every GPU visible).
+    devices: tuple[int, int] | None = None
 
     @property
     def inter_node(self) -> bool:
@@ -62,6 +66,10 @@ class Pair:
     def label(self) -> str:
         both = self.inter_node
         return f"{self.prefill.label(both)}->{self.decode.label(both)}"
+
+    def cuda_devices(self) -> tuple[int, int]:
+        """The CUDA device numbers the two ranks open (a CPU rank's is never read)."""
+        return self.devices or (self.prefill.gpu or 0, self.decode.gpu or 0)
 
     def key(self) -> tuple[Endpoint, Endpoint]:
         return (self.prefill, self.decode)
@@ -112,6 +120,12 @@ def fastest_relation(topology: Mapping[str, Any]) -> str | None:
     return min(relations, key=path_rank) if relations else None
 
 
+def visible_gpus(topology: Mapping[str, Any]) -> list[int] | None:
+    """nvidia-smi's indexes of the GPUs CUDA sees on a host, in CUDA's order; None when not read (all)."""
+    visible = topology.get("visible")
+    return list(visible["visible"]) if isinstance(visible, Mapping) else None
+
+
 def _rail(topology: Mapping[str, Any], gpu: int | None) -> str | None:
     nearest = (topology.get("nearest_nic") or {}).get(f"GPU{gpu}") or {}
     return nearest.get("nic")
@@ -149,6 +163,14 @@ class Planner:
                     f"{prefill.label(True)}->{decode.label(True)} ({role}): {end.host} has {count} GPUs"
                 )
                 return None
+            visible = visible_gpus(_topology(self.facts, end.host))
+            if end.gpu is not None and visible is not None and end.gpu not in visible:
+                note = _topology(self.facts, end.host).get("visible_note") or "not visible to CUDA"
+                self.notes.append(
+                    f"{prefill.label(True)}->{decode.label(True)} ({role}): {end.label(True)} is not in "
+                    f"scope ({note})"
+                )
+                return None
         if prefill == decode:
             self.notes.append(
                 f"{prefill.label(True)}->{decode.label(True)} ({role}): a GPU cannot send to itself"
@@ -156,16 +178,23 @@ class Planner:
             return None
         if self.backend == "gloo":
             return Pair(prefill, decode, GLOO_LINK, [role])
+        devices = (self._device(prefill), self._device(decode))
         if prefill.host == decode.host:
             topology = _topology(self.facts, prefill.host)
             assert prefill.gpu is not None and decode.gpu is not None
             link = relation(topology, prefill.gpu, decode.gpu) or "unknown"
-            return Pair(prefill, decode, link, [role], fastest=fastest_relation(topology))
+            return Pair(prefill, decode, link, [role], fastest=fastest_relation(topology), devices=devices)
         rails = (
             _rail(_topology(self.facts, prefill.host), prefill.gpu),
             _rail(_topology(self.facts, decode.host), decode.gpu),
         )
-        return Pair(prefill, decode, NETWORK, [role], fastest="same rail", rails=rails)
+        return Pair(prefill, decode, NETWORK, [role], fastest="same rail", rails=rails, devices=devices)
+
+    def _device(self, end: Endpoint) -> int:
+        """The CUDA device an endpoint's GPU is on its host (its nvidia-smi index where all are visible)."""
+        visible = visible_gpus(_topology(self.facts, end.host))
+        gpu = end.gpu or 0
+        return visible.index(gpu) if visible is not None and gpu in visible else gpu
 
     def add(self, pair: Pair | None) -> Pair | None:
         """Keep a pair once: a second reason to measure it becomes one more role."""
@@ -182,26 +211,38 @@ class Planner:
         """One pair per kind of GPU–GPU path on the first host (the first pair of each kind in the matrix)."""
         first = self.hosts[0]
         topology = _topology(self.facts, first)
+        visible = visible_gpus(topology)
         seen: set[str] = set()
         for entry in topology.get("gpu_pairs") or []:
             kind = str(entry["relation"])
-            if kind in seen:
+            ends = (int(str(entry["a"])[3:]), int(str(entry["b"])[3:]))
+            if kind in seen or (visible is not None and not set(ends) <= set(visible)):
                 continue
             seen.add(kind)
-            a, b = int(str(entry["a"])[3:]), int(str(entry["b"])[3:])
-            self.add(self.make(Endpoint(first, a), Endpoint(first, b), "link class"))
+            self.add(self.make(Endpoint(first, ends[0]), Endpoint(first, ends[1]), "link class"))
         if not seen:
             if self.nproc >= 2:
                 self.notes.append(f"no GPU topology facts for {first}: GPU0->GPU1 measured, its link unknown")
                 self.add(self.make(Endpoint(first, 0), Endpoint(first, 1), "link class"))
+            elif topology.get("visible_note"):
+                self.notes.append(
+                    f"{first} has one GPU in scope ({topology['visible_note']}): no pair inside it"
+                )
             else:
                 self.notes.append(f"{first} has one GPU: no pair inside the node")
 
+    def _first_gpu(self, host: str) -> int | None:
+        """GPU0, or the first GPU CUDA sees on the host; None (a CPU rank) on gloo."""
+        if self.backend == "gloo":
+            return None
+        visible = visible_gpus(_topology(self.facts, host))
+        return visible[0] if visible else 0
+
     def host_pairs(self) -> None:
-        """Neighbouring hosts, GPU0 to GPU0 (the same rail on a rail-optimised fabric)."""
-        gpu = None if self.backend == "gloo" else 0
+        """Neighbouring hosts, GPU0 to GPU0 (the same rail on a rail-optimised fabric), or each host's first
+        GPU in scope where ``CUDA_VISIBLE_DEVICES`` leaves GPU0 out."""
         for a, b in list(zip(self.hosts, self.hosts[1:], strict=False))[:MAX_HOST_PAIRS]:
-            self.add(self.make(Endpoint(a, gpu), Endpoint(b, gpu), "host pair"))
+            self.add(self.make(Endpoint(a, self._first_gpu(a)), Endpoint(b, self._first_gpu(b)), "host pair"))
         if len(self.hosts) - 1 > MAX_HOST_PAIRS:
             self.notes.append(f"{MAX_HOST_PAIRS} of {len(self.hosts) - 1} neighbouring host pairs measured")
 

@@ -131,7 +131,7 @@ def limits(values: Vars) -> Limits:
 
 def program_args(backend: str, pair: Pair, settings: Settings) -> list[str]:
     sizing, model = settings.sizing, settings.model
-    gpus = [pair.prefill.gpu or 0, pair.decode.gpu or 0]
+    gpus = list(pair.cuda_devices())
     return [
         "--backend",
         backend,

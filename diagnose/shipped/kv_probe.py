@@ -379,7 +379,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", choices=("nccl", "gloo"), default="nccl")
     parser.add_argument(
-        "--gpus", default="0,1", help="GPU index of rank 0 and rank 1 (nvidia-smi's numbering)"
+        "--gpus",
+        default="0,1",
+        help="CUDA device of rank 0 and rank 1 (under CUDA_VISIBLE_DEVICES, its place among the visible GPUs)",
     )
     parser.add_argument("--tokens", default="1024,4096,16384,32768", help="request lengths in tokens")
     parser.add_argument("--block-tokens", type=int, default=16)

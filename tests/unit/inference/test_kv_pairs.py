@@ -111,3 +111,32 @@ def test_pair_and_gpu_spelling() -> None:
     for bad in ("GPU0-GPU1", "node1", "GPU0->"):
         with pytest.raises(ValueError):
             parse_pair(bad, "n1")
+
+
+def scoped(visible: str) -> dict[str, Any]:
+    """The lent 4x H200 under CUDA_VISIBLE_DEVICES as its `env` prints it (issue 33)."""
+    outputs = {
+        "topo": CommandOutput(stdout=(CAPTURED / "topo/h200x4_no_nic_ansi.txt").read_text(), exit_code=0),
+        "nvidia_smi": CommandOutput(stdout=(CAPTURED / "nvidia_smi/h200x4_580.txt").read_text(), exit_code=0),
+        "gpu_visibility": CommandOutput(stdout=f"CUDA_VISIBLE_DEVICES={visible}\n", exit_code=0),
+    }
+    return {"node1": {"gpu.topology": gpu_topology.parse(outputs, Vars())}}
+
+
+def test_pairs_use_only_the_gpus_cuda_sees_and_their_cuda_numbers() -> None:
+    """With CUDA_VISIBLE_DEVICES=2,3 the pair is GPU2->GPU3 (nvidia-smi's names) on CUDA devices 0 and 1:
+    `--gpus 2,3` would be an invalid device ordinal in the ranks, which see two GPUs."""
+    (pair,), notes = plan_pairs(["node1"], "nccl", 2, scoped("2,3"), prefill=["GPU0"], decode=["GPU3"])
+    assert (pair.label, pair.link, pair.devices) == ("GPU2->GPU3", "NV18", (0, 1))
+    assert notes == [
+        "node1:GPU0->node1:GPU3 (placement): node1:GPU0 is not in scope (2 of 4 GPUs visible "
+        "(CUDA_VISIBLE_DEVICES=2,3); "
+        "GPUs 0, 1 not in scope)"
+    ]
+    assert plan_pairs(["node1"], "nccl", 1, scoped("0")) == (
+        [],
+        [
+            "node1 has one GPU in scope (1 of 4 GPUs visible (CUDA_VISIBLE_DEVICES=0); GPUs 1, 2, 3 not in scope): "
+            "no pair inside it"
+        ],
+    )
