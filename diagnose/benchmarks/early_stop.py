@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from diagnose.benchmarks.expect import expected_busbw
-from diagnose.core.units import human_bytes
+from diagnose.core.units import decimal_bytes, human_bytes
 from diagnose.core.vars import Vars
 
 
@@ -96,4 +96,33 @@ def probe_samples(records: dict[str, dict[str, Any]], planned: int) -> tuple[int
     return BROKEN_SAMPLES, (
         f"at least {BROKEN_SAMPLES} samples per row, not {planned}: the sweep's {collective} stopped early "
         f"({note['busbw_gbps']:.3g} GB/s against the floor {note['floor_gbps']:g} GB/s)"
+    )
+
+
+#: Seconds one message of a probe after the sweep may take at the figure a stopped sweep measured.
+BROKEN_MESSAGE_S = 0.5
+
+
+def probe_sizes(
+    records: dict[str, dict[str, Any]], sizes: Sequence[int], seconds: float = BROKEN_MESSAGE_S
+) -> tuple[list[int], str | None]:
+    """The message sizes (bytes, as planned) a probe after the sweep keeps, and why it keeps fewer.
+
+    Where the sweep stopped early, a size that would take more than ``seconds`` per message at the busbw
+    it measured there is left out (the smallest is always kept): a KV request of 10.7 GB takes 3 s per
+    transfer on NET/Socket, and the probe repeats it dozens of times per method. The busbw of a collective
+    stands in for a point-to-point send's rate (on the lent 4× H200 over NET/Socket: 3.1 GB/s against a
+    plain send/recv's 3.5): close enough to size a budget, never used as a figure.
+    """
+    stopped = stopped_sweeps(records)
+    if not stopped or not sizes:
+        return list(sizes), None
+    collective, note = min(stopped.items(), key=lambda item: item[1]["busbw_gbps"])
+    limit = seconds * float(note["busbw_gbps"]) * 1e9
+    kept = [size for size in sizes if size <= limit] or [min(sizes)]
+    if len(kept) == len(sizes):
+        return list(sizes), None
+    return kept, (
+        f"sizes above {decimal_bytes(limit)} left out ({len(sizes) - len(kept)} of {len(sizes)}): at the "
+        f"{note['busbw_gbps']:.3g} GB/s the sweep's {collective} stopped at, each would take over {seconds:g} s"
     )

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from diagnose.benchmarks.early_stop import probe_samples
+from diagnose.benchmarks.early_stop import probe_samples, probe_sizes
 from diagnose.benchmarks.setup import Setup, launch_env, startup_timeout_s
 from diagnose.catalog.stage_ids import INFER_KV_TRANSFER, INFER_PLACEMENT, INFER_STAGING, KV_TRANSFER
 from diagnose.config.profiles import no_gpu_reason
@@ -192,9 +192,14 @@ class KVBench:
         self.setup = setup
         self.first: Host = setup.hosts[0]
         self.settings = Settings.read(self.first.vars, setup.backend)
-        # A transport the sweep stopped early on: fewer samples per row (the program's own row budget rules).
-        samples, self.budget_note = probe_samples(stage.records, self.settings.sizing.min_samples)
+        # A transport the sweep stopped early on: fewer samples per row (the program's own row budget rules)
+        # and no request too long to move a few times in the budget.
+        samples, samples_note = probe_samples(stage.records, self.settings.sizing.min_samples)
         self.settings.sizing = replace(self.settings.sizing, min_samples=samples)
+        model, tokens = self.settings.model, self.settings.tokens
+        sizes, sizes_note = probe_sizes(stage.records, [model.request_bytes(t) for t in tokens])
+        self.settings.tokens = [t for t in tokens if model.request_bytes(t) in sizes]
+        self.budget_note = "; ".join(n for n in (samples_note, sizes_note) if n) or None
         self.by_name = {h.name: h for h in setup.hosts}
 
     def launch(self, index: int, pair: Pair) -> LaunchOutcome:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from diagnose.benchmarks.early_stop import BROKEN_SAMPLES, probe_bytes, probe_samples
+from diagnose.benchmarks.early_stop import BROKEN_SAMPLES, probe_bytes, probe_samples, probe_sizes
+from diagnose.inference.model import DEFAULT_TOKENS, KVModel
 
 # The stopped_early note the real 4× H200 NET/Socket sweep gives (tests/fixtures/results/h200x4_two_halves_socket).
 SOCKET = {"after_bytes": 256 << 20, "busbw_gbps": 5.768, "plateau_gbps": 5.48, "floor_gbps": 289.0}
@@ -30,3 +31,27 @@ def test_after_a_stopped_sweep_a_probe_keeps_a_few_samples() -> None:
     assert samples == BROKEN_SAMPLES == 3
     assert note is not None and note.startswith("at least 3 samples per row, not 20: the sweep's all_reduce")
     assert probe_samples(RECORDS, 2) == (2, None)
+
+
+def test_after_a_stopped_sweep_the_kv_probe_leaves_out_requests_too_long_to_repeat() -> None:
+    """The lent 4x H200 with P2P and SHM off: the sweep stopped at 3.08 GB/s, and the KV probe's 16k and 32k
+    token requests (5.4 and 10.7 GB, 3 s a transfer) took 120 s of a 335 s run; only those that move in
+    half a second at that figure are kept."""
+    note = {
+        "after_bytes": 128 << 20,
+        "busbw_gbps": 3.078953035731112,
+        "plateau_gbps": 2.064,
+        "floor_gbps": 289.0,
+    }
+    records = {"all_reduce": {"stopped_early": note}}
+    model = KVModel()
+    sizes = [model.request_bytes(t) for t in DEFAULT_TOKENS]
+    kept, why = probe_sizes(records, sizes)
+    assert kept == sizes[:2] and sizes[1] < 0.5 * 3.08e9 < sizes[2]
+    assert why == (
+        "sizes above 1.54 GB left out (2 of 4): at the 3.08 GB/s the sweep's all_reduce stopped at, "
+        "each would take over 0.5 s"
+    )
+    assert probe_sizes(HEALTHY, sizes) == (sizes, None)
+    crawling = {"all_reduce": {"stopped_early": {**note, "busbw_gbps": 0.01}}}
+    assert probe_sizes(crawling, sizes)[0] == sizes[:1], "the smallest request is always measured"
