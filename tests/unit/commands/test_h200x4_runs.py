@@ -12,6 +12,7 @@ from typing import Any
 
 from diagnose.commands.run import summary_lines
 from diagnose.render.causes import causes_json
+from diagnose.render.render import render
 
 CAPTURED = Path(__file__).resolve().parents[2] / "fixtures" / "gpu_runs" / "h200x4-2026-11-27"
 METRIC = {"matmul bf16": "gemm.bf16", "matmul tf32": "gemm.tf32", "_scaled_mm fp8": "gemm.fp8"}
@@ -96,3 +97,63 @@ def test_the_shared_gpu_alone_is_named_slow_and_its_figures_say_at_what_clock_an
     assert gemm["message"].startswith("localhost: GPU 0 (00000000:00:06.0) bf16 ")
     assert "GPU 1" not in gemm["message"].split(" (all:")[0]
     assert re.search(r"at \d+ MHz, \d+ W of 700 W", gemm["message"])
+
+
+def test_a_disabled_transport_is_one_cause_nccl_env_with_every_slow_measurement_under_it() -> None:
+    for name, under in (
+        ("p2p", ["infer.kv_transfer", "infer.staging", "train.overlap", "bench.all_reduce", "train.tail"]),
+        (
+            "socket",
+            [
+                "infer.kv_transfer",
+                "infer.staging",
+                "bench.all_reduce",
+                "nccl.transport",
+                "train.overlap",
+                "train.tail",
+            ],
+        ),
+    ):
+        document = _load(f"{name}_results.json")
+        (cause,) = causes_json(document)
+        assert cause["check"] == "nccl.env" and cause["action"] == "check_config", name
+        assert [c["id"] for c in cause["consequences"]] == under, name
+        assert _summary(document, f"/tmp/r/{name}") == _printed(f"{name}_terminal.txt")
+
+
+def test_nccl_on_sockets_stops_the_sweep_early_with_the_figure_and_the_reason() -> None:
+    document = _load("socket_results.json")
+    (sweep,) = document["benchmarks"]
+    assert sweep["transport"]["intra_node"] == ["NET/Socket"]
+    assert sweep["stopped_early"]["after_bytes"] == 128 << 20 and sweep["rows"][-1]["bytes"] == 128 << 20
+    bench = next(c for c in document["checks"] if c["id"] == "bench.all_reduce")
+    assert bench["status"] == "FAIL" and "stopped early: 3.08 GB/s at 128 MiB" in bench["message"]
+
+
+def test_sigterm_during_the_kv_probe_stopped_its_ranks_and_left_nothing_running(tmp_path: Path) -> None:
+    document = _load("sigterm_results.json")
+    assert document["verdict"] == "INCOMPLETE" and document["run"]["interrupted"] is True
+    assert document["run"]["stopped"] == ["torchrun (kv0) on localhost: 2 process(es) stopped"]
+    assert "not_stopped" not in document["run"]
+    assert _printed("sigterm_terminal.txt")[1:] == [
+        "diagnose: stopped torchrun (kv0) on localhost: 2 process(es) stopped",
+        "diagnose: everything started on the hosts was stopped",
+    ]
+    # ps found no torchrun, rank or sampler 0 s and 5 s after the exit: only torch's own empty temp folders
+    left = [line for line in _printed("sigterm_leftovers.txt") if not line.startswith("leftovers")]
+    assert left and all(line.startswith("/tmp/torchelastic_") for line in left)
+    (tmp_path / "results.json").write_text(json.dumps(document))
+    (html,) = render(tmp_path / "results.json", {"html"})
+    assert "stopped: torchrun (kv0) on localhost: 2 process(es) stopped" in html.read_text()
+
+
+def test_cuda_visible_devices_0_counts_launches_and_judges_one_gpu_and_says_so() -> None:
+    document = _load("cvd0_results.json")
+    assert document["verdict"] == "PASS" and document["causes"] == []
+    checks = {c["id"]: c for c in document["checks"]}
+    scope = "1 of 4 GPUs visible (CUDA_VISIBLE_DEVICES=0, NVIDIA_VISIBLE_DEVICES=0,1,2,3); GPUs 1, 2, 3 not in scope"
+    assert checks["gpu.topology"]["message"].endswith(scope)
+    assert checks["bench.all_reduce"]["status"] == "SKIP" and scope in checks["bench.all_reduce"]["message"]
+    gemm = [r for r in document["stress"] if r.get("check") == "gpu.gemm"]
+    assert {(r["gpu"], r["bus_id"]) for r in gemm} == {(0, "00000000:00:06.0")}
+    assert not [c for c in document["checks"] if c["status"] == "ERROR"]
