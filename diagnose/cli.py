@@ -181,12 +181,12 @@ def cmd_report(args: argparse.Namespace) -> int:
         request = prepare_report(args.results, args.out, args.format, args.history)
     except ConfigError as exc:
         return _config_error(exc)
-    recorded = record_causes(request)
+    record_causes(request)
     written = _render(request.results, request.formats, request.out)
     if written is None:
         return EXIT_INTERNAL
     for item in written:
-        if item != request.results or item == recorded:  # the input is not news, unless causes were added
+        if item != request.results:  # the input is not news
             print(item)
     return EXIT_PASS
 

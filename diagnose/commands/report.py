@@ -93,16 +93,17 @@ def render_reports(results: Path, formats: set[str], out: Path | None = None) ->
 
 
 def record_causes(request: ReportRequest) -> Path | None:
-    """With ``--format json``: the run's results.json (its copy in ``--out``) with ``causes`` worked out from
-    its rows, so that a run recorded before causes existed, or by an older diagnose, gets them too; the
-    file written, or None where it already said the same."""
-    if "json" not in request.formats:
-        return None
+    """The run's results.json (its copy in ``--out``) with ``causes`` worked out from its rows, so that a run
+    recorded before causes existed, or by an older diagnose, gets them too (results.json is always among
+    the formats); the file written, or None where it already said the same."""
     target = request.out / RESULTS_FILE if request.out is not None else request.results
     document = read_results(target)
     causes = causes_json(document)
     if document.get("causes") == causes:
         return None
     document["causes"] = causes
-    write_text_atomic(target, to_json(document) + "\n")
+    try:
+        write_text_atomic(target, to_json(document) + "\n")
+    except OSError:  # a run folder that is read-only here still renders; its record stays as it was
+        return None
     return target

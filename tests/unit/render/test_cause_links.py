@@ -115,13 +115,12 @@ def test_the_run_records_its_causes_when_it_finishes(tmp_path: Path) -> None:
     ]
 
 
-def test_report_format_json_adds_causes_to_a_run_recorded_before_them(tmp_path: Path, capsys: Any) -> None:
+def test_report_format_json_adds_causes_to_a_run_recorded_before_them(tmp_path: Path) -> None:
     run = tmp_path / "run"
     run.mkdir()
     shutil.copy(RESULTS / "h100_stress_hog.json", run / "results.json")
     assert "causes" not in json.loads((run / "results.json").read_text())
     assert main(["report", str(run / "results.json"), "--format", "json"]) == 0
-    assert str(run / "results.json") in capsys.readouterr().out
     document = json.loads((run / "results.json").read_text())
     assert document["causes"] == causes_json(_load("h100_stress_hog.json"))
     assert document["checks"] == _load("h100_stress_hog.json")["checks"]
