@@ -3,7 +3,7 @@
 
 Exit codes (docs/contracts.md): 0 PASS · 1 FAIL (or ERROR: something could not be judged) · 2 usage or
 configuration error, nothing run · 3 the run could not finish (results so far written) · 4 another run
-holds the lock · 130 interrupted (results so far written).
+holds the lock · 130 interrupted (results so far written) · 141 stdout's reader left (``| head``).
 """
 
 from __future__ import annotations
@@ -20,14 +20,24 @@ from diagnose.core.errors import ConfigError
 from diagnose.render.render import DEFAULT_FORMATS, FORMATS
 
 EXIT_PASS, EXIT_FAIL, EXIT_CONFIG, EXIT_INTERNAL, EXIT_LOCKED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
+#: A program stopped by SIGPIPE ends 128 + 13 in the shell's eyes (``$PIPESTATUS`` of ``yes | head -1``).
+EXIT_BROKEN_PIPE = 141
+
+
+def _silence_stdout() -> None:
+    """The reader of stdout left (``| head`` read what it wanted): what is still buffered, and anything
+    printed after, goes nowhere instead of raising BrokenPipeError again at the interpreter's exit."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def _print_lines(lines: list[str]) -> None:
+    """Print lines the command goes on after (trace renders its reports): a reader that left stops the
+    printing, not the work."""
     try:
         print("\n".join(lines))
         sys.stdout.flush()
-    except BrokenPipeError:  # `| head` read what it wanted
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except BrokenPipeError:
+        _silence_stdout()
 
 
 def _config_error(exc: ConfigError, prefix: str = "diagnose") -> int:
@@ -461,7 +471,13 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = list(argv) if argv is not None else sys.argv[1:]
     if getattr(args, "forks", 1) < 1:
         parser.error("--forks must be at least 1")
-    return int(args.func(args))
+    try:
+        code = int(args.func(args))
+        sys.stdout.flush()  # here, not at the interpreter's exit, where a closed pipe prints a traceback
+    except BrokenPipeError:  # any command into `| head`: end quietly, as a program stopped by SIGPIPE does
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+    return code
 
 
 if __name__ == "__main__":
