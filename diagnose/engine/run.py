@@ -160,6 +160,8 @@ def prepare(options: RunOptions) -> RunRequest:
     sources = host_sources(options)
     if options.known_hosts and not Path(options.known_hosts).expanduser().is_file():
         raise ConfigError(f"--known-hosts {options.known_hosts}: no such file")
+    if options.history:  # before the lock beside it is taken: a mistyped folder is refused, not made
+        history.check_db_path(options.history)
     settings = HOST_SETTINGS if options.list_only else {**HOST_SETTINGS, **LOGIN_SETTINGS}
     hosts = resolve_hosts(sources, HostContext(playbook, options.limit, extra_vars, settings=settings))
     slurm = next((s for s in sources if isinstance(s, slurm_hosts.SlurmNodes)), None)
@@ -286,6 +288,8 @@ class Run:
         if stranded is not None:
             return RunOutcome("config", str(ConfigError(stranded, self.request.inventory)))
         try:
+            if db is not None:
+                history.create_db(db)  # the one place a database is made: prepare() checked its path
             out_dir = self._out_dir()
         except ConfigError as exc:
             return RunOutcome("config", str(exc))

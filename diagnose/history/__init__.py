@@ -26,6 +26,8 @@ from diagnose.history.retention import PrunedRun, protected_run_dirs, prune
 from diagnose.history.stability import UNSTABLE_ID, instability
 from diagnose.history.storage import (
     SCHEMA_VERSION,
+    check_db_path,
+    create_db,
     default_db_path,
     find_run,
     previous_check_observed,
@@ -42,6 +44,8 @@ __all__ = [
     "UNSTABLE_ID",
     "PrunedRun",
     "Regression",
+    "check_db_path",
+    "create_db",
     "default_db_path",
     "find_run",
     "history_list",

@@ -272,6 +272,8 @@ def regressions(
     Call with the complete results document, before ``record_run`` or after (the run itself is never its
     own reference). Empty when the series has no reference yet.
     """
+    if not Path(db_path).is_file():  # the series' first run: nothing to compare with
+        return []
     with open_db(db_path) as conn:
         refs = [
             (ref, snapshot(load_results(conn, ref.run_id))) for ref in run_references(conn, results["run"])

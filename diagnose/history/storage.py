@@ -121,10 +121,41 @@ def default_db_path() -> Path:
 # The database
 
 
-@contextmanager
-def open_db(db_path: str | Path) -> Iterator[sqlite3.Connection]:
+def check_db_path(db_path: str | Path) -> None:
+    """Refuse a history path a run could not create its database at (ConfigError: exit 2).
+
+    Only the default path gets its folder made: a ``--history`` whose folder does not exist is a typo far
+    more often than a wish, and a database quietly started there would split the series in two.
+    """
     path = Path(db_path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_file():
+        return
+    if path.exists():
+        raise ConfigError("--history names something that is not a database file", path)
+    if not path.parent.is_dir() and path != default_db_path():
+        raise ConfigError(
+            f"--history: the folder {path.parent} does not exist; create it first, "
+            f"or leave --history out for the default ({default_db_path()})",
+            path,
+        )
+
+
+def create_db(db_path: str | Path) -> None:
+    """Make the history database if it does not exist yet: a run recording history does, once its path
+    passed :func:`check_db_path`; the commands that only read history never do."""
+    Path(db_path).parent.mkdir(parents=True, exist_ok=True)
+    with open_db(db_path, create=True):
+        pass
+
+
+@contextmanager
+def open_db(db_path: str | Path, create: bool = False) -> Iterator[sqlite3.Connection]:
+    """The database, migrated to this version's schema. Without ``create`` a missing file is refused
+    (ConfigError: exit 2) rather than made: a mistyped ``--history`` must not answer "no runs" from an
+    empty database it just left behind."""
+    path = Path(db_path)
+    if not create and not path.is_file():
+        raise ConfigError("no history database here (check --history; a nightly run creates it)", path)
     conn = sqlite3.connect(path, timeout=30.0)
     try:
         conn.execute("PRAGMA foreign_keys = ON")
@@ -243,6 +274,7 @@ def record_run(db_path: str | Path, results: Mapping[str, Any], run_dir: str | P
     run_id = str(run["id"])
     inventory, playbook = series_key(run)
     started_ts = epoch_seconds(run.get("started")) or time.time()
+    create_db(db_path)
     with open_db(db_path) as conn, conn:
         for table in ("bench_rows", "benchmarks", "checks", "hosts"):
             conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))

@@ -13,6 +13,7 @@ from diagnose.core.errors import ConfigError
 from diagnose.core.model import STATUSES
 from diagnose.history.bands import BANDS, Band, busbw_by_size
 from diagnose.history.storage import (
+    Reference,
     baseline_ids,
     last_good_ids,
     open_db,
@@ -184,6 +185,12 @@ def trend_for_report(db_path: str | Path, results: Mapping[str, Any], limit: int
     run = results["run"]
     run_id = str(run["id"])
     inventory, playbook = series_key(run)
+    collectives = sorted({b["collective"] for b in results.get("benchmarks", [])})
+    refs: list[Reference] = []
+    past: list[Any] = []
+    past_busbw: dict[tuple[str, str], dict[int, float]] = {}
+    if not Path(db_path).is_file():  # the series' first run, before it is recorded
+        return _report_trend(results, inventory, playbook, refs, past, past_busbw, collectives)
     with open_db(db_path) as conn:
         refs = run_references(conn, run)
         past = conn.execute(
@@ -191,7 +198,6 @@ def trend_for_report(db_path: str | Path, results: Mapping[str, Any], limit: int
             " ORDER BY started_ts DESC LIMIT ?",
             (inventory, playbook, run_id, max(limit - 1, 0)),
         ).fetchall()[::-1]
-        collectives = sorted({b["collective"] for b in results.get("benchmarks", [])})
         if past:
             marks = ",".join("?" * len(past))
             collectives = sorted(
@@ -205,6 +211,20 @@ def trend_for_report(db_path: str | Path, results: Mapping[str, Any], limit: int
                 }
             )
         past_busbw = {(p[0], c): _run_busbw(conn, p[0], c)[1] for p in past for c in collectives}
+    return _report_trend(results, inventory, playbook, refs, past, past_busbw, collectives)
+
+
+def _report_trend(
+    results: Mapping[str, Any],
+    inventory: str,
+    playbook: str,
+    refs: list[Reference],
+    past: list[Any],
+    past_busbw: dict[tuple[str, str], dict[int, float]],
+    collectives: list[str],
+) -> dict[str, Any]:
+    """The trend data of :func:`trend_for_report` from what the database gave (nothing for a first run)."""
+    run = results["run"]
     current_busbw: dict[str, dict[int, float]] = {}
     for collective in collectives:
         benches = [b for b in results.get("benchmarks", []) if b["collective"] == collective]
@@ -214,7 +234,7 @@ def trend_for_report(db_path: str | Path, results: Mapping[str, Any], limit: int
     runs = [{"id": p[0], "started": p[1], "verdict": p[2], "counts": json.loads(p[3])} for p in past]
     runs.append(
         {
-            "id": run_id,
+            "id": str(run["id"]),
             "started": run.get("started"),
             "verdict": results.get("verdict"),
             "counts": status_counts(results),

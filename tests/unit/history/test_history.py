@@ -213,6 +213,7 @@ def test_record_run_again_replaces_the_run(db: Path, tmp_path: Path) -> None:
 
 
 def test_schema_is_versioned_and_a_newer_schema_is_refused(db: Path) -> None:
+    history.create_db(db)
     assert history.schema_version(db) == history.SCHEMA_VERSION
     conn = sqlite3.connect(db)
     with conn:
