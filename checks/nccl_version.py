@@ -22,6 +22,7 @@ from diagnose.parsers.nccl_version import (
     parse_torch_probe,
     system_nccl_versions,
 )
+from diagnose.parsers.nvidia_presence import NVIDIA_PRESENCE, parse_nvidia_presence
 
 LIBS_SCRIPT = (
     'PATH="$PATH:/sbin:/usr/sbin"\n'
@@ -41,6 +42,7 @@ def commands_for(host_vars: Vars) -> tuple[Command, ...]:
     return (
         Command("torch_probe", probe, timeout=60, required=False),
         Command("nccl_libs", LIBS_SCRIPT, timeout=15, required=False),
+        NVIDIA_PRESENCE,
     )
 
 
@@ -49,7 +51,11 @@ def parse(outputs: Mapping[str, CommandOutput], host_vars: Vars) -> Facts:
     torch_facts = parse_torch_probe(probe.stdout, probe.exit_code)
     if probe.timed_out:
         torch_facts["error"] = "the torch probe timed out"
-    return choose_nccl_version(torch_facts, parse_nccl_libs(outputs["nccl_libs"].stdout))
+    facts = choose_nccl_version(torch_facts, parse_nccl_libs(outputs["nccl_libs"].stdout))
+    # Whether the host has an NVIDIA GPU decides which torch build the remedy for a missing torch names.
+    presence = outputs.get(NVIDIA_PRESENCE.key)
+    facts["nvidia_gpu"] = parse_nvidia_presence(presence.stdout)["nvidia_gpu"] if presence else None
+    return facts
 
 
 def judge(facts: Facts, host_vars: Vars) -> Outcome:

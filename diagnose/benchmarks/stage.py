@@ -439,7 +439,8 @@ class Stage:
             if facts.get("torch") is None and facts.get("torch_error") and not host.vars.get("bench_python"):
                 interpreter = str(facts.get("python") or host.python)
                 missing[host.name] = f"{interpreter}: {facts['torch_error']}"
-                hints.setdefault(torch_hint(interpreter, host.connection == "local"), None)
+                hint = torch_hint(interpreter, host.connection == "local", nvidia_gpu=facts.get("nvidia_gpu"))
+                hints.setdefault(hint, None)
         if not missing:
             return None
         where = "; ".join(f"{name} ({why})" for name, why in missing.items())
