@@ -32,6 +32,8 @@ from diagnose.core.streams import DEFAULT_MAX_OUTPUT_BYTES, Capped, FramedStream
 # paramiko logs every failed handshake with a traceback; the reason reaches the operator as a
 # host.reachable result instead, and cron mail must not fill with tracebacks.
 logging.getLogger("paramiko").setLevel(logging.CRITICAL)
+#: Each command a host ran, with how it ended: what ``diagnose run -v`` shows on stderr (DEBUG).
+COMMANDS_LOG = logging.getLogger("diagnose.commands")
 
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
 # Extra seconds a whole batch may take beyond the sum of its commands' timeouts before the channel is
@@ -221,13 +223,34 @@ class Connection(ABC):
             err.add,
             lambda: started + timeout,
         )
-        return CommandOutput(
+        output = CommandOutput(
             stdout=out.text(),
             stderr=err.text(),
             exit_code=ended.exit_code,
             timed_out=ended.timed_out,
             error=ended.error,
             duration_s=time.monotonic() - started,
+        )
+        self._log_command(script, output)
+        return output
+
+    def _log_command(self, script: str, output: CommandOutput, key: str | None = None) -> None:
+        """One DEBUG line per command (``-v``): host, the script's first line, how and when it ended. The
+        environment handed to a script is left out: it may carry a token."""
+        if not COMMANDS_LOG.isEnabledFor(logging.DEBUG):
+            return
+        lines = script.strip().splitlines() or [""]
+        shown = lines[0] if len(lines[0]) <= 100 else lines[0][:99] + "…"
+        more = f" (+{len(lines) - 1} lines)" if len(lines) > 1 else ""
+        if output.error:
+            ended = f"not run: {output.error}"
+        elif output.timed_out:
+            ended = "timed out"
+        else:
+            ended = f"exit {output.exit_code}"
+        label = f"{key}: " if key else ""
+        COMMANDS_LOG.debug(
+            "%s: %s`%s`%s %s after %.2f s", self.name, label, shown, more, ended, output.duration_s
         )
 
     def put_text(self, remote_path: str, content: str, mode: int = 0o644) -> None:
@@ -331,6 +354,9 @@ class Connection(ABC):
             for output in outputs.values():
                 if output.error:
                     output.error = reason
+        for command in commands:
+            if command.key in outputs:
+                self._log_command(command.script, outputs[command.key], command.key)
         return outputs
 
     def _why_abandoned(
