@@ -309,6 +309,15 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _formats_help(default: str) -> str:
+    """--format replaces the defaults, it does not add to them: `--format junit,prom` at night writes no
+    HTML or PDF (`diagnose report` draws them later); the help says so, as the README does."""
+    return (
+        f"the reports to write, exactly these: a comma list of {', '.join(FORMATS)} (default {default}; "
+        "add to the list to keep a default, e.g. json,html,pdf,junit; results.json is always written)"
+    )
+
+
 class Parser(argparse.ArgumentParser):
     """argparse that answers a mistake in one line on stderr, exit 2: the option at fault and what it
     wants, instead of a screen of usage in which the error is the last line."""
@@ -387,7 +396,7 @@ def build_parser() -> Parser:
         "diagnose_connect_timeout overrides (default 10; docs/variables.md)",
     )
     run.add_argument("-o", "--out", help="run folder (default: ./diagnose-runs/<time>-<inventory>)")
-    run.add_argument("--format", default=DEFAULT_FORMATS, help=f"comma list of {', '.join(FORMATS)}")
+    run.add_argument("--format", default=DEFAULT_FORMATS, help=_formats_help(DEFAULT_FORMATS))
     run.add_argument("-e", "--extra-vars", action="append", help="key=value, JSON/YAML mapping or @file")
     run.add_argument("--skip-benchmarks", action="store_true", help="per-host checks only")
     run.add_argument(
@@ -448,7 +457,7 @@ def build_parser() -> Parser:
     report.add_argument(
         "--history", help="history database that finds a run id's folder (default: the user data dir)"
     )
-    report.add_argument("--format", default="html,pdf", help=f"comma list of {', '.join(FORMATS)}")
+    report.add_argument("--format", default="html,pdf", help=_formats_help("html,pdf"))
     report.set_defaults(func=cmd_report, parser=report)
 
     trace = sub.add_parser(
@@ -458,7 +467,7 @@ def build_parser() -> Parser:
     trace.add_argument(
         "-o", "--out", help="write results and reports here (default: ./diagnose-runs/<time>-trace)"
     )
-    trace.add_argument("--format", default=DEFAULT_FORMATS, help=f"comma list of {', '.join(FORMATS)}")
+    trace.add_argument("--format", default=DEFAULT_FORMATS, help=_formats_help(DEFAULT_FORMATS))
     trace.add_argument("-e", "--extra-vars", action="append", help="key=value (train_* thresholds), or @file")
     trace.add_argument("--profile", help="hardware profile whose train_* thresholds apply")
     trace.add_argument(

@@ -13,6 +13,7 @@ import pytest
 
 from diagnose.cli import main
 from tests.support.nightly import make_results, night, record
+from tests.support.paths import REPO
 
 
 def _usage_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
@@ -85,3 +86,28 @@ def test_history_last_counts_runs_and_limit_says_it_is_deprecated(capsys, tmp_pa
         main(["history", "--help"])
     helptext = capsys.readouterr().out
     assert "--last N" in helptext and "--limit" not in helptext
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_format_writes_exactly_the_listed_reports_and_says_so(capsys, tmp_path, monkeypatch) -> None:
+    """Issue 36, item 4: `--format junit,prom` replaces the defaults (results.json stays); help and README
+    say it that way, where the README read as if the two were added to the HTML and PDF."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pb.yaml").write_text('name: one-check\nchecks: ["host.os"]\n')
+    out = tmp_path / "out"
+    argv = ["run", "--playbook", str(tmp_path / "pb.yaml"), "--skip-benchmarks", "-o", str(out)]
+    assert main([*argv, "--format", "junit,prom"]) in (0, 1)
+    written = capsys.readouterr().out
+    assert {p.name for p in out.iterdir() if p.is_file()} == {"results.json", "junit.xml", "diagnose.prom"}
+    assert str(out / "junit.xml") in written and "report.html" not in written
+
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    helptext = _words(capsys.readouterr().out)
+    assert "the reports to write, exactly these" in helptext and "results.json is always written" in helptext
+    readme = _words((REPO / "README.md").read_text(encoding="utf-8"))
+    assert "`--format` names exactly the reports written, results.json always among them" in readme
+    assert "`--format junit,prom` writes those two and no HTML or PDF" in readme
