@@ -26,6 +26,7 @@ from diagnose.catalog.xid import action as xid_action
 from diagnose.config.profiles import no_gpu_reason
 from diagnose.core.check import Check, Facts
 from diagnose.core.model import CommandOutput, Outcome, strongest
+from diagnose.core.units import counted
 from diagnose.core.vars import Vars
 from diagnose.parsers.gpu_query import GPU_QUERY, parse_gpu_query
 from diagnose.parsers.kernel_log import KERNEL_LOG, parse_kernel_log, pci_key
@@ -176,7 +177,7 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
         "outside_window": _summaries(outside),
     }
     wanted = f"no hardware Xid {window}"
-    old = f"; {len(outside)} older event(s) outside the window" if outside else ""
+    old = f"; {counted(len(outside), 'older event')} outside the window" if outside else ""
     if not summaries:
         return Outcome(
             "PASS",

@@ -67,6 +67,7 @@ from diagnose.core.check import ParseError
 from diagnose.core.hosts import Host
 from diagnose.core.model import CheckResult, CommandOutput
 from diagnose.core.redact import redact_assignments
+from diagnose.core.units import counted
 from diagnose.launchers.base import LaunchOutcome, LaunchSpec, run_launch
 from diagnose.launchers.mpirun import NCCL_LINE, MpirunLaunch
 from diagnose.parsers.nccl_tests import parse_nccl_tests
@@ -377,7 +378,7 @@ class NcclTestsBench:
             # its own verdict stands.
             record["status"] = "FAIL"
             record["message"] = (
-                f"{collective}: nccl-tests reported {flagged} out-of-bounds value(s) (Out of bounds values : "
+                f"{collective}: nccl-tests reported {counted(flagged, 'out-of-bounds value')} (Out of bounds values : "
                 f"{flagged} FAILED); {record['message']}"
             )
         elif rows and all(r["wrong"] is None for r in rows):

@@ -73,7 +73,7 @@ from diagnose.core.errors import ConfigError
 from diagnose.core.hosts import Host
 from diagnose.core.install_hint import torch_hint
 from diagnose.core.model import CheckResult
-from diagnose.core.units import bus_factor, human_bytes
+from diagnose.core.units import bus_factor, counted, human_bytes
 from diagnose.launchers.base import LaunchOutcome, LaunchSpec
 from diagnose.launchers.torchrun import launch
 from diagnose.localize import localize
@@ -350,7 +350,7 @@ class Stage:
             status, message = "FAIL", f"{collective}: {wrong_summary(rows, wrong)}; {message}"
         if not finished:
             stopped = f"{self._stopped_reason(collective, outcome)}" + (
-                f"; {len(rows)} row(s) measured before are kept" if rows else ""
+                f"; {counted(len(rows), 'row')} measured before are kept" if rows else ""
             )
             # Wrong elements already measured stay a FAIL: corruption is a verdict, a hang is not.
             status, message = (

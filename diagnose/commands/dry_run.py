@@ -20,7 +20,7 @@ from typing import Any
 from diagnose.config.playbook import PROFILE_VARIABLE, BenchmarkPlan
 from diagnose.core.check import Check
 from diagnose.core.hosts import Host
-from diagnose.core.units import duration, human_bytes
+from diagnose.core.units import counted, duration, human_bytes
 from diagnose.engine.estimate import estimate, one_rank, ranks_per_host, total
 from diagnose.engine.host_batch import commands_of
 from diagnose.engine.profile_hint import NO_PROFILE_MEANING
@@ -77,7 +77,7 @@ def variable_lines(request: RunRequest) -> list[str]:
     """One block per distinct set of merged variables, with its profile."""
     groups = var_groups(request.hosts)
     by_name = {h.name: h for h in request.hosts}
-    lines = [f"\nvariables: {len(groups)} distinct set(s)"]
+    lines = [f"\nvariables: {counted(len(groups), 'distinct set')}"]
     for names, shown in groups:
         profile = shown.get(PROFILE_VARIABLE)
         lines.append(f"\n{_who(names)}: profile {profile or 'none'}")
@@ -137,7 +137,7 @@ def sweep_lines(request: RunRequest) -> list[str]:
         f"  iterations: {plan.warmup_iters} warm-up + {plan.iters} timed per size"
         + (f"; at most {plan.timeout_s:g} s a size" if plan.timeout_s else ""),
         f"  backend: {backend or 'nccl on GPU hosts, gloo on CPU hosts (from the host facts; bench_backend sets it)'}",
-        f"  ranks: {len(hosts)} host(s) × {ranks} = {len(hosts) * ranks} (bench_gpus_per_host, else expected_gpu_count)",
+        f"  ranks: {counted(len(hosts), 'host')} × {ranks} = {len(hosts) * ranks} (bench_gpus_per_host, else expected_gpu_count)",
     ]
     alone = one_rank(hosts)
     if alone:
@@ -179,7 +179,7 @@ def _extra_settings(key: str, hosts: Sequence[Host], plan: BenchmarkPlan) -> str
             return "SKIP: a NIC is measured against a partner on another host, and there is one host"
         s = perftest_settings(v)
         return (
-            f"{len(hosts) // 2} pair(s) a round over {v.int('expected_hca_count') or 1} rail(s), "
+            f"{counted(len(hosts) // 2, 'pair')} a round over {counted(v.int('expected_hca_count') or 1, 'rail')}, "
             f"{human_bytes(s.message_bytes)} writes for {s.duration_s} s per direction, "
             f"ports {s.ports[0]}-{s.ports[1]}, budget {s.budget_s:g} s"
             + (", latency (ib_write_lat) too" if plan.perftest_latency else "")

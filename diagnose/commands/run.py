@@ -18,6 +18,7 @@ from diagnose.engine.run import Run, RunOutcome, RunRequest
 from diagnose.render.acted import acted_lines
 from diagnose.render.causes import cause_lines, causes_of
 from diagnose.render.tally import coverage_line, coverage_of, tally_text, verdict_label
+from diagnose.core.units import counted, duration
 from diagnose.slurm.hosts import SlurmQuery
 
 #: The order statuses are counted in on the summary line, worst first.
@@ -96,7 +97,7 @@ def summary_lines(document: dict[str, Any], out_dir: Path | None, written: list[
     verdict = f"{label} ({note})" if note else label
     tally = tally_text(coverage, TALLY_ORDER)
     lines = [
-        f"diagnose: {verdict} — {hosts} host(s), {tally or 'no results'} — {out_dir}",
+        f"diagnose: {verdict} — {counted(hosts, 'host')}, {tally or 'no results'} — {out_dir}",
         f"diagnose: {coverage_line(document['verdict'], coverage)}",
     ]
     if document["verdict"] != "PASS":

@@ -28,6 +28,7 @@ from diagnose.core.check import Command
 from diagnose.core.hosts import Host
 from diagnose.core.model import CommandOutput
 from diagnose.core.streams import DEFAULT_MAX_OUTPUT_BYTES, Capped, FramedStream
+from diagnose.core.units import counted
 
 # paramiko logs every failed handshake with a traceback; the reason reaches the operator as a
 # host.reachable result instead, and cron mail must not fill with tracebacks.
@@ -411,7 +412,7 @@ class Connection(ABC):
             why = result.error or ("no answer" if result.timed_out else f"exit {result.exit_code}")
             return f"could not stop the checks on {self.name} ({why})"
         if int(left):
-            return f"{left} process(es) of the checks survived SIGKILL on {self.name}"
+            return f"{counted(left, 'process', 'processes')} of the checks survived SIGKILL on {self.name}"
         return None
 
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from diagnose.config.playbook import BenchmarkPlan, NightlyPlan
 from diagnose.core.check import Check
 from diagnose.core.hosts import Host
-from diagnose.core.units import bus_factor
+from diagnose.core.units import bus_factor, counted
 from diagnose.engine.host_batch import commands_of
 from diagnose.localize.timing import TimeModel
 from diagnose.probes.perftest_settings import settings_from as perftest_settings
@@ -93,7 +93,7 @@ def host_stage(hosts: Sequence[Host], checks: Sequence[Check], forks: int) -> St
         "host stage",
         waves * HOST_WAVE_S,
         waves * bound,
-        f"{len(hosts)} host(s) in {waves} wave(s) of --forks {forks}; bound: every command at its timeout",
+        f"{counted(len(hosts), 'host')} in {counted(waves, 'wave')} of --forks {forks}; bound: every command at its timeout",
     )
 
 
@@ -187,7 +187,7 @@ def extras(plan: BenchmarkPlan, hosts: Sequence[Host]) -> list[StageEstimate]:
                 "training probe",
                 caps * TRAINING_PHASE_S,
                 None,
-                f"{caps} bucket size(s) × {TRAINING_PHASE_S:g} s",
+                f"{counted(caps, 'bucket size')} × {TRAINING_PHASE_S:g} s",
             )
         )
     if plan.kv_transfer:

@@ -134,7 +134,7 @@ def parse_formats(text: str) -> set[str]:
     unknown = chosen - set(FORMATS)
     if unknown:
         raise ConfigError(
-            f"--format: unknown format(s) {', '.join(sorted(unknown))}; choose from {', '.join(FORMATS)}"
+            f"--format: unknown {'format' if len(unknown) == 1 else 'formats'} {', '.join(sorted(unknown))}; choose from {', '.join(FORMATS)}"
         )
     return chosen | {"json"}
 

@@ -36,6 +36,7 @@ from diagnose.core.model import SEVERITY, worst
 from diagnose.render import cause_links
 from diagnose.render.actions import action_of, action_text
 from diagnose.render.hostlist import natural_key, summarize
+from diagnose.core.units import counted
 from diagnose.render.load import clean_text
 from diagnose.render.tally import results_of, status_of
 from diagnose.render.text import host_label
@@ -313,5 +314,7 @@ def cause_lines(causes: list[Cause], rest_at: str, limit: int = TERMINAL_LINES) 
     left = causes[len(shown) :]
     if left:
         results = sum(len(c.rows) for c in left)
-        lines.append(f"  … {len(left)} more cause(s), {results} result(s): see {_cut(rest_at, 400)}")
+        lines.append(
+            f"  … {counted(len(left), 'more cause')}, {counted(results, 'result')}: see {_cut(rest_at, 400)}"
+        )
     return lines

@@ -44,7 +44,7 @@ def test_no_profile_is_said_and_the_fitting_profile_suggested(testbed: TestBed, 
     assert "8× NVIDIA H100 80GB HBM3" in suggestion["groups"][0]["hardware"]
     assert f"diagnose: {suggestion['text']}" in done.stdout.splitlines()
     assert suggestion["text"].endswith("-e diagnose_profile=h100-8x-ndr400")
-    verdict_line = next(line for line in done.stdout.splitlines() if "host(s)" in line)
+    verdict_line = next(line for line in done.stdout.splitlines() if " host, " in line or " hosts, " in line)
     assert "(no profile chosen" in verdict_line, "the verdict carries the note"
 
     checks = json.loads((out / "results.json").read_text())["checks"]

@@ -40,7 +40,7 @@ def test_refused_and_unresolvable_hosts_are_two_cause_lines(tmp_path: Path) -> N
     )  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].startswith("diagnose: FAIL — 4 host(s), 4 FAIL") and lines[0].endswith(str(out))
+    assert lines[0].startswith("diagnose: FAIL — 4 hosts, 4 FAIL") and lines[0].endswith(str(out))
     assert lines[1].startswith("diagnose: ")
     refused, unresolved = lines[2], lines[3]
     assert refused.split()[:3] == ["FAIL", "node[01-03]", "host.reachable"], refused

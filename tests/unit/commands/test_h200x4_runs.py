@@ -23,7 +23,8 @@ def _load(name: str) -> dict[str, Any]:
 
 
 def _printed(name: str) -> list[str]:
-    return (CAPTURED / name).read_text().splitlines()
+    """The captured lines; they predate the verdict line's counted host ("1 host(s)" then, "1 host" now)."""
+    return (CAPTURED / name).read_text().replace(" 1 host(s), ", " 1 host, ").splitlines()
 
 
 def _summary(document: dict[str, Any], folder: str) -> list[str]:

@@ -15,7 +15,7 @@ CAPTURED = Path(__file__).resolve().parents[2] / "fixtures" / "gpu_runs" / "h100
 
 def printed(name: str) -> list[str]:
     """The summary lines as the run printed them (the exit code line and the PDF refusal left out)."""
-    lines = (CAPTURED / name).read_text().splitlines()
+    lines = (CAPTURED / name).read_text().replace(" 1 host(s), ", " 1 host, ").splitlines()  # captured before
     return [
         line for line in lines if line.startswith(("diagnose: PASS", "diagnose: FAIL", "diagnose: 19", "  "))
     ]

@@ -64,7 +64,7 @@ def test_the_new_users_run_reads_as_three_causes() -> None:
 def test_summary_prints_one_line_per_cause_after_the_coverage_line() -> None:
     out = Path("/runs/x")
     lines = summary_lines(new_user_run(), out, [out / "results.json", out / "report.html"])
-    assert lines[0] == "diagnose: FAIL — 4 host(s), 3 FAIL, 2 ERROR, 1 PASS — /runs/x"
+    assert lines[0] == "diagnose: FAIL — 4 hosts, 3 FAIL, 2 ERROR, 1 PASS — /runs/x"
     assert lines[1].startswith("diagnose: 4 of 6 results measured")
     causes = lines[2:5]
     assert causes[0].split()[:3] == ["FAIL", "node[01-02]", "host.reachable"]
@@ -196,7 +196,7 @@ def test_more_causes_than_the_terminal_shows_end_with_where_the_rest_is() -> Non
     checks = [_row(f"custom.t{i:02d}", "h1", "FAIL", f"fault number {i:02d}") for i in range(14)]
     lines = cause_lines(group_causes({"hosts": [], "checks": checks}), "the findings of /r/report.html")
     assert len(lines) == 10
-    assert lines[-1] == "  … 5 more cause(s), 5 result(s): see the findings of /r/report.html"
+    assert lines[-1] == "  … 5 more causes, 5 results: see the findings of /r/report.html"
 
 
 def test_hostile_values_reach_the_terminal_without_escape_sequences() -> None:
