@@ -51,6 +51,7 @@ from diagnose.benchmarks.expect import (
     large_message_busbw,
 )
 from diagnose.benchmarks.fabric_nics import nics_phrase, observed_nics, wrong_nics
+from diagnose.benchmarks.leftovers import sweep_leftovers
 from diagnose.benchmarks.nccl_tests import NcclTestsBench
 from diagnose.benchmarks.setup import (
     CHECKLIST,
@@ -406,6 +407,7 @@ class Stage:
                 )
             return
         setup = choose_setup(ctx.hosts, ctx.facts)
+        sweep_leftovers(ctx)
         why = nothing_to_measure(setup)
         if why:
             # The setup's notes (GPUs not in scope, hosts left out) say why so few ranks remain.
@@ -416,6 +418,7 @@ class Stage:
             self.run_sweep(setup, collectives)
         run_extras(self, setup)
 
+        sweep_leftovers(ctx, this_run=True)
     def run_sweep(self, setup: Setup, collectives: list[str]) -> None:
         """The collectives, with the playbook's tool (torch, or nccl-tests handing back what it cannot)."""
         judge_transport = True

@@ -130,7 +130,7 @@ def detached_script(
     folder: str, token: str, command: str, env: Mapping[str, str], *, merge_stderr: bool = False
 ) -> str:
     """Shell that starts ``command`` (a shell command line; ``$0`` is the folder) detached in a session of
-    its own, with the token and ``env`` exported, and returns at once.
+    its own, with the token, ``env`` and TMPDIR (torch's ``torchelastic_*``: gone with the folder) exported.
 
     Its stdout goes to ``out.txt``, its stderr to ``err.txt`` (or into ``out.txt`` with ``merge_stderr``,
     where the order of both matters), its exit status to ``rc`` once it ends.
@@ -140,9 +140,9 @@ def detached_script(
     inner = f'{command} > "$0/out.txt" {errors}; echo $? > "$0/rc.tmp"; mv "$0/rc.tmp" "$0/rc"'
     return (
         f"d={shlex.quote(folder)}\n"
-        'mkdir -p "$d/logs" || exit 1\n'
+        'mkdir -p "$d/logs" "$d/tmp" || exit 1\n'
         "command -v setsid >/dev/null 2>&1 || { echo 'setsid (util-linux) is not installed' >&2; exit 127; }\n"
-        f"export {TOKEN_VAR}={shlex.quote(token)}\n"
+        f'export {TOKEN_VAR}={shlex.quote(token)} TMPDIR="$d/tmp"\n'
         f"{exports}"
         f'setsid sh -c {shlex.quote(inner)} "$d" </dev/null >/dev/null 2>&1 &\n'
         "exit 0\n"
