@@ -11,6 +11,7 @@ One module per job; ``storage`` is at the bottom and no module imports one above
 * ``storage`` — the schema and its migrations, opening the database, recording a run, loading a stored run
   back, series keys, pinning a baseline, the references of a run (last good run, baseline);
 * ``bands`` — message-size bands and busbw by size, shared by the comparison and the trends;
+* ``noise`` — when a busbw change stands out of its series' run-to-run noise (pure);
 * ``comparison`` — the comparison rules: snapshots of a run, the findings, ``regressions()``;
 * ``trends`` — the tables of ``diagnose history`` and the report's trend data;
 * ``retention`` — pruning old runs, and the run folders that folder retention must keep;

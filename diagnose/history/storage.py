@@ -379,8 +379,9 @@ def load_results(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
         )
     ]
     benchmarks: dict[int, dict[str, Any]] = {}
-    for seq, collective, tool, nodes, ranks, status in conn.execute(
-        "SELECT seq, collective, tool, nodes, ranks, status FROM benchmarks WHERE run_id = ? ORDER BY seq",
+    for seq, collective, tool, nodes, ranks, status, expected in conn.execute(
+        "SELECT seq, collective, tool, nodes, ranks, status, expected_busbw_gbps FROM benchmarks"
+        " WHERE run_id = ? ORDER BY seq",
         (run_id,),
     ):
         benchmarks[seq] = {
@@ -389,6 +390,7 @@ def load_results(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
             "nodes": nodes,
             "ranks": ranks,
             "status": status,
+            "expected_busbw_gbps": expected,
             "rows": [],
         }
     for seq, size, busbw, wrong in conn.execute(
@@ -483,6 +485,20 @@ def run_references(conn: sqlite3.Connection, run: Mapping[str, Any]) -> list[Ref
     if baseline:
         refs.append(Reference(baseline[0], baseline[1], baseline[2], "baseline"))
     return refs
+
+
+def good_run_ids(conn: sqlite3.Connection, run: Mapping[str, Any], limit: int) -> list[str]:
+    """The newest ``limit`` good (PASS) runs of the run's series before it, oldest first: the runs whose
+    spread is the series' run-to-run noise (diagnose.history.noise). Runs before a pinned baseline count:
+    pinning acknowledges a level, and how much the measurement wanders is the same before and after."""
+    inventory, playbook = series_key(run)
+    now_ts = epoch_seconds(run.get("started"))
+    rows = conn.execute(
+        "SELECT id FROM runs WHERE inventory = ? AND playbook = ? AND verdict = 'PASS' AND id != ?"
+        " AND started_ts <= ? ORDER BY started_ts DESC LIMIT ?",
+        (inventory, playbook, str(run.get("id")), now_ts if now_ts is not None else float("inf"), limit),
+    ).fetchall()
+    return [r[0] for r in reversed(rows)]
 
 
 def last_good_ids(conn: sqlite3.Connection) -> set[str]:

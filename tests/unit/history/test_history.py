@@ -13,7 +13,15 @@ import pytest
 
 from diagnose import history
 from diagnose.core.errors import ConfigError
-from tests.support.nightly import A3_ALL_REDUCE, fail_check, make_results, night, record, scale_band
+from tests.support.nightly import (
+    A3_ALL_REDUCE,
+    fail_check,
+    good_nights,
+    make_results,
+    night,
+    record,
+    scale_band,
+)
 
 
 @pytest.fixture
@@ -52,6 +60,7 @@ def test_pass_to_fail_names_host_check_and_reference(db: Path, tmp_path: Path) -
 
 
 def test_busbw_drop_in_one_band_only(db: Path, tmp_path: Path) -> None:
+    good_nights(db, tmp_path)  # the series' noise is known: the minimum change decides
     record(db, make_results("r1", night(0)), tmp_path)
     tonight = make_results("r2", night(1))
     scale_band(tonight, 64 << 20, None, 0.82)  # the bandwidth-bound band: a degraded link
@@ -68,6 +77,7 @@ def test_busbw_drop_in_one_band_only(db: Path, tmp_path: Path) -> None:
 
 
 def test_busbw_threshold_comes_from_the_caller(db: Path, tmp_path: Path) -> None:
+    good_nights(db, tmp_path)  # the series' noise is known: the minimum change decides
     record(db, make_results("r1", night(0)), tmp_path)
     tonight = make_results("r2", night(1))
     scale_band(tonight, 0, 1 << 20, 0.85)
@@ -161,6 +171,7 @@ def test_reference_is_last_pass_run_of_the_same_series(db: Path, tmp_path: Path)
 
 
 def test_baseline_catches_slow_drift(db: Path, tmp_path: Path) -> None:
+    good_nights(db, tmp_path)  # the series' noise is known: the minimum change decides
     record(db, make_results("r1", night(0)), tmp_path)
     assert history.set_baseline(db, "r1") == "r1"
     step = make_results("r2", night(1))
