@@ -127,6 +127,16 @@ def _run_busbw(
     return tuple(bench[1:]), {int(size): float(busbw) for size, busbw in rows}
 
 
+def _shape(nodes: int | None, ranks: int | None) -> str:
+    """``2×8`` for 16 ranks on 2 nodes: nodes times ranks per node, as "2×8 GPUs" is read (2 ranks on 2
+    nodes is 2×1, not 2×2); the total alone where the ranks do not split evenly."""
+    if not ranks:
+        return ""
+    if nodes and ranks % nodes == 0:
+        return f"{nodes}×{ranks // nodes}"
+    return f"{ranks} ranks"
+
+
 def _collective_trend(conn: sqlite3.Connection, collective: str, limit: int) -> str:
     runs = conn.execute(
         "SELECT r.id, r.started FROM runs r WHERE EXISTS (SELECT 1 FROM benchmarks b WHERE b.run_id = r.id"
@@ -145,13 +155,13 @@ def _collective_trend(conn: sqlite3.Connection, collective: str, limit: int) -> 
                 started,
                 run_id,
                 str(tool or ""),
-                f"{nodes}×{ranks}" if ranks else "",
+                _shape(nodes, ranks),
                 *("" if m is None else f"{m:.1f}" for m in medians),
                 "" if peak is None else f"{peak:.1f}",
                 str(status or ""),
             ]
         )
-    headers = ["started", "run", "tool", "nodes×ranks", *(b.label for b in BANDS), "peak", "status"]
+    headers = ["started", "run", "tool", "nodes×ranks/node", *(b.label for b in BANDS), "peak", "status"]
     return f"{collective} busbw (GB/s, median per size band)\n" + _table(headers, table)
 
 

@@ -283,7 +283,7 @@ def test_history_list_and_trends(db: Path, tmp_path: Path) -> None:
         "2026-11-18T02:00:00+00:00",
         "r1",
         "nccl-tests",
-        "2×16",
+        "2×8",  # 16 ranks on 2 nodes: nodes × ranks per node
         "0.8",
         "21.6",
         "213.2",
