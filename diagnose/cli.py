@@ -102,7 +102,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         _print_lines(dry_run_lines(request, args.check))
         return EXIT_PASS
-    outcome = command.execute(request, show_progress=sys.stderr.isatty() and not args.quiet)
+    outcome = command.execute(request, quiet=args.quiet)
     return _report_outcome(outcome, request)
 
 
@@ -405,7 +405,12 @@ def build_parser() -> Parser:
         help="admit hosts missing from known_hosts (like host_key_checking=False); changed keys are still refused",
     )
     run.add_argument("--known-hosts", help="extra known_hosts file to verify host keys against")
-    run.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+    run.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no progress (on a terminal the live display, otherwise timestamped lines on stderr)",
+    )
     run.add_argument(
         "-v",
         "--verbose",

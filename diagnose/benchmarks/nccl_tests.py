@@ -299,6 +299,7 @@ class NcclTestsBench:
             startup_timeout_s=startup_timeout_s(self.first),
             deadline=ctx.deadline,
             env=env,
+            told=ctx.told,
         )
         suffix = "" if tag == "main" else "." + re.sub(r"[^A-Za-z0-9._-]", "_", tag)
         evidence = f"nccl-tests-{collective}{suffix}.log"

@@ -240,6 +240,7 @@ class Stage:
             startup_timeout_s=startup_timeout_s(self.first),
             deadline=self.ctx.deadline,
             host_env={h.name: launch_env(h, setup.backend) for h in hosts},
+            told=self.ctx.told,
         )
         return launch(spec)
 
@@ -556,9 +557,9 @@ class Stage:
             settings = replace(settings, budget_s=min(settings.budget_s, left))
         trigger = self._trigger(collective, setup)
         measure = LaunchMeasure(launch or self.launch, setup, collective, self.plan.max_bytes)
-        finding = localize(
-            [h.name for h in setup.hosts], measure, settings, shortfall=trigger.get("shortfall")
-        )
+        names = [h.name for h in setup.hosts]
+        with ctx.told.stage(f"straggler search for {collective}", names):
+            finding = localize(names, measure, settings, shortfall=trigger.get("shortfall"))
         for check in straggler_checks(finding, collective, two):
             ctx.emit_check(check)
         ctx.emit_record(

@@ -325,27 +325,31 @@ class Run:
         )
         self._suggest_profile(store)
         engine.run_cluster_stage(request.cluster_checks, self.states, store)
+        reachable = [s.host for s in self.states.values() if s.connection is not None]
         if request.custom_modules:
-            reachable = [s.host for s in self.states.values() if s.connection is not None]
-            store.add_checks(
-                run_custom_checks(
-                    request.custom_modules,
-                    reachable,
-                    out_dir,
-                    accept_unknown_host_keys=options.accept_unknown_host_keys,
-                    known_hosts=options.known_hosts,
+            with self.reporter.stage("custom checks", [h.name for h in reachable]):
+                store.add_checks(
+                    run_custom_checks(
+                        request.custom_modules,
+                        reachable,
+                        out_dir,
+                        accept_unknown_host_keys=options.accept_unknown_host_keys,
+                        known_hosts=options.known_hosts,
+                    )
                 )
-            )
         plan = request.playbook.benchmarks
         samples: dict[str, Any] = {}
         if plan and plan.enabled and not options.skip_benchmarks and not deadline.expired():
-            samples = engine.run_benchmark_stage(
-                plan, self.states, out_dir, store, deadline, request.host_checks
-            )
+            healthy = [s.host.name for s in self.states.values() if s.healthy]
+            with self.reporter.stage("benchmarks", healthy):
+                samples = engine.run_benchmark_stage(
+                    plan, self.states, out_dir, store, deadline, request.host_checks, self.reporter
+                )
         if not deadline.expired():
-            engine.run_after_snapshot_stage(
-                self.states, request.host_checks, out_dir, store, options.forks, samples, self.reporter
-            )
+            with self.reporter.stage("second snapshot", [h.name for h in reachable]):
+                engine.run_after_snapshot_stage(
+                    self.states, request.host_checks, out_dir, store, options.forks, samples, self.reporter
+                )
             engine.note_counters_on_slow_collectives(store)
         act_on_nodes(request.hosts, self.states, out_dir, store, self.run_id, options.k8s_cordon)
         regressions: list[Any] = []
@@ -394,7 +398,8 @@ class Run:
             record_coverage(db, document)
         outcome = RunOutcome("done", out_dir=out_dir, document=document, regressions=regressions)
         try:
-            outcome.written = render(out_dir / "results.json", self.request.formats)
+            with self.reporter.stage(f"reports ({', '.join(sorted(self.request.formats))})"):
+                outcome.written = render(out_dir / "results.json", self.request.formats)
         except PdfUnavailable as exc:  # the cluster was measured: the verdict stands, the PDF is told
             outcome.written, outcome.notes = exc.written, [str(exc)]
         except Exception:
@@ -405,4 +410,5 @@ class Run:
                 db, document, self.options.runs_dir, out_dir, self.nightly.keep_runs, self.nightly.keep_days
             )
             outcome.retention_failures = list(kept.failures)
+        self.reporter.run_finished((datetime.now(timezone.utc) - self.started).total_seconds())
         return outcome

@@ -229,6 +229,7 @@ class KVBench:
             deadline=self.ctx.deadline,
             host_env=host_env,
             program=Path(kv_probe.__file__),
+            told=self.ctx.told,
         )
         return launch(spec)
 

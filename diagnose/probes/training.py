@@ -210,6 +210,7 @@ class TrainingProbe:
             host_env={h.name: launch_env(h, setup.backend) for h in setup.hosts},
             program=Path(train_probe.__file__),
             fetch_dir=FETCH_DIR,
+            told=self.ctx.told,
         )
         return launch(spec)
 
