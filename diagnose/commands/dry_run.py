@@ -233,7 +233,7 @@ def estimate_lines(request: RunRequest) -> list[str]:
     """Per stage the typical duration and its bound, and the total: an estimate, with its basis."""
     stages = estimate(
         request.hosts, request.host_checks, request.playbook.benchmarks, request.options.forks,
-        request.options.skip_benchmarks, request.playbook.nightly,
+        request.options.skip_benchmarks, request.playbook.nightly, request.formats,
     )  # fmt: skip
     width = max(len(s.stage) for s in stages)
     lines = [
@@ -249,7 +249,7 @@ def estimate_lines(request: RunRequest) -> list[str]:
     typical, upper = total(stages)
     unbounded = [s.stage for s in stages if s.counted and s.upper_s is None]
     bound = f"≤ {duration(upper)}" if upper is not None else "none"
-    why = f"{', '.join(unbounded)}: stopped by hang budgets, not a set time" if unbounded else ""
+    why = f"no set time bounds {', '.join(unbounded)}" if unbounded else ""
     lines.append(f"  {'total':<{width}}  {'~' + duration(typical):>12}  {bound:>14}  {why}".rstrip())
     return lines
 

@@ -138,7 +138,7 @@ def test_check_shows_the_whole_plan_grouped_with_an_estimate(tmp_path: Path) -> 
     estimate = out.split("estimated duration (an estimate")[1]
     stages = [line.split("  ")[1] for line in estimate.splitlines()[2:]]
     order = ["host stage", "collective sweep", "localization", "fleet probes", "training probe",
-             "KV transfer", "perftest", "GPU stress", "total"]  # fmt: skip
+             "KV transfer", "perftest", "GPU stress", "reports", "total"]  # fmt: skip
     assert [s.strip() for s in stages] == order, estimate
     total = next(line for line in estimate.splitlines() if line.strip().startswith("total"))
     minutes = int(total.split("~")[1].split(" min")[0])
