@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from diagnose.config.profiles import no_gpu_reason
+from diagnose.config.profiles import no_gpu_reason, no_gpu_required
 from diagnose.core.check import Check, Facts
 from diagnose.core.model import CommandOutput, Outcome
 from diagnose.core.units import counted, noun_for
@@ -176,7 +176,7 @@ CHECK = Check(
     parse=parse,
     judge=judge,
     remediation="Reset GPUs with pending remaps; RMA GPUs whose row remapping failed.",
-    no_hardware=no_gpu_reason,
+    no_hardware=no_gpu_required,
     folded_under="gpu.topology",
     action="reset_gpu",
     warn_action="none",

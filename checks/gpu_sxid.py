@@ -20,7 +20,7 @@ from typing import Any
 from diagnose.catalog.sxid import REMEDIATION, kind, lookup, severity
 from diagnose.catalog.sxid import action as sxid_action
 from diagnose.checks.gpu_xid import unreadable_log, window_start
-from diagnose.config.profiles import no_gpu_reason
+from diagnose.config.profiles import no_gpu_reason, no_gpu_required
 from diagnose.core.check import Check, Facts
 from diagnose.core.model import CommandOutput, Outcome, strongest
 from diagnose.core.units import counted
@@ -147,7 +147,7 @@ CHECK = Check(
     judge=judge,
     remediation="Act on the SXid's group: a fatal one needs the node's GPUs and NVSwitches reset (or a reboot), "
     "a non-fatal one only watching.",
-    no_hardware=no_gpu_reason,
+    no_hardware=no_gpu_required,
     action="reset_gpu",
     warn_action="none",
 )

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 
-from diagnose.config.profiles import no_gpu_reason
+from diagnose.config.profiles import no_gpu_reason, no_gpu_required
 from diagnose.core.check import Check, Command, Facts
 from diagnose.core.model import CommandOutput, Outcome
 from diagnose.core.units import counted
@@ -244,7 +244,7 @@ CHECK = Check(
     parse=parse,
     judge=judge,
     remediation="Make the GPUs, NVLink mesh and NIC placement match the hardware profile.",
-    no_hardware=no_gpu_reason,
+    no_hardware=no_gpu_required,
     action="reboot",
     warn_action="check_config",
 )

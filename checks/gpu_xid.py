@@ -23,7 +23,7 @@ from typing import Any
 
 from diagnose.catalog.xid import REMEDIATION, lookup, occurrences, severity
 from diagnose.catalog.xid import action as xid_action
-from diagnose.config.profiles import no_gpu_reason
+from diagnose.config.profiles import no_gpu_reason, no_gpu_required
 from diagnose.core.check import Check, Facts
 from diagnose.core.model import CommandOutput, Outcome, strongest
 from diagnose.core.units import counted
@@ -223,6 +223,6 @@ CHECK = Check(
     parse=parse,
     judge=judge,
     remediation="Act on the Xid's category: application Xids point at the job, hardware Xids at the GPU.",
-    no_hardware=no_gpu_reason,
+    no_hardware=no_gpu_required,
     action="reset_gpu",
 )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 
-from diagnose.config.profiles import no_gpu_reason
+from diagnose.config.profiles import no_gpu_reason, no_gpu_required
 from diagnose.core.check import Check, Command, Facts
 from diagnose.core.model import CommandOutput, Outcome
 from diagnose.core.vars import Vars
@@ -73,7 +73,9 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
         f"torch in {python}: {facts['torch_error']}; no libnccl.so in `ldconfig -p`; "
         "no libnccl2 (dpkg) or libnccl (rpm) package"
     )
-    reason = no_gpu_reason(host_vars)
+    # Without a profile nothing asks for NCCL unless the host shows an NVIDIA GPU, whose ranks would need it.
+    excused = no_gpu_required(host_vars) if facts["nvidia_gpu"] is not True else None
+    reason = no_gpu_reason(host_vars) or excused
     if reason:
         return Outcome(
             "SKIP", f"no NCCL on {host} ({looked}); {reason}, collectives use gloo", "no NCCL", wanted
@@ -96,7 +98,7 @@ CHECK = Check(
     parse=parse,
     judge=judge,
     remediation="Install NCCL (via a CUDA PyTorch build or libnccl2) in one version on every host.",
-    no_hardware=no_gpu_reason,
+    no_hardware=no_gpu_required,
     commands_for=commands_for,
     action="check_config",
 )
