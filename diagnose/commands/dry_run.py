@@ -73,6 +73,16 @@ def _who(names: list[str]) -> str:
     return names[0] if len(names) == 1 else f"{summarize(names)} ({len(names)} hosts)"
 
 
+def yaml_word(value: object) -> str:
+    """A variable's value as the operator writes it in YAML (true, false), and an unset one as "not set":
+    Python's None and False are no words of the inventory or the playbook."""
+    if value is None:
+        return "not set"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
 def variable_lines(request: RunRequest) -> list[str]:
     """One block per distinct set of merged variables, with its profile."""
     groups = var_groups(request.hosts)
@@ -83,7 +93,7 @@ def variable_lines(request: RunRequest) -> list[str]:
         lines.append(f"\n{_who(names)}: profile {profile or 'none'}")
         if not profile:
             lines.append(f"  (no profile: {NO_PROFILE_MEANING}; the run suggests one after the host stage)")
-        lines += [f"  {key} = {value}" for key, value in shown.items()]
+        lines += [f"  {key} = {yaml_word(value)}" for key, value in shown.items()]
         own = sorted({k for name in names for k in by_name[name].vars if k in PER_HOST_VARS})
         if len(names) > 1 and own:
             lines.append(f"  ({', '.join(own)}: each host's own, in the host list)")
@@ -188,8 +198,8 @@ def _extra_settings(key: str, hosts: Sequence[Host], plan: BenchmarkPlan) -> str
         memtest = v.float("memtest_seconds", DEFAULT_MEMTEST_S)
         return (
             f"GEMM, HBM, memtest {memtest:g} s, bitwise checks, burn-in {v.float('burnin_minutes', 0.0):g} min "
-            f"(gemm_max_below_ref_pct {v.get('gemm_max_below_ref_pct')}, "
-            f"hbm_max_below_ref_pct {v.get('hbm_max_below_ref_pct')} under the measured references)"
+            f"(gemm_max_below_ref_pct {yaml_word(v.get('gemm_max_below_ref_pct'))}, "
+            f"hbm_max_below_ref_pct {yaml_word(v.get('hbm_max_below_ref_pct'))} under the measured references)"
         )
     return "on"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -134,6 +135,9 @@ def test_check_shows_the_whole_plan_grouped_with_an_estimate(tmp_path: Path) -> 
     )
     assert "8 pairs a round over 8 rails" in extras and "latency (ib_write_lat) too" in extras
     assert "off:" not in extras
+    # values as YAML writes them: no Python None/False/True in the variables or the stress line
+    shown = out.split("\ncommands on")[0] + extras
+    assert not re.search(r"= (None|False|True)$|_pct None", shown, re.M), shown
     # the estimate: every stage in run order, and a total of the right order of magnitude
     estimate = out.split("estimated duration (an estimate")[1]
     stages = [line.split("  ")[1] for line in estimate.splitlines()[2:]]

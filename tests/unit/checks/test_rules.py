@@ -669,3 +669,12 @@ def test_shared_command_keys_share_one_script() -> None:
                     command.script,
                     command.timeout,
                 ), command.key
+
+
+def test_devices_an_empty_dev_infiniband_is_said_empty() -> None:
+    """An empty /dev/infiniband (the directory there, no entry) read "holds only nothing" (issue 36, item 9)."""
+    v = profile("single-node-nvlink", host="vm")
+    facts = facts_of(ib_devices.CHECK, v, dev_infiniband=out(text=""), ibv_devinfo=MISSING)
+    outcome = ib_devices.judge(facts, v)
+    assert "/dev/infiniband is empty (no uverbs device)" in outcome.message
+    assert "nothing" not in outcome.message
