@@ -243,12 +243,7 @@ class Connection(ABC):
         lines = script.strip().splitlines() or [""]
         shown = lines[0] if len(lines[0]) <= 100 else lines[0][:99] + "…"
         more = f" (+{len(lines) - 1} lines)" if len(lines) > 1 else ""
-        if output.error:
-            ended = f"not run: {output.error}"
-        elif output.timed_out:
-            ended = "timed out"
-        else:
-            ended = f"exit {output.exit_code}"
+        ended = f"not run: {output.error}" if output.error else output.ended
         label = f"{key}: " if key else ""
         COMMANDS_LOG.debug(
             "%s: %s`%s`%s %s after %.2f s", self.name, label, shown, more, ended, output.duration_s
@@ -409,7 +404,7 @@ class Connection(ABC):
             return f"could not stop the checks on {self.name}: {type(exc).__name__}: {exc}"
         left = result.stdout.rpartition("left=")[2].strip()
         if not result.ok or not left.isdigit():
-            why = result.error or ("no answer" if result.timed_out else f"exit {result.exit_code}")
+            why = result.error or ("no answer" if result.timed_out else result.ended)
             return f"could not stop the checks on {self.name} ({why})"
         if int(left):
             return f"{counted(left, 'process', 'processes')} of the checks survived SIGKILL on {self.name}"
