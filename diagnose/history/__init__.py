@@ -6,8 +6,9 @@ versions, every check result and every benchmark row, so a run can be compared w
 trend. The database, not the run folders, is the record: retention may delete folders while the history
 of what they measured stays.
 
-One module per job; ``storage`` is at the bottom and no module imports one above it:
+One module per job; ``counts`` and ``storage`` are at the bottom and no module imports one above it:
 
+* ``counts`` — a run's counts as the nightly line states them, its regressions apart (pure);
 * ``storage`` — the schema and its migrations, opening the database, recording a run, loading a stored run
   back, series keys, pinning a baseline, the references of a run (last good run, baseline);
 * ``bands`` — message-size bands and busbw by size, shared by the comparison and the trends;

@@ -20,7 +20,7 @@ from typing import Any
 import platformdirs
 
 from diagnose.core.errors import ConfigError
-from diagnose.core.model import STATUSES
+from diagnose.history.counts import RunCounts, count_rows, run_counts
 
 DEFAULT_DB_NAME = "history.sqlite3"
 
@@ -107,6 +107,11 @@ _MIGRATIONS: tuple[str, ...] = (
         covered_ts REAL NOT NULL,
         PRIMARY KEY (inventory, playbook, host)
     );
+    """,
+    # 3: the run's regressions apart from its counts, which follow the tally (diagnose.history.counts).
+    # NULL: recorded before, when counts took each benchmark twice and regressions as FAILs.
+    """
+    ALTER TABLE runs ADD COLUMN regressions INTEGER;
     """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
@@ -206,15 +211,6 @@ def _json(value: Any) -> str | None:
     return None if value is None else json.dumps(value, ensure_ascii=False, default=str)
 
 
-def status_counts(results: Mapping[str, Any]) -> dict[str, int]:
-    counts = dict.fromkeys(STATUSES, 0)
-    for item in [*results.get("checks", []), *results.get("benchmarks", [])]:
-        status = item.get("status")
-        if status in counts:
-            counts[status] += 1
-    return counts
-
-
 def series_key(run: Mapping[str, Any]) -> tuple[str, str]:
     """(inventory, playbook) naming the runs that compare with each other.
 
@@ -274,17 +270,19 @@ def record_run(db_path: str | Path, results: Mapping[str, Any], run_dir: str | P
     run_id = str(run["id"])
     inventory, playbook = series_key(run)
     started_ts = epoch_seconds(run.get("started")) or time.time()
+    counts = run_counts(results)
     create_db(db_path)
     with open_db(db_path) as conn, conn:
         for table in ("bench_rows", "benchmarks", "checks", "hosts"):
             conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
         conn.execute(
             "INSERT INTO runs (id, started, started_ts, finished, verdict, inventory, playbook, profile,"
-            " tool_version, run_dir, counts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " tool_version, run_dir, counts, regressions) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (id) DO UPDATE SET started = excluded.started, started_ts = excluded.started_ts,"
             " finished = excluded.finished, verdict = excluded.verdict, inventory = excluded.inventory,"
             " playbook = excluded.playbook, profile = excluded.profile,"
-            " tool_version = excluded.tool_version, run_dir = excluded.run_dir, counts = excluded.counts",
+            " tool_version = excluded.tool_version, run_dir = excluded.run_dir, counts = excluded.counts,"
+            " regressions = excluded.regressions",
             (
                 run_id,
                 str(run.get("started") or ""),
@@ -296,7 +294,8 @@ def record_run(db_path: str | Path, results: Mapping[str, Any], run_dir: str | P
                 run.get("profile"),
                 run.get("tool_version"),
                 str(Path(run_dir).resolve()) if run_dir is not None else None,
-                json.dumps(status_counts(results)),
+                json.dumps(counts.statuses),
+                counts.regressions,
             ),
         )
         conn.executemany(
@@ -362,6 +361,17 @@ def record_run(db_path: str | Path, results: Mapping[str, Any], run_dir: str | P
                     for row in bench.get("rows", [])
                 ],
             )
+
+
+def stored_counts(conn: sqlite3.Connection, run_id: str, counts: str, regressions: int | None) -> RunCounts:
+    """A recorded run's counts (``runs.counts`` and ``runs.regressions``); a run recorded before schema 3
+    stored other counts, so its rows are counted again by the rule the nightly line follows."""
+    if regressions is not None:
+        return RunCounts(json.loads(counts), regressions)
+    return count_rows(
+        conn.execute("SELECT check_id, status FROM checks WHERE run_id = ?", (run_id,)),
+        conn.execute("SELECT collective, status FROM benchmarks WHERE run_id = ?", (run_id,)),
+    )
 
 
 def load_results(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:

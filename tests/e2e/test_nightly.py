@@ -154,9 +154,15 @@ def test_nightly_runs_catch_a_regression_keep_history_lock_and_retain(
 
         id_1, id_2 = run_1["run"]["id"], run_2["run"]["id"]
         listing = night.history().splitlines()
+        assert listing[0] == f"{PLAYBOOK_NAME} on {night.inventory}"  # the series: one table
         newest_first = [(run["run"]["id"], run["run"]["started"], run["verdict"]) for run in (run_2, run_1)]
-        assert [tuple(row.split()[:3]) for row in listing[2:]] == newest_first
-        assert listing[3].endswith("last good")
+        assert [tuple(row.split()[:3]) for row in listing[3:]] == newest_first
+        assert listing[4].endswith("last good")
+        # The mail and the history count alike: FAIL, ERROR, WARN as the line says them, the regression
+        # in a column of its own rather than a second FAIL.
+        said = dict.fromkeys(("FAIL", "ERROR", "WARN"), "0")
+        said |= {s: n for n, s in re.findall(r"(\d+) (FAIL|ERROR|WARN)\b", line.split(" — ")[1])}
+        assert listing[3].split()[3:7] == [said["FAIL"], said["ERROR"], said["WARN"], "1"], (line, listing)
         trend = night.history("--check", "ib.port_state", "--host", "node2").splitlines()
         assert trend[0] == "ib.port_state on node2"
         assert [row.split()[1:3] for row in trend[3:]] == [[id_1, "PASS"], [id_2, "FAIL"]]
@@ -175,7 +181,7 @@ def test_nightly_runs_catch_a_regression_keep_history_lock_and_retain(
             "baseline", str(night.runs / folder_1 / "report.html"), "--history", str(night.db)
         )
         assert by_path.returncode == 0 and by_path.stdout.strip() == f"baseline: {id_1}", by_path.stderr
-        assert night.history().splitlines()[3].endswith("baseline, last good")
+        assert night.history().splitlines()[4].endswith("baseline, last good")
 
         # A run that finds the lock taken (last night's run still going) starts nothing and says why.
         database = night.db.read_bytes()
@@ -200,7 +206,7 @@ def test_nightly_runs_catch_a_regression_keep_history_lock_and_retain(
     folder_3 = max(night.folders())
     assert night.folders() == sorted([folder_1, folder_3])
     id_3 = night.results(folder_3)["run"]["id"]
-    rows = {row.split()[0]: row for row in night.history().splitlines()[2:]}
+    rows = {row.split()[0]: row for row in night.history().splitlines()[3:]}
     assert set(rows) == {id_1, id_3}
     assert rows[id_1].endswith("baseline") and rows[id_3].endswith("last good")
 

@@ -207,7 +207,7 @@ def test_set_baseline_accepts_a_unique_prefix_only(db: Path, tmp_path: Path) -> 
         history.set_baseline(db, "2026111")
     with pytest.raises(ConfigError, match="no run 'nope'"):
         history.set_baseline(db, "nope")
-    assert "baseline" in history.history_list(db).splitlines()[3]
+    assert "baseline" in history.history_list(db).splitlines()[4]
 
 
 def test_record_run_again_replaces_the_run(db: Path, tmp_path: Path) -> None:
@@ -265,9 +265,11 @@ def test_history_list_and_trends(db: Path, tmp_path: Path) -> None:
     record(db, bad, tmp_path)
 
     listing = history.history_list(db).splitlines()
-    assert listing[0].split()[:7] == ["run", "started", "verdict", "FAIL", "ERROR", "WARN", "hosts"]
-    assert listing[2].split()[:7] == ["r2", "2026-11-19T02:00:00+00:00", "FAIL", "1", "0", "0", "2"]
-    assert listing[3].split()[2] == "PASS" and listing[3].endswith("last good")
+    assert listing[0] == "nightly on /etc/diagnose/prod.yaml"
+    header = ["run", "started", "verdict", "FAIL", "ERROR", "WARN", "regressions", "hosts", "note"]
+    assert listing[1].split() == header
+    assert listing[3].split() == ["r2", "2026-11-19T02:00:00+00:00", "FAIL", "1", "0", "0", "0", "2"]
+    assert listing[4].split()[2] == "PASS" and listing[4].endswith("last good")
 
     trend = history.history_trend(db, check_id="ib.port_state").splitlines()
     assert trend[0] == "ib.port_state"
