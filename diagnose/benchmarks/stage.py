@@ -407,8 +407,8 @@ class Stage:
                     )
                 )
             return
-        setup = choose_setup(ctx.hosts, ctx.facts)
         sweep_leftovers(ctx)
+        setup = choose_setup(ctx.hosts, ctx.facts)
         why = nothing_to_measure(setup)
         if why:
             # The setup's notes (GPUs not in scope, hosts left out) say why so few ranks remain.
@@ -418,8 +418,8 @@ class Stage:
         else:
             self.run_sweep(setup, collectives)
         run_extras(self, setup)
-
         sweep_leftovers(ctx, this_run=True)
+
     def run_sweep(self, setup: Setup, collectives: list[str]) -> None:
         """The collectives, with the playbook's tool (torch, or nccl-tests handing back what it cannot)."""
         judge_transport = True
