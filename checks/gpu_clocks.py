@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from diagnose.catalog.clock_events import BITS, FAULTS, LABELS, WARNINGS, decode
-from diagnose.config.profiles import no_gpu_reason
+from diagnose.config.profiles import no_gpu_reason, no_gpu_required
 from diagnose.core.check import Check, Facts
 from diagnose.core.model import CommandOutput, Outcome
 from diagnose.core.vars import Vars
@@ -103,7 +103,7 @@ CHECK = Check(
     parse=parse,
     judge=judge,
     remediation="Find what holds the clocks down: temperature, airflow, power delivery.",
-    no_hardware=no_gpu_reason,
+    no_hardware=no_gpu_required,
     folded_under="gpu.topology",
     action="contact_support",
 )

@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from diagnose.config.profiles import no_gpu_reason
+from diagnose.config.profiles import no_gpu_reason, no_gpu_required
 from diagnose.core.check import Check, Command, Facts
 from diagnose.core.model import CommandOutput, Outcome, strongest
 from diagnose.core.vars import Vars
@@ -274,7 +274,7 @@ CHECK = Check(
     judge=judge,
     remediation=REMEDIATION,
     commands_for=commands_for,
-    no_hardware=no_gpu_reason,
+    no_hardware=no_gpu_required,
     folded_under="gpu.topology",
     action="rma_gpu",
 )

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from diagnose.config.profiles import no_gpu_reason, profile_label
+from diagnose.config.profiles import no_gpu_reason, no_gpu_required, profile_label
 from diagnose.core.check import Check, Command, Facts
 from diagnose.core.model import CommandOutput, Outcome
 from diagnose.core.vars import Vars
@@ -171,7 +171,7 @@ CHECK = Check(
     parse=parse,
     judge=judge,
     remediation=REMEDIATION,
-    no_hardware=no_gpu_reason,
+    no_hardware=no_gpu_required,
     folded_under="gpu.topology",
     action="check_config",
 )

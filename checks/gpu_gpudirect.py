@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from diagnose.config.profiles import gpudirect_expected, no_gpu_reason
+from diagnose.config.profiles import gpudirect_expected, no_gpu_reason, no_gpu_required
 from diagnose.core.check import Check, Command, Facts
 from diagnose.core.model import CommandOutput, Outcome
 from diagnose.core.vars import Vars
@@ -97,6 +97,6 @@ CHECK = Check(
     parse=parse,
     judge=judge,
     remediation="Enable GPUDirect RDMA: nvidia_peermem, or the open kernel module with DMA-BUF.",
-    no_hardware=no_gpu_reason,
+    no_hardware=no_gpu_required,
     action="check_config",
 )

@@ -16,9 +16,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from diagnose.config.profiles import no_gpu_reason
+from diagnose.config.profiles import no_gpu_reason, no_gpu_required
 from diagnose.core.check import Check, Facts
 from diagnose.core.model import CommandOutput, Outcome
+from diagnose.core.units import counted, noun_for
 from diagnose.core.vars import Vars
 from diagnose.parsers.gpu_query import GPU_QUERY, flag, gpu_label, integer, parse_gpu_query
 
@@ -83,7 +84,7 @@ def _gpu_findings(gpu: dict[str, Any]) -> tuple[list[str], list[str], list[str]]
     volatile = gpu["uncorrected_volatile"] or 0
     remap_handled = gpu["remap_pending"] is False and gpu["remap_failure"] is False
     if volatile:
-        text = f"{label}: {volatile} uncorrectable ECC error(s) since the driver loaded"
+        text = f"{label}: {volatile} uncorrectable ECC {noun_for(volatile, 'error')} since the driver loaded"
         if remap_handled:
             warns.append(text + " (row remapping handled them; nothing pending)")
         else:
@@ -91,17 +92,17 @@ def _gpu_findings(gpu: dict[str, Any]) -> tuple[list[str], list[str], list[str]]
             fixes.append(RESET)
     if gpu["sram_uncorrected_volatile"]:
         fails.append(
-            f"{label}: {gpu['sram_uncorrected_volatile']} uncorrectable SRAM error(s) since the driver loaded"
+            f"{label}: {gpu['sram_uncorrected_volatile']} uncorrectable SRAM {noun_for(gpu['sram_uncorrected_volatile'], 'error')} since the driver loaded"
         )
         fixes.append(RESET + " SRAM errors cannot be remapped: a GPU that repeats them is an RMA case.")
     aggregate = gpu["uncorrected_aggregate"] or 0
     if aggregate and not volatile:
         warns.append(
-            f"{label}: {aggregate} uncorrectable ECC error(s) in its lifetime (none since the driver loaded)"
+            f"{label}: {aggregate} uncorrectable ECC {noun_for(aggregate, 'error')} in its lifetime (none since the driver loaded)"
         )
     if gpu["sram_uncorrected_aggregate"] and not gpu["sram_uncorrected_volatile"]:
         warns.append(
-            f"{label}: {gpu['sram_uncorrected_aggregate']} uncorrectable SRAM error(s) in its lifetime"
+            f"{label}: {gpu['sram_uncorrected_aggregate']} uncorrectable SRAM {noun_for(gpu['sram_uncorrected_aggregate'], 'error')} in its lifetime"
         )
     if gpu["ecc_mode"] is False:
         warns.append(f"{label}: ECC is disabled")
@@ -158,7 +159,7 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
     remaps = sum(g["remapped_correctable"] or 0 for g in gpus) + sum(
         g["remapped_uncorrectable"] or 0 for g in gpus
     )
-    note = f"; {remaps} row(s) remapped earlier, nothing pending" if remaps else ""
+    note = f"; {counted(remaps, 'row')} remapped earlier, nothing pending" if remaps else ""
     return Outcome(
         "PASS",
         f"{host}: {len(gpus)} GPUs, no uncorrectable memory error, nothing pending{note}",
@@ -175,7 +176,7 @@ CHECK = Check(
     parse=parse,
     judge=judge,
     remediation="Reset GPUs with pending remaps; RMA GPUs whose row remapping failed.",
-    no_hardware=no_gpu_reason,
+    no_hardware=no_gpu_required,
     folded_under="gpu.topology",
     action="reset_gpu",
     warn_action="none",

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from diagnose.config.profiles import no_nvlink_reason
+from diagnose.config.profiles import no_nvlink_reason, no_nvlink_required
 from diagnose.core.check import Check, Command, Facts
 from diagnose.core.model import CommandOutput, Outcome
 from diagnose.core.vars import Vars
@@ -228,7 +228,7 @@ CHECK = Check(
     parse=parse,
     judge=judge,
     remediation="Bring every NVLink up at full speed; investigate links whose error counters grow.",
-    no_hardware=no_nvlink_reason,
+    no_hardware=no_nvlink_required,
     judge_delta=judge_delta,
     folded_under="gpu.topology",
     action="reset_gpu",

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from diagnose.config.profiles import no_gpu_reason
+from diagnose.config.profiles import no_gpu_reason, no_gpu_required
 from diagnose.core.check import Check, Facts
 from diagnose.core.model import CommandOutput, Outcome
 from diagnose.core.vars import Vars
@@ -192,7 +192,7 @@ CHECK = Check(
     parse=parse,
     judge=judge,
     remediation="Reseat GPUs whose PCIe link trained narrow or slow.",
-    no_hardware=no_gpu_reason,
+    no_hardware=no_gpu_required,
     judge_delta=judge_delta,
     judge_under_load=judge_under_load,
     folded_under="gpu.topology",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from diagnose.config.profiles import no_gpu_reason
+from diagnose.config.profiles import no_gpu_reason, no_gpu_required
 from diagnose.core.check import Check, Facts
 from diagnose.core.model import CommandOutput, Outcome
 from diagnose.core.vars import Vars
@@ -63,7 +63,7 @@ CHECK = Check(
     parse=parse,
     judge=judge,
     remediation=REMEDIATION,
-    no_hardware=no_gpu_reason,
+    no_hardware=no_gpu_required,
     folded_under="gpu.topology",
     action="check_config",
 )

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from diagnose.config.profiles import no_gpu_reason
+from diagnose.config.profiles import no_gpu_reason, no_gpu_required
 from diagnose.core.check import Check, Facts
 from diagnose.core.model import CommandOutput, Outcome
 from diagnose.core.units import human_bytes
@@ -114,7 +114,7 @@ CHECK = Check(
     parse=parse,
     judge=judge,
     remediation=REMEDIATION,
-    no_hardware=no_gpu_reason,
+    no_hardware=no_gpu_required,
     folded_under="gpu.topology",
     action="check_user_app",
 )

@@ -20,9 +20,10 @@ from typing import Any
 from diagnose.catalog.sxid import REMEDIATION, kind, lookup, severity
 from diagnose.catalog.sxid import action as sxid_action
 from diagnose.checks.gpu_xid import unreadable_log, window_start
-from diagnose.config.profiles import no_gpu_reason
+from diagnose.config.profiles import no_gpu_reason, no_gpu_required
 from diagnose.core.check import Check, Facts
 from diagnose.core.model import CommandOutput, Outcome, strongest
+from diagnose.core.units import counted
 from diagnose.core.vars import Vars
 from diagnose.parsers.kernel_log import KERNEL_LOG
 from diagnose.parsers.sxid import parse_sxid
@@ -113,7 +114,7 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
         "outside_window": outside,
     }
     wanted = f"no fatal NVSwitch SXid {window}"
-    old = f"; {len(outside)} older SXid(s) outside the window" if outside else ""
+    old = f"; {counted(len(outside), 'older SXid')} outside the window" if outside else ""
     if not inside:
         return Outcome(
             "PASS",
@@ -146,7 +147,7 @@ CHECK = Check(
     judge=judge,
     remediation="Act on the SXid's group: a fatal one needs the node's GPUs and NVSwitches reset (or a reboot), "
     "a non-fatal one only watching.",
-    no_hardware=no_gpu_reason,
+    no_hardware=no_gpu_required,
     action="reset_gpu",
     warn_action="none",
 )

@@ -19,9 +19,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 
-from diagnose.config.profiles import no_gpu_reason
+from diagnose.config.profiles import no_gpu_reason, no_gpu_required
 from diagnose.core.check import Check, Command, Facts
 from diagnose.core.model import CommandOutput, Outcome
+from diagnose.core.units import counted
 from diagnose.core.vars import Vars
 from diagnose.parsers.nvidia_smi import (
     PCIE_RANK,
@@ -164,7 +165,7 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
     if facts["gpu_count"] == 0:
         failures.append("nvidia-smi lists no GPU")
     elif count is not None and facts["gpu_count"] != count:
-        failures.append(f"{facts['gpu_count']} GPUs, expected {count}")
+        failures.append(f"{counted(facts['gpu_count'], 'GPU')}, expected {count}")
     scope_failures, scope_warnings = _scope_findings(facts, count)
     warnings.extend(scope_warnings)
     if facts["topo_gpus"] and len(facts["topo_gpus"]) != facts["gpu_count"]:
@@ -243,7 +244,7 @@ CHECK = Check(
     parse=parse,
     judge=judge,
     remediation="Make the GPUs, NVLink mesh and NIC placement match the hardware profile.",
-    no_hardware=no_gpu_reason,
+    no_hardware=no_gpu_required,
     action="reboot",
     warn_action="check_config",
 )

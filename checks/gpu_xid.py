@@ -23,9 +23,10 @@ from typing import Any
 
 from diagnose.catalog.xid import REMEDIATION, lookup, occurrences, severity
 from diagnose.catalog.xid import action as xid_action
-from diagnose.config.profiles import no_gpu_reason
+from diagnose.config.profiles import no_gpu_reason, no_gpu_required
 from diagnose.core.check import Check, Facts
 from diagnose.core.model import CommandOutput, Outcome, strongest
+from diagnose.core.units import counted
 from diagnose.core.vars import Vars
 from diagnose.parsers.gpu_query import GPU_QUERY, parse_gpu_query
 from diagnose.parsers.kernel_log import KERNEL_LOG, parse_kernel_log, pci_key
@@ -176,7 +177,7 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
         "outside_window": _summaries(outside),
     }
     wanted = f"no hardware Xid {window}"
-    old = f"; {len(outside)} older event(s) outside the window" if outside else ""
+    old = f"; {counted(len(outside), 'older event')} outside the window" if outside else ""
     if not summaries:
         return Outcome(
             "PASS",
@@ -222,6 +223,6 @@ CHECK = Check(
     parse=parse,
     judge=judge,
     remediation="Act on the Xid's category: application Xids point at the job, hardware Xids at the GPU.",
-    no_hardware=no_gpu_reason,
+    no_hardware=no_gpu_required,
     action="reset_gpu",
 )

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from diagnose.config.profiles import no_fabric_reason, profile_label
 from diagnose.core.check import Check, Command, Facts
 from diagnose.core.model import CommandOutput, Outcome
+from diagnose.core.units import counted
 from diagnose.core.vars import Vars
 from diagnose.parsers.ibv_devinfo import parse_dev_infiniband, parse_ibv_devinfo
 from diagnose.parsers.rdma import describe_kind, fabric_ports, natural_key, normalise_kind
@@ -43,9 +44,10 @@ def _dev_summary(dev: dict) -> str:
     if not dev["present"]:
         return "no /dev/infiniband"
     if not dev["uverbs"]:
-        shown = ", ".join(dev["entries"]) or "nothing"
-        return f"/dev/infiniband holds only {shown} (no uverbs device)"
-    return f"/dev/infiniband has {len(dev['uverbs'])} uverbs devices"
+        if not dev["entries"]:
+            return "/dev/infiniband is empty (no uverbs device)"
+        return f"/dev/infiniband holds only {', '.join(dev['entries'])} (no uverbs device)"
+    return f"/dev/infiniband has {counted(len(dev['uverbs']), 'uverbs device')}"
 
 
 def absence(facts: Facts, host_vars: Vars) -> str | None:

@@ -221,7 +221,7 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
     wanted = f"no link down {named}; fewer than {limit} per HCA; symbol errors within the per-hour limit"
     flaps = [f"{name}: {n} link down{'s' if n > 1 else ''}" for name, n in sorted(downs.items())]
     tail = "".join(f"; {n}" for n in notes) + (
-        f"; {outside} older event(s) outside the window" if outside else ""
+        f"; {outside} older {'event' if outside == 1 else 'events'} outside the window" if outside else ""
     )
     if any(n >= limit for n in downs.values()) or growth_fails:
         worst = "FAIL"

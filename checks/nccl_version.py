@@ -11,7 +11,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 
-from diagnose.config.profiles import no_gpu_reason
+from diagnose.config.profiles import no_gpu_reason, no_gpu_required
 from diagnose.core.check import Check, Command, Facts
 from diagnose.core.model import CommandOutput, Outcome
 from diagnose.core.vars import Vars
@@ -22,6 +22,7 @@ from diagnose.parsers.nccl_version import (
     parse_torch_probe,
     system_nccl_versions,
 )
+from diagnose.parsers.nvidia_presence import NVIDIA_PRESENCE, parse_nvidia_presence
 
 LIBS_SCRIPT = (
     'PATH="$PATH:/sbin:/usr/sbin"\n'
@@ -41,6 +42,7 @@ def commands_for(host_vars: Vars) -> tuple[Command, ...]:
     return (
         Command("torch_probe", probe, timeout=60, required=False),
         Command("nccl_libs", LIBS_SCRIPT, timeout=15, required=False),
+        NVIDIA_PRESENCE,
     )
 
 
@@ -49,7 +51,11 @@ def parse(outputs: Mapping[str, CommandOutput], host_vars: Vars) -> Facts:
     torch_facts = parse_torch_probe(probe.stdout, probe.exit_code)
     if probe.timed_out:
         torch_facts["error"] = "the torch probe timed out"
-    return choose_nccl_version(torch_facts, parse_nccl_libs(outputs["nccl_libs"].stdout))
+    facts = choose_nccl_version(torch_facts, parse_nccl_libs(outputs["nccl_libs"].stdout))
+    # Whether the host has an NVIDIA GPU decides which torch build the remedy for a missing torch names.
+    presence = outputs.get(NVIDIA_PRESENCE.key)
+    facts["nvidia_gpu"] = parse_nvidia_presence(presence.stdout)["nvidia_gpu"] if presence else None
+    return facts
 
 
 def judge(facts: Facts, host_vars: Vars) -> Outcome:
@@ -67,7 +73,9 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
         f"torch in {python}: {facts['torch_error']}; no libnccl.so in `ldconfig -p`; "
         "no libnccl2 (dpkg) or libnccl (rpm) package"
     )
-    reason = no_gpu_reason(host_vars)
+    # Without a profile nothing asks for NCCL unless the host shows an NVIDIA GPU, whose ranks would need it.
+    excused = no_gpu_required(host_vars) if facts["nvidia_gpu"] is not True else None
+    reason = no_gpu_reason(host_vars) or excused
     if reason:
         return Outcome(
             "SKIP", f"no NCCL on {host} ({looked}); {reason}, collectives use gloo", "no NCCL", wanted
@@ -90,7 +98,7 @@ CHECK = Check(
     parse=parse,
     judge=judge,
     remediation="Install NCCL (via a CUDA PyTorch build or libnccl2) in one version on every host.",
-    no_hardware=no_gpu_reason,
+    no_hardware=no_gpu_required,
     commands_for=commands_for,
     action="check_config",
 )

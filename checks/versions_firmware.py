@@ -20,6 +20,7 @@ from collections.abc import Iterator, Mapping
 from diagnose.core.check import ClusterCheck, Facts
 from diagnose.core.consistency import describe_split, split_hosts
 from diagnose.core.model import Outcome
+from diagnose.core.units import counted
 from diagnose.core.vars import Vars
 
 EXPECTED = "one firmware version per model on every host"
@@ -66,7 +67,7 @@ def judge(facts: Mapping[str, Mapping[str, Facts]], host_vars: Mapping[str, Vars
         split = split_hosts(values)
         named: set[str] = set()
         if split is None:
-            agreed.append(f"{what} {next(iter(values.values()))} on {len(values)} host(s)")
+            agreed.append(f"{what} {next(iter(values.values()))} on {counted(len(values), 'host')}")
         else:
             differing.append(describe_split(what, split))
             for host, value in split.odd_hosts.items():

@@ -3,31 +3,43 @@
 
 Exit codes (docs/contracts.md): 0 PASS · 1 FAIL (or ERROR: something could not be judged) · 2 usage or
 configuration error, nothing run · 3 the run could not finish (results so far written) · 4 another run
-holds the lock · 130 interrupted (results so far written).
+holds the lock · 130 interrupted (results so far written) · 141 stdout's reader left (``| head``).
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
+import logging
 import os
 import sys
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from diagnose import __version__
 from diagnose.core.errors import ConfigError
 from diagnose.render.render import DEFAULT_FORMATS, FORMATS
 
 EXIT_PASS, EXIT_FAIL, EXIT_CONFIG, EXIT_INTERNAL, EXIT_LOCKED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
+#: A program stopped by SIGPIPE ends 128 + 13 in the shell's eyes (``$PIPESTATUS`` of ``yes | head -1``).
+EXIT_BROKEN_PIPE = 141
+
+
+def _silence_stdout() -> None:
+    """The reader of stdout left (``| head`` read what it wanted): what is still buffered, and anything
+    printed after, goes nowhere instead of raising BrokenPipeError again at the interpreter's exit."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def _print_lines(lines: list[str]) -> None:
+    """Print lines the command goes on after (trace renders its reports): a reader that left stops the
+    printing, not the work."""
     try:
         print("\n".join(lines))
         sys.stdout.flush()
-    except BrokenPipeError:  # `| head` read what it wanted
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except BrokenPipeError:
+        _silence_stdout()
 
 
 def _config_error(exc: ConfigError, prefix: str = "diagnose") -> int:
@@ -90,7 +102,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         _print_lines(dry_run_lines(request, args.check))
         return EXIT_PASS
-    outcome = command.execute(request, show_progress=sys.stderr.isatty() and not args.quiet)
+    outcome = command.execute(request, quiet=args.quiet)
     return _report_outcome(outcome, request)
 
 
@@ -263,8 +275,12 @@ def cmd_checks(args: argparse.Namespace) -> int:
 def cmd_history(args: argparse.Namespace) -> int:
     from diagnose.commands.history import history_text
 
+    last = args.last
+    if args.limit_runs is not None:  # the old name, read as `run --limit` (hosts) would be: say so
+        print("diagnose: warning: history --limit is deprecated; use --last N (N runs)", file=sys.stderr)
+        last = args.limit_runs
     try:
-        text = history_text(args.history, args.check, args.collective, args.host, args.limit)
+        text = history_text(args.history, args.check, args.collective, args.host, last)
     except ConfigError as exc:
         return _config_error(exc)
     print(text)
@@ -287,14 +303,66 @@ def _seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+        value = float("nan")
     if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r}: give a number of seconds above 0")
+        raise argparse.ArgumentTypeError(f"wants a number of seconds above 0, not {text!r}")
     return value
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="diagnose", description="Accept and watch GPU training clusters.")
+def _formats_help(default: str) -> str:
+    """--format replaces the defaults, it does not add to them: `--format junit,prom` at night writes no
+    HTML or PDF (`diagnose report` draws them later); the help says so, as the README does."""
+    return (
+        f"the reports to write, exactly these: a comma list of {', '.join(FORMATS)} (default {default}; "
+        "add to the list to keep a default, e.g. json,html,pdf,junit; results.json is always written)"
+    )
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that answers a mistake in one line on stderr, exit 2: the option at fault and what it
+    wants, instead of a screen of usage in which the error is the last line."""
+
+    def error(self, message: str) -> NoReturn:
+        message = message.removeprefix("argument ")
+        self.exit(EXIT_CONFIG, f"{self.prog}: {message} (`{self.prog} --help` lists the options)\n")
+
+    def unknown(self, extras: list[str]) -> NoReturn:
+        """Arguments this sub-command has no use for: each unknown option with the closest of its own
+        options (``--inventroy``: did you mean --inventory?), else the stray words."""
+        known = [option for option in self._option_string_actions if option.startswith("--")]
+        options = [word for word in extras if word.startswith("-") and word != "-"]
+        problems = []
+        for word in options:
+            name = word.split("=", 1)[0]
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+            problems.append(f"unknown option {name}" + (f"; did you mean {close[0]}?" if close else ""))
+        if not problems:
+            problems.append(f"unexpected argument(s): {' '.join(extras)}")
+        self.error("; ".join(problems))
+
+
+class _CurrentStderr:
+    """Whatever ``sys.stderr`` is when a line is written: the progress display swaps it while it runs."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
+def _verbose() -> None:
+    """``-v``: each command a host runs, with how it ended (``diagnose.commands``), on stderr; stdout keeps
+    the summary cron mails and scripts read."""
+    handler = logging.StreamHandler(_CurrentStderr())  # type: ignore[arg-type]
+    handler.setFormatter(logging.Formatter("diagnose: %(asctime)s %(message)s", "%H:%M:%S"))
+    logger = logging.getLogger("diagnose.commands")
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="diagnose", description="Accept and watch GPU training clusters.")
     parser.add_argument("--version", action="version", version=f"diagnose {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -328,7 +396,7 @@ def build_parser() -> argparse.ArgumentParser:
         "diagnose_connect_timeout overrides (default 10; docs/variables.md)",
     )
     run.add_argument("-o", "--out", help="run folder (default: ./diagnose-runs/<time>-<inventory>)")
-    run.add_argument("--format", default=DEFAULT_FORMATS, help=f"comma list of {', '.join(FORMATS)}")
+    run.add_argument("--format", default=DEFAULT_FORMATS, help=_formats_help(DEFAULT_FORMATS))
     run.add_argument("-e", "--extra-vars", action="append", help="key=value, JSON/YAML mapping or @file")
     run.add_argument("--skip-benchmarks", action="store_true", help="per-host checks only")
     run.add_argument(
@@ -337,7 +405,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="admit hosts missing from known_hosts (like host_key_checking=False); changed keys are still refused",
     )
     run.add_argument("--known-hosts", help="extra known_hosts file to verify host keys against")
-    run.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+    run.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no progress (on a terminal the live display, otherwise timestamped lines on stderr)",
+    )
+    run.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="on stderr, each command run on each host with its exit status and time (-vv... as -v)",
+    )
     run.add_argument(
         "--history", help="history database (default: the user data dir; nightly playbooks use it)"
     )
@@ -372,7 +452,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with --slurm-submit: ask for the idle nodes this series covered longest ago",
     )
-    run.set_defaults(func=cmd_run)
+    run.set_defaults(func=cmd_run, parser=run)
 
     report = sub.add_parser("report", help="re-render reports from a results.json without touching any host")
     report.add_argument(
@@ -382,8 +462,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument(
         "--history", help="history database that finds a run id's folder (default: the user data dir)"
     )
-    report.add_argument("--format", default="html,pdf", help=f"comma list of {', '.join(FORMATS)}")
-    report.set_defaults(func=cmd_report)
+    report.add_argument("--format", default="html,pdf", help=_formats_help("html,pdf"))
+    report.set_defaults(func=cmd_report, parser=report)
 
     trace = sub.add_parser(
         "trace", help="judge torch.profiler traces of a training job (one per rank): checklist section 4"
@@ -392,7 +472,7 @@ def build_parser() -> argparse.ArgumentParser:
     trace.add_argument(
         "-o", "--out", help="write results and reports here (default: ./diagnose-runs/<time>-trace)"
     )
-    trace.add_argument("--format", default=DEFAULT_FORMATS, help=f"comma list of {', '.join(FORMATS)}")
+    trace.add_argument("--format", default=DEFAULT_FORMATS, help=_formats_help(DEFAULT_FORMATS))
     trace.add_argument("-e", "--extra-vars", action="append", help="key=value (train_* thresholds), or @file")
     trace.add_argument("--profile", help="hardware profile whose train_* thresholds apply")
     trace.add_argument(
@@ -405,7 +485,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="a `vllm bench serve --save-result` JSON judged against serving_ttft_p99_ms / serving_tpot_p99_ms "
         "(checklist section 5)",
     )
-    trace.set_defaults(func=cmd_trace)
+    trace.set_defaults(func=cmd_trace, parser=trace)
 
     node = sub.add_parser(
         "node-check",
@@ -433,35 +513,46 @@ def build_parser() -> argparse.ArgumentParser:
         help="in a pod: cordon and taint its node (NODE_NAME) when unhealthy, lift what diagnose set when "
         "healthy (never an operator's cordon or taint); within max_quarantine(_pct)",
     )
-    node.set_defaults(func=cmd_node_check)
+    node.set_defaults(func=cmd_node_check, parser=node)
 
     checks = sub.add_parser("checks", help="list the check catalog")
-    checks.set_defaults(func=cmd_checks)
+    checks.set_defaults(func=cmd_checks, parser=checks)
 
     hist = sub.add_parser("history", help="list past runs, or the trend of a check or a benchmark")
     hist.add_argument("--history", help="history database (default: the user data dir)")
-    hist.add_argument("--limit", type=int, default=20, help="runs shown (default 20)")
+    hist.add_argument("--last", type=int, default=20, metavar="N", help="the N latest runs (default 20)")
+    hist.add_argument("--limit", type=int, dest="limit_runs", help=argparse.SUPPRESS)  # deprecated: --last
     hist.add_argument("--check", help="trend of this check id")
     hist.add_argument("--host", help="with --check: only this host")
     hist.add_argument("--collective", help="busbw trend of this collective")
-    hist.set_defaults(func=cmd_history)
+    hist.set_defaults(func=cmd_history, parser=hist)
 
     base = sub.add_parser("baseline", help="pin a run as the baseline that regressions are measured against")
     base.add_argument(
         "run_id", metavar="RUN", help="a run id (or its start), or a run folder (its path or name)"
     )
     base.add_argument("--history", help="history database (default: the user data dir)")
-    base.set_defaults(func=cmd_baseline)
+    base.set_defaults(func=cmd_baseline, parser=base)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        args.parser.unknown(extras)
     args.argv = list(argv) if argv is not None else sys.argv[1:]
     if getattr(args, "forks", 1) < 1:
-        parser.error("--forks must be at least 1")
-    return int(args.func(args))
+        args.parser.error("-f/--forks: give at least 1")
+    if getattr(args, "verbose", 0):
+        _verbose()
+    try:
+        code = int(args.func(args))
+        sys.stdout.flush()  # here, not at the interpreter's exit, where a closed pipe prints a traceback
+    except BrokenPipeError:  # any command into `| head`: end quietly, as a program stopped by SIGPIPE does
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+    return code
 
 
 if __name__ == "__main__":

@@ -67,6 +67,7 @@ from diagnose.core.check import ParseError
 from diagnose.core.hosts import Host
 from diagnose.core.model import CheckResult, CommandOutput
 from diagnose.core.redact import redact_assignments
+from diagnose.core.units import counted
 from diagnose.launchers.base import LaunchOutcome, LaunchSpec, run_launch
 from diagnose.launchers.mpirun import NCCL_LINE, MpirunLaunch
 from diagnose.parsers.nccl_tests import parse_nccl_tests
@@ -298,6 +299,7 @@ class NcclTestsBench:
             startup_timeout_s=startup_timeout_s(self.first),
             deadline=ctx.deadline,
             env=env,
+            told=ctx.told,
         )
         suffix = "" if tag == "main" else "." + re.sub(r"[^A-Za-z0-9._-]", "_", tag)
         evidence = f"nccl-tests-{collective}{suffix}.log"
@@ -377,7 +379,7 @@ class NcclTestsBench:
             # its own verdict stands.
             record["status"] = "FAIL"
             record["message"] = (
-                f"{collective}: nccl-tests reported {flagged} out-of-bounds value(s) (Out of bounds values : "
+                f"{collective}: nccl-tests reported {counted(flagged, 'out-of-bounds value')} (Out of bounds values : "
                 f"{flagged} FAILED); {record['message']}"
             )
         elif rows and all(r["wrong"] is None for r in rows):

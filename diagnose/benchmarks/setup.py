@@ -9,7 +9,7 @@ another tool imports this module, never the stage.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -19,6 +19,7 @@ from diagnose.core.check import Facts
 from diagnose.core.hosts import Host
 from diagnose.core.model import CheckResult
 from diagnose.launchers.base import LaunchOutcome
+from diagnose.launchers.progress import Teller
 
 if TYPE_CHECKING:
     from diagnose.connectors import Connection
@@ -37,7 +38,8 @@ class BenchContext:
     ``{host: {check_id: facts}}`` (``gpu.topology`` gives ``gpu_count``); ``plan`` the playbook's
     benchmark plan (any object with enabled, workload, collectives, min_bytes, max_bytes, step_factor,
     warmup_iters, iters, tool, straggler_isolation, timeout_s); ``deadline`` a ``time.monotonic()``
-    limit for the whole stage, or None.
+    limit for the whole stage, or None; ``told`` hears which stage, host and step runs now (every launch's
+    ``LaunchSpec.told``).
     """
 
     hosts: list[Host]
@@ -51,6 +53,7 @@ class BenchContext:
     deadline: float | None = None
     # Appends an entry to a top-level list of results.json (see ResultsStore.add_record).
     emit_record: Callable[[str, dict[str, Any]], None] = lambda section, entry: None
+    told: Teller = field(default_factory=Teller)
 
 
 @dataclass

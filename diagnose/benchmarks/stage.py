@@ -51,6 +51,7 @@ from diagnose.benchmarks.expect import (
     large_message_busbw,
 )
 from diagnose.benchmarks.fabric_nics import nics_phrase, observed_nics, wrong_nics
+from diagnose.benchmarks.leftovers import sweep_leftovers
 from diagnose.benchmarks.nccl_tests import NcclTestsBench
 from diagnose.benchmarks.setup import (
     CHECKLIST,
@@ -73,7 +74,7 @@ from diagnose.core.errors import ConfigError
 from diagnose.core.hosts import Host
 from diagnose.core.install_hint import torch_hint
 from diagnose.core.model import CheckResult
-from diagnose.core.units import bus_factor, human_bytes
+from diagnose.core.units import bus_factor, counted, human_bytes
 from diagnose.launchers.base import LaunchOutcome, LaunchSpec
 from diagnose.launchers.torchrun import launch
 from diagnose.localize import localize
@@ -239,6 +240,7 @@ class Stage:
             startup_timeout_s=startup_timeout_s(self.first),
             deadline=self.ctx.deadline,
             host_env={h.name: launch_env(h, setup.backend) for h in hosts},
+            told=self.ctx.told,
         )
         return launch(spec)
 
@@ -350,7 +352,7 @@ class Stage:
             status, message = "FAIL", f"{collective}: {wrong_summary(rows, wrong)}; {message}"
         if not finished:
             stopped = f"{self._stopped_reason(collective, outcome)}" + (
-                f"; {len(rows)} row(s) measured before are kept" if rows else ""
+                f"; {counted(len(rows), 'row')} measured before are kept" if rows else ""
             )
             # Wrong elements already measured stay a FAIL: corruption is a verdict, a hang is not.
             status, message = (
@@ -405,6 +407,7 @@ class Stage:
                     )
                 )
             return
+        sweep_leftovers(ctx)
         setup = choose_setup(ctx.hosts, ctx.facts)
         why = nothing_to_measure(setup)
         if why:
@@ -415,6 +418,7 @@ class Stage:
         else:
             self.run_sweep(setup, collectives)
         run_extras(self, setup)
+        sweep_leftovers(ctx, this_run=True)
 
     def run_sweep(self, setup: Setup, collectives: list[str]) -> None:
         """The collectives, with the playbook's tool (torch, or nccl-tests handing back what it cannot)."""
@@ -439,7 +443,8 @@ class Stage:
             if facts.get("torch") is None and facts.get("torch_error") and not host.vars.get("bench_python"):
                 interpreter = str(facts.get("python") or host.python)
                 missing[host.name] = f"{interpreter}: {facts['torch_error']}"
-                hints.setdefault(torch_hint(interpreter, host.connection == "local"), None)
+                hint = torch_hint(interpreter, host.connection == "local", nvidia_gpu=facts.get("nvidia_gpu"))
+                hints.setdefault(hint, None)
         if not missing:
             return None
         where = "; ".join(f"{name} ({why})" for name, why in missing.items())
@@ -552,9 +557,9 @@ class Stage:
             settings = replace(settings, budget_s=min(settings.budget_s, left))
         trigger = self._trigger(collective, setup)
         measure = LaunchMeasure(launch or self.launch, setup, collective, self.plan.max_bytes)
-        finding = localize(
-            [h.name for h in setup.hosts], measure, settings, shortfall=trigger.get("shortfall")
-        )
+        names = [h.name for h in setup.hosts]
+        with ctx.told.stage(f"straggler search for {collective}", names):
+            finding = localize(names, measure, settings, shortfall=trigger.get("shortfall"))
         for check in straggler_checks(finding, collective, two):
             ctx.emit_check(check)
         ctx.emit_record(

@@ -31,6 +31,7 @@ from diagnose.benchmarks.setup import CHECKLIST, PairLaunch, Setup
 from diagnose.catalog.stage_ids import BENCH_LINK, BENCH_STRAGGLER
 from diagnose.core.errors import ConfigError
 from diagnose.core.model import CheckResult
+from diagnose.core.units import counted
 from diagnose.core.vars import Vars
 from diagnose.launchers.base import launch_in_parallel
 from diagnose.localize import Accusation, Finding, Judged, Settings
@@ -176,7 +177,7 @@ def _accusation_check(accusation: Accusation, collective: str) -> CheckResult:
 def summary(finding: Finding, collective: str, two: Expectation) -> str:
     """One sentence on what the search found, for the checks and the report."""
     named = ", ".join(f"{a.kind} {a.name} ({100 * a.deficit:.0f} % slow)" for a in finding.accused)
-    spent = f"{finding.rounds} round(s), {finding.launches} launch(es), {finding.seconds:.0f} s"
+    spent = f"{counted(finding.rounds, 'round')}, {counted(finding.launches, 'launch', 'launches')}, {finding.seconds:.0f} s"
     if finding.accused:
         text = f"{collective}: named {named} in {spent}"
         if finding.unresolved:

@@ -94,7 +94,7 @@ STAGE_IDS: tuple[StageId, ...] = (
         BENCH_STRAGGLER,
         "3",
         "benchmark stage (localization)",
-        "the slow host(s) behind a result below range, with deficit and confidence",
+        "the slow hosts or links behind a result below range, with deficit and confidence",
         action="reseat_or_replace_cable",
         warn_action="check_config",
     ),

@@ -20,7 +20,7 @@ from typing import Any
 from diagnose.config.playbook import PROFILE_VARIABLE, BenchmarkPlan
 from diagnose.core.check import Check
 from diagnose.core.hosts import Host
-from diagnose.core.units import duration, human_bytes
+from diagnose.core.units import counted, duration, human_bytes
 from diagnose.engine.estimate import estimate, one_rank, ranks_per_host, total
 from diagnose.engine.host_batch import commands_of
 from diagnose.engine.profile_hint import NO_PROFILE_MEANING
@@ -73,17 +73,27 @@ def _who(names: list[str]) -> str:
     return names[0] if len(names) == 1 else f"{summarize(names)} ({len(names)} hosts)"
 
 
+def yaml_word(value: object) -> str:
+    """A variable's value as the operator writes it in YAML (true, false), and an unset one as "not set":
+    Python's None and False are no words of the inventory or the playbook."""
+    if value is None:
+        return "not set"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
 def variable_lines(request: RunRequest) -> list[str]:
     """One block per distinct set of merged variables, with its profile."""
     groups = var_groups(request.hosts)
     by_name = {h.name: h for h in request.hosts}
-    lines = [f"\nvariables: {len(groups)} distinct set(s)"]
+    lines = [f"\nvariables: {counted(len(groups), 'distinct set')}"]
     for names, shown in groups:
         profile = shown.get(PROFILE_VARIABLE)
         lines.append(f"\n{_who(names)}: profile {profile or 'none'}")
         if not profile:
             lines.append(f"  (no profile: {NO_PROFILE_MEANING}; the run suggests one after the host stage)")
-        lines += [f"  {key} = {value}" for key, value in shown.items()]
+        lines += [f"  {key} = {yaml_word(value)}" for key, value in shown.items()]
         own = sorted({k for name in names for k in by_name[name].vars if k in PER_HOST_VARS})
         if len(names) > 1 and own:
             lines.append(f"  ({', '.join(own)}: each host's own, in the host list)")
@@ -137,7 +147,7 @@ def sweep_lines(request: RunRequest) -> list[str]:
         f"  iterations: {plan.warmup_iters} warm-up + {plan.iters} timed per size"
         + (f"; at most {plan.timeout_s:g} s a size" if plan.timeout_s else ""),
         f"  backend: {backend or 'nccl on GPU hosts, gloo on CPU hosts (from the host facts; bench_backend sets it)'}",
-        f"  ranks: {len(hosts)} host(s) × {ranks} = {len(hosts) * ranks} (bench_gpus_per_host, else expected_gpu_count)",
+        f"  ranks: {counted(len(hosts), 'host')} × {ranks} = {len(hosts) * ranks} (bench_gpus_per_host, else expected_gpu_count)",
     ]
     alone = one_rank(hosts)
     if alone:
@@ -179,7 +189,7 @@ def _extra_settings(key: str, hosts: Sequence[Host], plan: BenchmarkPlan) -> str
             return "SKIP: a NIC is measured against a partner on another host, and there is one host"
         s = perftest_settings(v)
         return (
-            f"{len(hosts) // 2} pair(s) a round over {v.int('expected_hca_count') or 1} rail(s), "
+            f"{counted(len(hosts) // 2, 'pair')} a round over {counted(v.int('expected_hca_count') or 1, 'rail')}, "
             f"{human_bytes(s.message_bytes)} writes for {s.duration_s} s per direction, "
             f"ports {s.ports[0]}-{s.ports[1]}, budget {s.budget_s:g} s"
             + (", latency (ib_write_lat) too" if plan.perftest_latency else "")
@@ -188,8 +198,8 @@ def _extra_settings(key: str, hosts: Sequence[Host], plan: BenchmarkPlan) -> str
         memtest = v.float("memtest_seconds", DEFAULT_MEMTEST_S)
         return (
             f"GEMM, HBM, memtest {memtest:g} s, bitwise checks, burn-in {v.float('burnin_minutes', 0.0):g} min "
-            f"(gemm_max_below_ref_pct {v.get('gemm_max_below_ref_pct')}, "
-            f"hbm_max_below_ref_pct {v.get('hbm_max_below_ref_pct')} under the measured references)"
+            f"(gemm_max_below_ref_pct {yaml_word(v.get('gemm_max_below_ref_pct'))}, "
+            f"hbm_max_below_ref_pct {yaml_word(v.get('hbm_max_below_ref_pct'))} under the measured references)"
         )
     return "on"
 
@@ -233,7 +243,7 @@ def estimate_lines(request: RunRequest) -> list[str]:
     """Per stage the typical duration and its bound, and the total: an estimate, with its basis."""
     stages = estimate(
         request.hosts, request.host_checks, request.playbook.benchmarks, request.options.forks,
-        request.options.skip_benchmarks, request.playbook.nightly,
+        request.options.skip_benchmarks, request.playbook.nightly, request.formats,
     )  # fmt: skip
     width = max(len(s.stage) for s in stages)
     lines = [
@@ -249,7 +259,7 @@ def estimate_lines(request: RunRequest) -> list[str]:
     typical, upper = total(stages)
     unbounded = [s.stage for s in stages if s.counted and s.upper_s is None]
     bound = f"≤ {duration(upper)}" if upper is not None else "none"
-    why = f"{', '.join(unbounded)}: stopped by hang budgets, not a set time" if unbounded else ""
+    why = f"no set time bounds {', '.join(unbounded)}" if unbounded else ""
     lines.append(f"  {'total':<{width}}  {'~' + duration(typical):>12}  {bound:>14}  {why}".rstrip())
     return lines
 

@@ -40,6 +40,7 @@ from diagnose.core.check import Check
 from diagnose.core.hosts import Host
 from diagnose.core.model import SEVERITY, CheckResult, HostRecord
 from diagnose.core.redact import redact_argv
+from diagnose.core.units import counted
 from diagnose.core.vars import Vars
 from diagnose.engine import stages as engine
 from diagnose.engine.results import ResultsStore
@@ -227,7 +228,7 @@ def _within_cap(
     taken = [Candidate(name, ()) for name in others[:limit]]
     mine = Candidate(outcome.node, tuple(r.id for r in outcome.findings))
     outcome.cap_result = cap_finding(taken, [mine], cap, len(nodes), "drained")
-    held = f"{len(others)} node(s) drained by diagnose already"
+    held = f"{counted(len(others), 'node')} drained by diagnose already"
     return slurm_drain.Action("none", note=f"not drained: quarantine cap, {held}, {cap.describe(len(nodes))}")
 
 

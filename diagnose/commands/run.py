@@ -1,25 +1,34 @@
 """``diagnose run``: where the hosts come from, the run executed with its progress on the terminal, and the
 summary an operator reads at the end.
 
-The engine (:mod:`diagnose.engine.run`) prints nothing; this module gives it a :class:`TerminalReporter`
-(a progress bar on a terminal, the engine's problems on stderr) and words its outcome. The CLI maps that
-outcome to the exit code.
+The engine (:mod:`diagnose.engine.run`) prints nothing; this module gives it a reporter — on a terminal a
+:class:`TerminalReporter` (a bar over the hosts, then the stage, hosts and step under way), without one a
+:class:`LineReporter` (a timestamped stderr line per stage and step), with ``--quiet`` nothing but the
+engine's problems — and words its outcome. The CLI maps that outcome to the exit code.
 """
 
 from __future__ import annotations
 
 import signal
 import sys
+import threading
+import time
+from collections.abc import Sequence
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
+from diagnose.core.units import counted, duration
 from diagnose.engine.reporter import Reporter
 from diagnose.engine.run import Run, RunOutcome, RunRequest
 from diagnose.render.acted import acted_lines
 from diagnose.render.causes import cause_lines, causes_of
+from diagnose.render.hostlist import fold
 from diagnose.render.tally import coverage_line, coverage_of, tally_text, verdict_label
 from diagnose.slurm.hosts import SlurmQuery
 
+#: How many host groups a progress line names before it counts the rest.
+MAX_GROUPS = 4
 #: The order statuses are counted in on the summary line, worst first.
 TALLY_ORDER = ("FAIL", "ERROR", "WARN", "PASS", "SKIP")
 
@@ -35,17 +44,34 @@ def slurm_query(
     return SlurmQuery(partition, nodes, state)
 
 
-class TerminalReporter(Reporter):
-    """A progress bar over the hosts on a terminal, silence otherwise (cron mail must stay one line); the
-    engine's problems as ``diagnose: ...`` lines on stderr either way."""
+def where(hosts: Sequence[str]) -> str:
+    """Hosts as a progress line names them: folded into ranges (``node[1-64]``), the first few groups of a
+    list that would not fold."""
+    folded = fold(hosts)
+    if len(folded) <= MAX_GROUPS:
+        return ", ".join(folded)
+    return f"{', '.join(folded[:MAX_GROUPS])}, … ({counted(len(hosts), 'host')})"
 
-    def __init__(self, show_progress: bool) -> None:
-        self.show_progress = show_progress
+
+class TerminalReporter(Reporter):
+    """On a terminal: a progress bar over the hosts, then, while the benchmarks and the later stages run, a
+    live display of each stage under way (with its time) and the latest step (which host, which collective
+    or phase). It leaves nothing behind: the summary follows on a clean screen. The engine's problems are
+    ``diagnose: ...`` lines on stderr."""
+
+    def __init__(self, console: Any = None) -> None:
+        from rich.console import Console
+
+        self.console = console or Console(stderr=True)
         self._bar: Any = None
         self._task: Any = None
+        self._live: Any = None
+        self._stages: list[tuple[str, Any]] = []
+        self._step: Any = None
+        self._lock = threading.Lock()
 
     def hosts_started(self, total: int) -> None:
-        if not (self.show_progress and total):
+        if not total:
             return
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -55,6 +81,7 @@ class TerminalReporter(Reporter):
             MofNCompleteColumn(),
             TimeElapsedColumn(),
             transient=True,
+            console=self.console,
         )
         self._task = self._bar.add_task("hosts", total=total)
         self._bar.start()
@@ -68,6 +95,110 @@ class TerminalReporter(Reporter):
             self._bar.stop()
             self._bar = None
 
+    def stage_started(self, stage: str, hosts: Sequence[str] = ()) -> None:
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        with self._lock:
+            if self._live is None:
+                self._live = Progress(
+                    SpinnerColumn(),
+                    TextColumn("{task.description}", markup=False),
+                    TimeElapsedColumn(),
+                    transient=True,
+                    console=self.console,
+                )
+                self._live.start()
+            indent = "  " * len(self._stages)
+            text = f"{indent}{stage} on {where(hosts)}" if hosts else f"{indent}{stage}"
+            self._stages.append((stage, self._live.add_task(text, total=None)))
+            self._drop_step()
+            self._live.refresh()  # at once, not at the next tick: a short stage is shown too
+
+    def step(self, stage: str, hosts: Sequence[str], detail: str) -> None:
+        with self._lock:
+            if self._live is None:
+                return
+            self._drop_step()  # added anew, so it stays under the stage it belongs to
+            indent = "  " * len(self._stages)
+            self._step = self._live.add_task(f"{indent}{where(hosts)}: {detail}", total=None)
+            self._live.refresh()
+
+    def stage_finished(self, stage: str, seconds: float) -> None:
+        with self._lock:
+            if self._live is None or not self._stages:
+                return
+            _, task = self._stages.pop()
+            self._live.remove_task(task)
+            self._drop_step()
+            if not self._stages:
+                self._live.stop()
+                self._live = None
+
+    def _drop_step(self) -> None:
+        if self._step is not None:
+            self._live.remove_task(self._step)
+            self._step = None
+
+    def problem(self, message: str) -> None:
+        print(f"diagnose: {message}", file=sys.stderr)
+
+
+class LineReporter(Reporter):
+    """Without a terminal (cron, CI, a pipe): one timestamped line on stderr per stage, per step and per
+    stage's end (``2026-11-27T07:09:19Z diagnose: benchmarks on node[1-2]: all_reduce, 4 ranks``), so that a
+    log shows what ran when, and a slow stage is told from a hung one. Never a line per host or per measured
+    row; stdout keeps only the summary."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream
+        self._lock = threading.Lock()
+        self._hosts_began = 0.0
+
+    def say(self, text: str) -> None:
+        """One line, stamped in UTC to the second; a stream that is gone costs the run nothing."""
+        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        stream = self.stream or sys.stderr
+        with self._lock:
+            try:
+                stream.write(f"{stamp} diagnose: {text}\n")
+                stream.flush()
+            except (OSError, ValueError):
+                return
+
+    def hosts_started(self, total: int) -> None:
+        self._hosts_began = time.monotonic()
+        self.say(f"host checks on {counted(total, 'host')}")
+
+    def hosts_finished(self) -> None:
+        self.say(f"host checks done in {duration(time.monotonic() - self._hosts_began)}")
+
+    def stage_started(self, stage: str, hosts: Sequence[str] = ()) -> None:
+        self.say(f"{stage} on {where(hosts)}" if hosts else stage)
+
+    def step(self, stage: str, hosts: Sequence[str], detail: str) -> None:
+        self.say(f"{stage} on {where(hosts)}: {detail}")
+
+    def stage_finished(self, stage: str, seconds: float) -> None:
+        self.say(f"{stage} done in {duration(seconds)}")
+
+    def run_finished(self, seconds: float) -> None:
+        self.say(f"done in {duration(seconds)}")
+
+    def problem(self, message: str) -> None:
+        print(f"diagnose: {message}", file=sys.stderr)
+
+
+def reporter_for(quiet: bool, terminal: bool) -> Reporter:
+    """``--quiet``: the engine's problems only (cron mail stays the summary); on a terminal the live display;
+    otherwise timestamped lines on stderr."""
+    if quiet:
+        return QuietReporter()
+    return TerminalReporter() if terminal else LineReporter()
+
+
+class QuietReporter(Reporter):
+    """No progress at all; the engine's problems still reach stderr (they need a human)."""
+
     def problem(self, message: str) -> None:
         print(f"diagnose: {message}", file=sys.stderr)
 
@@ -76,10 +207,11 @@ def _terminate(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def execute(request: RunRequest, show_progress: bool) -> RunOutcome:
-    """Run the request to its end; SIGTERM (a scheduler's stop) ends it like Ctrl-C, results kept."""
+def execute(request: RunRequest, quiet: bool) -> RunOutcome:
+    """Run the request to its end, telling progress as :func:`reporter_for` says; SIGTERM (a scheduler's
+    stop) ends it like Ctrl-C, results kept."""
     signal.signal(signal.SIGTERM, _terminate)
-    return Run(request, TerminalReporter(show_progress)).execute()
+    return Run(request, reporter_for(quiet, sys.stderr.isatty())).execute()
 
 
 def summary_lines(document: dict[str, Any], out_dir: Path | None, written: list[Path]) -> list[str]:
@@ -96,7 +228,7 @@ def summary_lines(document: dict[str, Any], out_dir: Path | None, written: list[
     verdict = f"{label} ({note})" if note else label
     tally = tally_text(coverage, TALLY_ORDER)
     lines = [
-        f"diagnose: {verdict} — {hosts} host(s), {tally or 'no results'} — {out_dir}",
+        f"diagnose: {verdict} — {counted(hosts, 'host')}, {tally or 'no results'} — {out_dir}",
         f"diagnose: {coverage_line(document['verdict'], coverage)}",
     ]
     if document["verdict"] != "PASS":

@@ -6,6 +6,7 @@ A profile is chosen per host (``diagnose_profile`` at any inventory level, else 
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,8 +49,11 @@ def load_profile(name: str, search_dirs: Sequence[Path | Traversable] | None = N
         resource = folder / f"{name}.yaml"
         if resource.is_file():
             return parse_profile(resource.read_text(encoding="utf-8"), Path(str(resource)), name)
+    available = available_profiles(search_dirs)
+    close = difflib.get_close_matches(name, available, n=1, cutoff=0.6)
+    guess = f" (did you mean {close[0]}?)" if close else ""
     raise ConfigError(
-        f"unknown profile {name!r}; available: {', '.join(available_profiles(search_dirs)) or 'none'} "
+        f"unknown profile {name!r}{guess}; available: {', '.join(available) or 'none'} "
         "(or give a path to a .yaml file)"
     )
 

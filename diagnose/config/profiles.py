@@ -401,6 +401,24 @@ def no_gpu_reason(host_vars: Vars) -> str | None:
     return None
 
 
+#: Why a host judged without a profile may lack GPUs, their tools and NCCL (docs/dry-run.md).
+NO_PROFILE_NO_GPU = "no profile chosen (diagnose_profile unset), so no GPU is required"
+
+
+def no_gpu_required(host_vars: Vars) -> str | None:
+    """Why a missing GPU tool (nvidia-smi) or a missing NCCL is not a fault here, or None where it is.
+
+    ``no_gpu_reason`` when the profile rules GPUs out; otherwise, where no profile is chosen and nothing sets
+    ``expected_gpu_count``, nothing expects a GPU either, as the run's note says. Unlike ``no_gpu_reason``,
+    which rules call to SKIP whatever the host shows, this only excuses what is absent: a host without a
+    profile whose nvidia-smi answers still has its GPUs' health judged.
+    """
+    reason = no_gpu_reason(host_vars)
+    if reason or host_vars.str("diagnose_profile") or "expected_gpu_count" in host_vars:
+        return reason
+    return NO_PROFILE_NO_GPU
+
+
 def fabric_expected(host_vars: Vars) -> bool:
     return (host_vars.int("expected_hca_count") or 0) > 0
 
@@ -416,6 +434,11 @@ def no_nvlink_reason(host_vars: Vars) -> str | None:
     if host_vars.bool("expected_nvlink") is False:
         return f"{profile_label(host_vars)} expects no NVLink (expected_nvlink false)"
     return no_gpu_reason(host_vars)
+
+
+def no_nvlink_required(host_vars: Vars) -> str | None:
+    """``no_nvlink_reason``, or why no GPU is required at all: what excuses gpu.nvlink's missing tool."""
+    return no_nvlink_reason(host_vars) or no_gpu_required(host_vars)
 
 
 # expected_busbw_<collective>_gbps: the benchmark stage's per-collective override (diagnose/benchmarks/expect.py).

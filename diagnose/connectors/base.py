@@ -28,10 +28,13 @@ from diagnose.core.check import Command
 from diagnose.core.hosts import Host
 from diagnose.core.model import CommandOutput
 from diagnose.core.streams import DEFAULT_MAX_OUTPUT_BYTES, Capped, FramedStream
+from diagnose.core.units import counted
 
 # paramiko logs every failed handshake with a traceback; the reason reaches the operator as a
 # host.reachable result instead, and cron mail must not fill with tracebacks.
 logging.getLogger("paramiko").setLevel(logging.CRITICAL)
+#: Each command a host ran, with how it ended: what ``diagnose run -v`` shows on stderr (DEBUG).
+COMMANDS_LOG = logging.getLogger("diagnose.commands")
 
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
 # Extra seconds a whole batch may take beyond the sum of its commands' timeouts before the channel is
@@ -221,13 +224,29 @@ class Connection(ABC):
             err.add,
             lambda: started + timeout,
         )
-        return CommandOutput(
+        output = CommandOutput(
             stdout=out.text(),
             stderr=err.text(),
             exit_code=ended.exit_code,
             timed_out=ended.timed_out,
             error=ended.error,
             duration_s=time.monotonic() - started,
+        )
+        self._log_command(script, output)
+        return output
+
+    def _log_command(self, script: str, output: CommandOutput, key: str | None = None) -> None:
+        """One DEBUG line per command (``-v``): host, the script's first line, how and when it ended. The
+        environment handed to a script is left out: it may carry a token."""
+        if not COMMANDS_LOG.isEnabledFor(logging.DEBUG):
+            return
+        lines = script.strip().splitlines() or [""]
+        shown = lines[0] if len(lines[0]) <= 100 else lines[0][:99] + "…"
+        more = f" (+{len(lines) - 1} lines)" if len(lines) > 1 else ""
+        ended = f"not run: {output.error}" if output.error else output.ended
+        label = f"{key}: " if key else ""
+        COMMANDS_LOG.debug(
+            "%s: %s`%s`%s %s after %.2f s", self.name, label, shown, more, ended, output.duration_s
         )
 
     def put_text(self, remote_path: str, content: str, mode: int = 0o644) -> None:
@@ -331,6 +350,9 @@ class Connection(ABC):
             for output in outputs.values():
                 if output.error:
                     output.error = reason
+        for command in commands:
+            if command.key in outputs:
+                self._log_command(command.script, outputs[command.key], command.key)
         return outputs
 
     def _why_abandoned(
@@ -382,10 +404,10 @@ class Connection(ABC):
             return f"could not stop the checks on {self.name}: {type(exc).__name__}: {exc}"
         left = result.stdout.rpartition("left=")[2].strip()
         if not result.ok or not left.isdigit():
-            why = result.error or ("no answer" if result.timed_out else f"exit {result.exit_code}")
+            why = result.error or ("no answer" if result.timed_out else result.ended)
             return f"could not stop the checks on {self.name} ({why})"
         if int(left):
-            return f"{left} process(es) of the checks survived SIGKILL on {self.name}"
+            return f"{counted(left, 'process', 'processes')} of the checks survived SIGKILL on {self.name}"
         return None
 
 

@@ -18,6 +18,12 @@ def closed_early(exc: BaseException) -> bool:
     return isinstance(cause, (EOFError, ConnectionResetError, BrokenPipeError))
 
 
+def key_fingerprint(key: paramiko.PKey) -> str:
+    """A host key as ``ssh-keygen -l`` and ssh's own warnings show it: ``ED25519 SHA256:<base64>``, the
+    digest unpadded. Operators compare this with what the host prints; a hex MD5 matches nothing they see."""
+    return f"{key.algorithm_name} {key.fingerprint}"
+
+
 def describe_connect_error(
     exc: BaseException, address: str, port: int, timeout: float, user: str | None
 ) -> str:
@@ -25,9 +31,10 @@ def describe_connect_error(
     where = f"{address}:{port}"
     if isinstance(exc, paramiko.BadHostKeyException):
         return (
-            f"host key for {where} has CHANGED (got {exc.key.get_name()} "
-            f"{exc.key.get_fingerprint().hex()}); refusing to connect — check the host was reinstalled, "
-            "then update known_hosts"
+            f"host key for {where} has CHANGED (the host sent {key_fingerprint(exc.key)}, known_hosts has "
+            f"{key_fingerprint(exc.expected_key)}); refusing to connect — check the host was reinstalled "
+            f"(`ssh-keygen -lf /etc/ssh/ssh_host_{exc.key.algorithm_name.lower()}_key.pub` on it prints its "
+            "fingerprint), then update known_hosts"
         )
     if isinstance(exc, paramiko.SSHException) and "not found in known_hosts" in str(exc):
         return (

@@ -26,6 +26,7 @@ import paramiko
 
 from diagnose.connectors.ssh_args import Hop, SSHArgs, host_ssh_args, parse_jump_spec
 from diagnose.core.hosts import Host
+from diagnose.core.units import counted
 from diagnose.core.vars import Vars
 
 #: The transports that log in with SSH keys (the others need none: local, kubectl, srun).
@@ -202,6 +203,6 @@ def login_problem(hosts: Sequence[Host], environ: Mapping[str, str] = os.environ
         "SSH_AUTH_SOCK is not set" if not environ.get("SSH_AUTH_SOCK") else "SSH_AUTH_SOCK names no socket"
     )
     return (
-        f"{len(stranded)} SSH host(s) ({named}) have no way to log in: no ansible_ssh_private_key_file, no "
+        f"{counted(len(stranded), 'SSH host')} ({named}) {'has' if len(stranded) == 1 else 'have'} no way to log in: no ansible_ssh_private_key_file, no "
         f"key in ~/.ssh ({', '.join(DEFAULT_KEYS)}), no ssh-agent ({agent}), no password; {LOGIN_FIX}"
     )

@@ -57,8 +57,9 @@ class Check:
     parse: Callable[[Mapping[str, CommandOutput], Vars], Facts]
     judge: Callable[[Facts, Vars], Outcome]
     remediation: str
-    # Returns the reason this host has no such hardware (from the profile), so a missing tool is a SKIP
-    # rather than an ERROR. None means the hardware is expected and a missing tool is an ERROR.
+    # Returns the reason this host has no such hardware (from the profile, or no profile at all), so a
+    # missing tool is a SKIP rather than an ERROR. None means the hardware is expected and a missing tool
+    # is an ERROR.
     no_hardware: Callable[[Vars], str | None] | None = None
     # Some commands depend on the host's variables (the benchmark interpreter, say).
     commands_for: Callable[[Vars], tuple[Command, ...]] | None = None

@@ -26,6 +26,9 @@ from urllib.parse import unquote, urlparse
 DIST = "diagnose-cluster"
 #: The extra that brings torch, which every benchmark launches.
 BENCH = "bench"
+#: PyTorch's own index of CPU-only wheels. The index's default Linux wheel is the CUDA build, whose CUDA
+#: libraries (5.6 GB and 51 s on the machine of issue 36) a host without an NVIDIA GPU never loads.
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 
 @dataclass(frozen=True)
@@ -97,22 +100,55 @@ def same_interpreter(interpreter: str, python: str | None = None) -> bool:
     return os.path.abspath(interpreter) == os.path.abspath(python)
 
 
-def torch_hint(interpreter: str, local: bool, origin: Origin | None = None, python: str | None = None) -> str:
+def cpu_torch_command(python: str = "python3") -> str:
+    """The shell command that installs torch's CPU build for ``python``."""
+    return shlex.join([python, "-m", "pip", "install", "torch", "--index-url", CPU_INDEX])
+
+
+def torch_hint(
+    interpreter: str,
+    local: bool,
+    origin: Origin | None = None,
+    python: str | None = None,
+    nvidia_gpu: bool | None = None,
+) -> str:
     """What to do when torch cannot be imported by ``interpreter`` on a host (``local``: this machine).
 
     A remote host's Python is the host's business, not this package's; on this machine the bench extra is
     the fix when that Python is the one running diagnose, and otherwise either install or ``bench_python``.
+    ``nvidia_gpu`` (the host's PCI bus and device nodes; None: unknown) picks the build: without an NVIDIA
+    GPU the CPU wheel, since the default one is the CUDA build, gigabytes that host would never use.
     """
     python = python or sys.executable
     if not local:
+        what = "torch for that interpreter on the host"
+        if nvidia_gpu is False:
+            what = (
+                f"torch's CPU build on the host, which has no NVIDIA GPU ({cpu_torch_command(interpreter)})"
+            )
+        return f"Install {what}, or point bench_python / ansible_python_interpreter at a Python there that has it"
+    if nvidia_gpu is False:
+        own = cpu_torch_command(python)
+        if same_interpreter(interpreter, python):
+            return (
+                "This machine has no NVIDIA GPU: install torch's CPU build into the environment running "
+                f"diagnose (the default build is the CUDA one, gigabytes it cannot use): {own}"
+            )
         return (
-            "Install torch for that interpreter on the host, or point bench_python / "
-            "ansible_python_interpreter at a Python there that has it"
+            f"This machine has no NVIDIA GPU: install torch's CPU build for that interpreter "
+            f"({cpu_torch_command(interpreter)}), or into diagnose's environment ({own}) and run with "
+            f"-e bench_python={shlex.quote(python)}"
         )
     command = install_command(BENCH, origin, python)
+    build = "" if nvidia_gpu is None else " (torch's default build, with CUDA for this machine's NVIDIA GPU)"
+    unknown = (
+        ""
+        if nvidia_gpu is not None
+        else f" (without an NVIDIA GPU, torch's CPU build: {cpu_torch_command(python)})"
+    )
     if same_interpreter(interpreter, python):
-        return f"Install diagnose's {BENCH} extra into the environment running it: {command}"
+        return f"Install diagnose's {BENCH} extra{build} into the environment running it: {command}{unknown}"
     return (
-        f"Install torch for that interpreter, or install diagnose's {BENCH} extra ({command}) and run with "
-        f"-e bench_python={shlex.quote(python)}"
+        f"Install torch for that interpreter, or install diagnose's {BENCH} extra{build} ({command}) and run "
+        f"with -e bench_python={shlex.quote(python)}{unknown}"
     )

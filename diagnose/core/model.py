@@ -99,6 +99,19 @@ class CommandOutput:
         """The shell could not find the program (exit 127), the usual sign of a missing tool."""
         return self.exit_code == 127
 
+    @property
+    def ended(self) -> str:
+        """How the command ended, in words for a message: ``exit 3``, ``timed out``, the reason it could not
+        run, or, where the connection closed before the shell reported a status, ``ended without an exit
+        status`` (a bare ``exit {exit_code}`` printed ``exit None`` there)."""
+        if self.error:
+            return self.error
+        if self.timed_out:
+            return "timed out"
+        if self.exit_code is None:
+            return "ended without an exit status"
+        return f"exit {self.exit_code}"
+
 
 @dataclass
 class HostRecord:

@@ -93,3 +93,17 @@ def bus_factor(collective: str, ranks: int) -> float:
     if collective in ("broadcast", "sendrecv"):
         return 1.0
     raise ValueError(f"unknown collective {collective!r}")
+
+
+def noun_for(count: int, noun: str, plural: str | None = None) -> str:
+    """``noun`` in the number ``count`` takes (``rank`` for one, ``ranks`` for 0 or 2), for a noun that
+    precedes a list (``ranks 0, 1``); ``plural`` is for nouns that do not take a plain ``s`` (``process``)."""
+    return noun if count == 1 else plural or f"{noun}s"
+
+
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """A count with its noun in the number it takes: ``1 host``, ``2 hosts``, ``0 hosts``, ``1 process``.
+
+    Messages are read as sentences; ``1 hosts`` or ``2 host(s)`` reads as a template that was never filled.
+    """
+    return f"{count} {noun_for(count, noun, plural)}"

@@ -2,11 +2,18 @@
 
 An operator books a maintenance window from this, so each stage gives a *typical* figure, measured on real
 runs, and where the run has one an *upper bound* (the command timeouts, a stage's own budget). It is an
-estimate, and each stage says what it stands on:
+estimate, and each stage says what it stands on. The figures come from three real runs, and
+tests/unit/engine/test_estimate.py holds the estimate within 25 % of each: the default run on the 2-core
+build machine without GPUs (14.4 s), a lent H100 80GB's (138 s) and a lent 4× H200's (227 s: host stage
+12 s, sweep 12, fleet probes 27, training probe 23, KV transfer 34, stress 119;
+tests/fixtures/gpu_runs/h200x4-2026-11-27/).
 
+* What scales with a host's GPUs scales with ``bench_gpus_per_host`` or ``expected_gpu_count``; a profile
+  that leaves the count open is costed at a full node of 8, and the row says so. Hosts without GPUs
+  (``expected_gpu_count`` 0) or told ``bench_backend: gloo`` run the stress on the CPU, as the run does.
 * host stage: hosts in waves of ``--forks``; each host's batch runs its commands one after another, so the
-  sum of their timeouts (plus the kill grace) bounds a wave. Typical: 5 s a wave, the host stage of a lent
-  2× H200's default run (17 s in all with its sweep).
+  sum of their timeouts (plus the kill grace) bounds a wave. Typical: 2 s a wave without GPUs, 4 s + 2 s a
+  GPU with them (nvidia-smi and DCGM queries per GPU; 5.3 s on one H100, 12 s on four H200).
 * collective sweep: one torchrun launch for every collective (diagnose/benchmarks/stage.py), costed by the
   localization's time model (diagnose/localize/timing.py: 10 s a launch, 0.1 s a node) plus, per size,
   warm-up, timed and validation passes moving bytes × the bus factor at the busbw the profile expects
@@ -14,12 +21,20 @@ estimate, and each stage says what it stands on:
   without either 20 GB/s, PCIe, or 1 GB/s, gloo over TCP, on hosts without GPUs). The upper bound is the
   playbook's ``timeout_s`` per size. One host with one GPU (or none) has no pair of ranks: the sweep, the
   training probe and the KV transfer SKIP there, and cost nothing.
-* extras after the sweep, from runs on lent GPUs (tests/fixtures/results/): fleet probes 10 s; the
-  training probe 12 s per DDP bucket size; KV transfer 30 s; GPU stress 15 s of GEMM, HBM and bitwise
-  checks plus ``memtest_seconds`` plus ``burnin_minutes``, and 14 s of launch (H100 stress runs: 120.8 s
-  wall for 104.9 s of phases, 115.7 for 103.4); per-NIC perftest by bench/perftest_scale.py's model: a
-  first round in which each pair measures every rail both ways and together, ``perftest_duration_s`` +
-  0.6 s a step, the later rounds 24 % more, capped by ``perftest_budget_s``.
+* fleet probes: 6 s + 5 s a GPU (peer copies grow with the GPUs: 11 s on one H100, 27 s on four H200), 3 s
+  on a host without GPUs (one memory copy).
+* training probe: 6 s a bucket size for each rank on a host, as the ranks of a host start and compile
+  together (12 s with 2 ranks, 23 s with 4).
+* KV transfer: 26 s + 2 s a rank on a host (30 s with 2 ranks, 34 s with 4).
+* GPU stress: the memory test and burn-in of diagnose/probes/stress.py ``durations`` (on CPU hosts at most
+  1 s and 2 s), plus on GPUs 15 s of GEMM, HBM and bitwise phases and 14 s of launch (120.8 s on an H100,
+  118.7 s on four H200 with 30 s + 60 s), on CPU hosts 5 s for all of it (6.1 s with its 1 s memory test).
+* perftest, per NIC, only where at least two hosts expect a fabric (``expected_hca_count`` above 0), by
+  bench/perftest_scale.py's model: a first round in which each pair measures every rail both ways and
+  together, ``perftest_duration_s`` + 0.6 s a step, the later rounds 24 % more, capped by
+  ``perftest_budget_s``.
+* reports: 1 s for JSON, HTML, JUnit and Prometheus, 3 s more for the PDF (CPU time of WeasyPrint on the
+  build machine).
 * localization runs only when a collective is found short on more than two hosts: not in the total; its
   bound is about 2 × log2(nodes) launches of the time model.
 
@@ -29,21 +44,27 @@ Pure: plain values in, :class:`StageEstimate` rows out.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from diagnose.config.playbook import BenchmarkPlan, NightlyPlan
+from diagnose.config.profiles import fabric_expected
 from diagnose.core.check import Check
 from diagnose.core.hosts import Host
-from diagnose.core.units import bus_factor
+from diagnose.core.units import bus_factor, counted
 from diagnose.engine.host_batch import commands_of
 from diagnose.localize.timing import TimeModel
 from diagnose.probes.perftest_settings import settings_from as perftest_settings
-from diagnose.probes.stress import DEFAULT_MEMTEST_S
+from diagnose.probes.stress import durations
 from diagnose.probes.training import ProbeSettings
 
-#: Typical seconds of one wave of host batches (a lent 2× H200's default run, host stage).
-HOST_WAVE_S = 5.0
+#: Typical seconds of one wave of host batches: without GPUs (the build machine: 2 s), and with them a base
+#: and a share per GPU (one H100: 5.3 s; four H200: 12 s).
+HOST_WAVE_CPU_S = 2.0
+HOST_WAVE_S = 4.0
+HOST_WAVE_PER_GPU_S = 2.0
+#: GPUs assumed where the profile leaves the count open: a full node, so that a window booked is not short.
+ASSUMED_GPUS = 8
 #: Seconds past a command's timeout the batch lets it be killed in (diagnose/connectors/base.py).
 KILL_GRACE_S = 2.0
 #: busbw assumed when no profile figure applies: PCIe between GPUs (a Gen4 x16 path's order), or gloo over
@@ -56,13 +77,24 @@ INTER_NODE_SHARE = 0.8
 EXTRA_PASSES = 3
 #: The extras that need a pair of ranks, as the sweep does.
 PAIRED_EXTRAS = ("training probe", "KV transfer")
-FLEET_S = 10.0
-TRAINING_PHASE_S = 12.0
-KV_S = 30.0
-#: GPU stress on a lent H100: GEMM, HBM and bitwise phases took 14.8 s, and the launch 15.9 s beyond the
-#: phases (120.8 s wall for 104.9 s of phases; 12.3 s in an earlier run).
+#: Fleet probes: a base and a share per GPU (11 s on one H100, 27 s on four H200); one memory copy on a CPU.
+FLEET_S = 6.0
+FLEET_PER_GPU_S = 5.0
+FLEET_CPU_S = 3.0
+#: Training probe, per bucket size and rank on a host (12 s with 2 ranks of a 2× H200, 23 s with 4).
+TRAINING_PER_RANK_S = 6.0
+#: KV transfer: a base and a share per rank on a host (30 s with 2 ranks, 34 s with 4).
+KV_S = 26.0
+KV_PER_RANK_S = 2.0
+#: GPU stress on GPUs: GEMM, HBM and bitwise phases 15 s, launch 14 s beyond the phases (H100: 120.8 s wall
+#: for 104.9 s of phases; four H200: 118.7 s with a 30 s memory test and 60 s of burn-in). On a CPU host all
+#: but the memory test and burn-in took 5 s (6.1 s wall with a 1 s memory test).
 STRESS_FIXED_S = 15.0
 STRESS_LAUNCH_S = 14.0
+STRESS_CPU_S = 5.0
+#: Reports: JSON, HTML, JUnit, Prometheus together, and the PDF's own (WeasyPrint's CPU time).
+REPORTS_S = 1.0
+PDF_S = 3.0
 #: bench/perftest_scale.py's measured per-step overhead; its stage lasted 1.24 × its first round (2.1 and
 #: 1.7 min at 5 s a step on 64 and 1,024 hosts × 8 rails), the later rounds being small.
 PERFTEST_STEP_S = 0.6
@@ -82,6 +114,22 @@ class StageEstimate:
     counted: bool = True
 
 
+def gpus_per_host(first: Host) -> tuple[int, str]:
+    """The GPUs a host brings to what scales with them, and how that was read: 0 on hosts without GPUs,
+    ``bench_gpus_per_host`` or ``expected_gpu_count``, else :data:`ASSUMED_GPUS`."""
+    count = first.vars.int("bench_gpus_per_host") or first.vars.int("expected_gpu_count")
+    if first.vars.int("expected_gpu_count") == 0:
+        return 0, "no GPU"
+    if count:
+        return count, counted(count, "GPU")
+    return ASSUMED_GPUS, f"GPU count open: {ASSUMED_GPUS} assumed"
+
+
+def on_cpu(first: Host) -> bool:
+    """Whether the stress runs on the CPU, as diagnose/probes/stress.py decides: gloo ranks, no GPUs."""
+    return first.vars.str("bench_backend") == "gloo" or first.vars.int("expected_gpu_count") == 0
+
+
 def host_stage(hosts: Sequence[Host], checks: Sequence[Check], forks: int) -> StageEstimate:
     """Waves of ``forks`` hosts; a wave's bound is its slowest host's batch, every command at its timeout."""
     waves = math.ceil(len(hosts) / max(forks, 1)) if hosts else 0
@@ -89,11 +137,14 @@ def host_stage(hosts: Sequence[Host], checks: Sequence[Check], forks: int) -> St
         (sum(c.timeout + KILL_GRACE_S for c in commands_of(checks, h.vars)) for h in hosts),
         default=0.0,
     )
+    gpus, read = gpus_per_host(hosts[0]) if hosts else (0, "no GPU")
+    wave = HOST_WAVE_S + HOST_WAVE_PER_GPU_S * gpus if gpus else HOST_WAVE_CPU_S
     return StageEstimate(
         "host stage",
-        waves * HOST_WAVE_S,
+        waves * wave,
         waves * bound,
-        f"{len(hosts)} host(s) in {waves} wave(s) of --forks {forks}; bound: every command at its timeout",
+        f"{counted(len(hosts), 'host')} in {counted(waves, 'wave')} of --forks {forks}, {wave:g} s a wave "
+        f"({read}); bound: every command at its timeout",
     )
 
 
@@ -174,53 +225,99 @@ def localization(plan: BenchmarkPlan, hosts: Sequence[Host]) -> StageEstimate | 
     )
 
 
+def fleet(first: Host) -> StageEstimate:
+    """The fleet probes: every host at once, peer copies growing with its GPUs."""
+    gpus, read = gpus_per_host(first)
+    if not gpus:
+        return StageEstimate("fleet probes", FLEET_CPU_S, None, "all hosts at once; one memory copy (no GPU)")
+    return StageEstimate(
+        "fleet probes",
+        FLEET_S + FLEET_PER_GPU_S * gpus,
+        None,
+        f"all hosts at once; {FLEET_S:g} s + {FLEET_PER_GPU_S:g} s a GPU ({read})",
+    )
+
+
+def perftest(plan: BenchmarkPlan, hosts: Sequence[Host]) -> StageEstimate | None:
+    """Per-NIC perftest, where at least two hosts expect a fabric (one alone has no partner)."""
+    fabric = [h for h in hosts if fabric_expected(h.vars)]
+    if len(fabric) < 2:
+        return None
+    settings = perftest_settings(fabric[0].vars)
+    rails = fabric[0].vars.int("expected_hca_count") or 1
+    steps = 2 * rails + 2
+    first_round = steps * (settings.duration_s + PERFTEST_STEP_S)
+    if plan.perftest_latency:
+        first_round += rails * (PERFTEST_LATENCY_STEP_S + PERFTEST_STEP_S)
+    return StageEstimate(
+        "perftest",
+        min(PERFTEST_STAGE_PER_FIRST_ROUND * first_round, settings.budget_s),
+        settings.budget_s,
+        f"{counted(len(fabric), 'host')} expecting a fabric; a first round of {steps} steps at "
+        f"{settings.duration_s:g} s + {PERFTEST_STEP_S:g} s, the rest {PERFTEST_STAGE_PER_FIRST_ROUND - 1:.0%} "
+        "more (bench/perftest_scale.py); bound: perftest_budget_s",
+    )
+
+
+def stress(first: Host) -> StageEstimate:
+    """GPU stress: its fixed phases and launch, plus the memory test and burn-in the run will ask for."""
+    cpu = on_cpu(first)
+    memtest, burnin = durations(first, "cpu" if cpu else "cuda")
+    fixed = STRESS_CPU_S if cpu else STRESS_LAUNCH_S + STRESS_FIXED_S
+    where = "on the CPU, memory test and burn-in capped" if cpu else "on the GPUs"
+    return StageEstimate(
+        "GPU stress",
+        fixed + memtest + burnin,
+        None,
+        f"{where}: launch and GEMM/HBM/SDC phases {fixed:g} s + memtest {memtest:g} s + burn-in {burnin:g} s",
+    )
+
+
 def extras(plan: BenchmarkPlan, hosts: Sequence[Host]) -> list[StageEstimate]:
     """The benchmarks after the sweep that the plan switches on, in the order they run."""
     first = hosts[0]
     rows = []
     if plan.fleet_probes:
-        rows.append(StageEstimate("fleet probes", FLEET_S, None, "lent 2× H200 runs, all hosts at once"))
+        rows.append(fleet(first))
+    ranks = max(gpus_per_host(first)[0] or ranks_per_host(first), 2)
     if plan.training_probe:
         caps = len(ProbeSettings.from_vars(first.vars).bucket_caps)
         rows.append(
             StageEstimate(
                 "training probe",
-                caps * TRAINING_PHASE_S,
+                caps * ranks * TRAINING_PER_RANK_S,
                 None,
-                f"{caps} bucket size(s) × {TRAINING_PHASE_S:g} s",
+                f"{counted(caps, 'bucket size')} × {counted(ranks, 'rank')} a host × {TRAINING_PER_RANK_S:g} s",
             )
         )
     if plan.kv_transfer:
-        rows.append(StageEstimate("KV transfer", KV_S, None, "lent 2× H200 runs"))
-    if plan.perftest and len(hosts) > 1:  # one host: the stage SKIPs, it has no partner
-        settings = perftest_settings(first.vars)
-        rails = first.vars.int("expected_hca_count") or 1
-        steps = 2 * rails + 2
-        first_round = steps * (settings.duration_s + PERFTEST_STEP_S)
-        if plan.perftest_latency:
-            first_round += rails * (PERFTEST_LATENCY_STEP_S + PERFTEST_STEP_S)
-        typical = min(PERFTEST_STAGE_PER_FIRST_ROUND * first_round, settings.budget_s)
         rows.append(
             StageEstimate(
-                "perftest",
-                typical,
-                settings.budget_s,
-                f"a first round of {steps} steps at {settings.duration_s} s + {PERFTEST_STEP_S:g} s, the rest "
-                f"{PERFTEST_STAGE_PER_FIRST_ROUND - 1:.0%} more (bench/perftest_scale.py); bound: perftest_budget_s",
-            )
-        )
-    if plan.stress:
-        memtest = first.vars.float("memtest_seconds", DEFAULT_MEMTEST_S) or 0.0
-        burnin = (first.vars.float("burnin_minutes", 0.0) or 0.0) * 60.0
-        rows.append(
-            StageEstimate(
-                "GPU stress",
-                STRESS_LAUNCH_S + STRESS_FIXED_S + memtest + burnin,
+                "KV transfer",
+                KV_S + KV_PER_RANK_S * ranks,
                 None,
-                f"launch and GEMM/HBM/SDC phases (H100 runs) + memtest {memtest:g} s + burn-in {burnin:g} s",
+                f"{KV_S:g} s + {KV_PER_RANK_S:g} s × {counted(ranks, 'rank')} a host",
             )
         )
+    found = perftest(plan, hosts) if plan.perftest else None
+    if found is not None:
+        rows.append(found)
+    if plan.stress:
+        rows.append(stress(first))
     return rows
+
+
+def reports(formats: Collection[str]) -> StageEstimate | None:
+    """Writing the reports asked for; the PDF's layout takes the most."""
+    if not formats:
+        return None
+    pdf = PDF_S if "pdf" in formats else 0.0
+    return StageEstimate(
+        "reports",
+        REPORTS_S + pdf,
+        None,
+        f"{', '.join(sorted(formats))}: {REPORTS_S:g} s" + (f", the PDF {PDF_S:g} s more" if pdf else ""),
+    )
 
 
 def estimate(
@@ -230,6 +327,7 @@ def estimate(
     forks: int,
     skip_benchmarks: bool = False,
     nightly: NightlyPlan | None = None,
+    formats: Collection[str] = (),
 ) -> list[StageEstimate]:
     """Every stage the run would go through, in order, each with its estimate."""
     stages = [host_stage(hosts, checks, forks)]
@@ -241,6 +339,9 @@ def estimate(
         if found is not None:
             stages.append(found)
         stages += [s for s in extras(plan, hosts) if alone is None or s.stage not in PAIRED_EXTRAS]
+    written = reports(formats)
+    if written is not None:
+        stages.append(written)
     if nightly is not None:
         stages.append(
             StageEstimate(

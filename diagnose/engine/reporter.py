@@ -1,15 +1,22 @@
-"""What the engine tells its caller while a run goes on: hosts done, and trouble that is no check's result.
+"""What the engine tells its caller while a run goes on: hosts done, the stage that runs now with its hosts
+and steps, and trouble that is no check's result.
 
-The engine never prints: the command line shows a progress bar on a terminal and keeps cron mail to one
-line, node-check keeps slurmd's log to one line, and tests and site scripts want silence. Each caller hands
-the stages a :class:`Reporter`; this base class says nothing, a caller overrides what it shows.
+The engine never prints: the command line shows progress on a terminal and timestamped lines without one
+(a cron log must say what ran when), ``--quiet`` and node-check keep silent (cron mail and slurmd's log stay
+one line), and tests and site scripts want silence. Each caller hands the stages a :class:`Reporter`; this
+base class says nothing, a caller overrides what it shows.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
 
 class Reporter:
-    """Silent by default; every method is a notice, none may raise into the run."""
+    """Silent by default; every method is a notice, none may raise into the run. The stage notices may come
+    from several threads at once (launches run side by side)."""
 
     def hosts_started(self, total: int) -> None:
         """The host stage begins on ``total`` hosts."""
@@ -20,6 +27,28 @@ class Reporter:
     def hosts_finished(self) -> None:
         """The host stage is over (every host done, or the time budget ran out)."""
 
+    def stage_started(self, stage: str, hosts: Sequence[str] = ()) -> None:
+        """A stage after the host checks begins on ``hosts`` (the benchmarks, an extra after the sweep
+        within them, the second snapshot, the reports)."""
+
+    def step(self, stage: str, hosts: Sequence[str], detail: str) -> None:
+        """One step of ``stage`` on ``hosts``: a collective or phase a launch began, or how it ended."""
+
+    def stage_finished(self, stage: str, seconds: float) -> None:
+        """``stage`` ended normally after ``seconds``."""
+
+    def run_finished(self, seconds: float) -> None:
+        """The run is measured, recorded and rendered, ``seconds`` after it started; the summary follows."""
+
     def problem(self, message: str) -> None:
         """Something the operator should hear that no result records: a connection that would not close,
         a second snapshot that failed, work the time budget could not stop."""
+
+    @contextmanager
+    def stage(self, name: str, hosts: Sequence[str] = ()) -> Iterator[None]:
+        """The block as stage ``name``: its start told, and its end with its duration when it ends normally
+        (an interrupt or an error has lines of its own)."""
+        began = time.monotonic()
+        self.stage_started(name, hosts)
+        yield
+        self.stage_finished(name, time.monotonic() - began)

@@ -134,7 +134,7 @@ def parse_formats(text: str) -> set[str]:
     unknown = chosen - set(FORMATS)
     if unknown:
         raise ConfigError(
-            f"--format: unknown format(s) {', '.join(sorted(unknown))}; choose from {', '.join(FORMATS)}"
+            f"--format: unknown {'format' if len(unknown) == 1 else 'formats'} {', '.join(sorted(unknown))}; choose from {', '.join(FORMATS)}"
         )
     return chosen | {"json"}
 
@@ -160,6 +160,8 @@ def prepare(options: RunOptions) -> RunRequest:
     sources = host_sources(options)
     if options.known_hosts and not Path(options.known_hosts).expanduser().is_file():
         raise ConfigError(f"--known-hosts {options.known_hosts}: no such file")
+    if options.history:  # before the lock beside it is taken: a mistyped folder is refused, not made
+        history.check_db_path(options.history)
     settings = HOST_SETTINGS if options.list_only else {**HOST_SETTINGS, **LOGIN_SETTINGS}
     hosts = resolve_hosts(sources, HostContext(playbook, options.limit, extra_vars, settings=settings))
     slurm = next((s for s in sources if isinstance(s, slurm_hosts.SlurmNodes)), None)
@@ -286,6 +288,8 @@ class Run:
         if stranded is not None:
             return RunOutcome("config", str(ConfigError(stranded, self.request.inventory)))
         try:
+            if db is not None:
+                history.create_db(db)  # the one place a database is made: prepare() checked its path
             out_dir = self._out_dir()
         except ConfigError as exc:
             return RunOutcome("config", str(exc))
@@ -321,27 +325,31 @@ class Run:
         )
         self._suggest_profile(store)
         engine.run_cluster_stage(request.cluster_checks, self.states, store)
+        reachable = [s.host for s in self.states.values() if s.connection is not None]
         if request.custom_modules:
-            reachable = [s.host for s in self.states.values() if s.connection is not None]
-            store.add_checks(
-                run_custom_checks(
-                    request.custom_modules,
-                    reachable,
-                    out_dir,
-                    accept_unknown_host_keys=options.accept_unknown_host_keys,
-                    known_hosts=options.known_hosts,
+            with self.reporter.stage("custom checks", [h.name for h in reachable]):
+                store.add_checks(
+                    run_custom_checks(
+                        request.custom_modules,
+                        reachable,
+                        out_dir,
+                        accept_unknown_host_keys=options.accept_unknown_host_keys,
+                        known_hosts=options.known_hosts,
+                    )
                 )
-            )
         plan = request.playbook.benchmarks
         samples: dict[str, Any] = {}
         if plan and plan.enabled and not options.skip_benchmarks and not deadline.expired():
-            samples = engine.run_benchmark_stage(
-                plan, self.states, out_dir, store, deadline, request.host_checks
-            )
+            healthy = [s.host.name for s in self.states.values() if s.healthy]
+            with self.reporter.stage("benchmarks", healthy):
+                samples = engine.run_benchmark_stage(
+                    plan, self.states, out_dir, store, deadline, request.host_checks, self.reporter
+                )
         if not deadline.expired():
-            engine.run_after_snapshot_stage(
-                self.states, request.host_checks, out_dir, store, options.forks, samples, self.reporter
-            )
+            with self.reporter.stage("second snapshot", [h.name for h in reachable]):
+                engine.run_after_snapshot_stage(
+                    self.states, request.host_checks, out_dir, store, options.forks, samples, self.reporter
+                )
             engine.note_counters_on_slow_collectives(store)
         act_on_nodes(request.hosts, self.states, out_dir, store, self.run_id, options.k8s_cordon)
         regressions: list[Any] = []
@@ -390,7 +398,8 @@ class Run:
             record_coverage(db, document)
         outcome = RunOutcome("done", out_dir=out_dir, document=document, regressions=regressions)
         try:
-            outcome.written = render(out_dir / "results.json", self.request.formats)
+            with self.reporter.stage(f"reports ({', '.join(sorted(self.request.formats))})"):
+                outcome.written = render(out_dir / "results.json", self.request.formats)
         except PdfUnavailable as exc:  # the cluster was measured: the verdict stands, the PDF is told
             outcome.written, outcome.notes = exc.written, [str(exc)]
         except Exception:
@@ -401,4 +410,5 @@ class Run:
                 db, document, self.options.runs_dir, out_dir, self.nightly.keep_runs, self.nightly.keep_days
             )
             outcome.retention_failures = list(kept.failures)
+        self.reporter.run_finished((datetime.now(timezone.utc) - self.started).total_seconds())
         return outcome

@@ -203,13 +203,16 @@ def run_benchmark_stage(
     store: ResultsStore,
     deadline: Any,
     checks: list[Check] | None = None,
+    reporter: Reporter | None = None,
 ) -> dict[str, dict[str, list[Facts]]]:
     """Collectives across the reachable hosts, over the connections the host stage opened; meanwhile the
-    checks that judge under load sample the GPU hosts. Returns those samples, by host and check id."""
+    checks that judge under load sample the GPU hosts. Returns those samples, by host and check id. The
+    extras and launches tell ``reporter`` their steps as they go."""
     from diagnose.benchmarks.shared_gpu import mark_shared, shared_hosts
     from diagnose.benchmarks.stage import BenchContext
     from diagnose.benchmarks.stage import run_benchmark_stage as run_stage
     from diagnose.engine.sampling import LoadSampler
+    from diagnose.launchers.progress import Teller
 
     healthy = [s for s in states.values() if s.healthy]
     # Hosts where gpu.processes found compute processes diagnose did not start: what is measured there
@@ -229,6 +232,7 @@ def run_benchmark_stage(
         emit_benchmark=lambda entry: store.add_benchmark(mark_shared(entry, shared)),
         emit_record=lambda section, entry: store.add_record(section, mark_shared(entry, shared)),
         deadline=None if remaining == float("inf") else time.monotonic() + remaining,
+        told=Teller(reporter),
     )
     with LoadSampler(sampled, context.connections, under_load) as sampler:
         run_stage(context)

@@ -6,11 +6,13 @@ versions, every check result and every benchmark row, so a run can be compared w
 trend. The database, not the run folders, is the record: retention may delete folders while the history
 of what they measured stays.
 
-One module per job; ``storage`` is at the bottom and no module imports one above it:
+One module per job; ``counts`` and ``storage`` are at the bottom and no module imports one above it:
 
+* ``counts`` — a run's counts as the nightly line states them, its regressions apart (pure);
 * ``storage`` — the schema and its migrations, opening the database, recording a run, loading a stored run
   back, series keys, pinning a baseline, the references of a run (last good run, baseline);
 * ``bands`` — message-size bands and busbw by size, shared by the comparison and the trends;
+* ``noise`` — when a busbw change stands out of its series' run-to-run noise (pure);
 * ``comparison`` — the comparison rules: snapshots of a run, the findings, ``regressions()``;
 * ``trends`` — the tables of ``diagnose history`` and the report's trend data;
 * ``retention`` — pruning old runs, and the run folders that folder retention must keep;
@@ -26,6 +28,8 @@ from diagnose.history.retention import PrunedRun, protected_run_dirs, prune
 from diagnose.history.stability import UNSTABLE_ID, instability
 from diagnose.history.storage import (
     SCHEMA_VERSION,
+    check_db_path,
+    create_db,
     default_db_path,
     find_run,
     previous_check_observed,
@@ -42,6 +46,8 @@ __all__ = [
     "UNSTABLE_ID",
     "PrunedRun",
     "Regression",
+    "check_db_path",
+    "create_db",
     "default_db_path",
     "find_run",
     "history_list",

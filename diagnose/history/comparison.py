@@ -7,9 +7,10 @@ Comparison rules (each finding becomes one ``history.regression`` result):
   already FAILs ``host.reachable``) — FAIL;
 * driver, CUDA, NCCL or torch changed on some hosts — WARN when every host now agrees (an upgrade), FAIL
   when the change left the hosts disagreeing;
-* the median busbw of a collective within a size band fell by more than ``busbw_drop_pct`` — FAIL: a
-  nightly health check exists to catch a degraded link or a bad upgrade, run-to-run noise of NCCL on a quiet
-  cluster is a few percent, and a WARN would not change the exit code a scheduler or monitor acts on.
+* the median busbw of a collective within a size band fell by more than its series' own run-to-run noise
+  allows, and by at least ``busbw_drop_pct`` — FAIL: a nightly health check exists to catch a degraded link
+  or a bad upgrade, and a WARN would not change the exit code a scheduler or monitor acts on. Only judged
+  figures count, and first nights have their own rule (:mod:`diagnose.history.noise`).
 
 Pinning a baseline (``diagnose baseline RUN_ID``) also acknowledges change: runs older than the pinned
 baseline are never used as references, so after a planned removal of a host or an accepted bandwidth
@@ -30,7 +31,8 @@ from typing import Any
 from diagnose.catalog.stage_ids import HISTORY_PREFIX, HISTORY_REGRESSION
 from diagnose.core.model import SEVERITY, CheckResult
 from diagnose.history.bands import BANDS, Band, busbw_by_size
-from diagnose.history.storage import Reference, load_results, open_db, run_references
+from diagnose.history.noise import WINDOW, noise, regressed
+from diagnose.history.storage import Reference, good_run_ids, load_results, open_db, run_references
 
 REGRESSION_ID = HISTORY_REGRESSION
 DEFAULT_BUSBW_DROP_PCT = 10.0
@@ -51,8 +53,9 @@ class Snapshot:
 def snapshot(results: Mapping[str, Any]) -> Snapshot:
     """Reduce a results document to what a comparison reads.
 
-    Several results of one check on one host fold into the worst. Benchmarks that could not run (ERROR)
-    and rows with wrong results or no busbw carry no bandwidth.
+    Several results of one check on one host fold into the worst. Benchmarks that could not run (ERROR or
+    SKIP), benchmarks whose bandwidth was not judged (no ``expected_busbw_gbps``: gloo on CPU hosts, a
+    profile without a fabric) and rows with wrong results or no busbw carry no bandwidth to compare.
     """
     snap = Snapshot()
     for host in results.get("hosts", []):
@@ -65,7 +68,7 @@ def snapshot(results: Mapping[str, Any]) -> Snapshot:
         if seen is None or SEVERITY.get(check["status"], 0) > SEVERITY.get(seen[0], 0):
             snap.checks[key] = (check["status"], str(check.get("message") or ""))
     for bench in results.get("benchmarks", []):
-        if bench.get("status") != "ERROR":
+        if bench.get("status") not in ("ERROR", "SKIP") and bench.get("expected_busbw_gbps") is not None:
             key = (bench["collective"], bench.get("tool"), bench.get("nodes"), bench.get("ranks"))
             snap.busbw.setdefault(key, {}).update(busbw_by_size(bench))
     return snap
@@ -198,23 +201,35 @@ def _band_medians(
     return statistics.median(cur[s] for s in sizes), statistics.median(ref[s] for s in sizes), len(sizes)
 
 
+def _good_values(good: list[Snapshot], key: BenchKey, cur: dict[int, float], band: Band) -> list[float]:
+    """The figure in each good run (oldest first), over the sizes that run shares with tonight's."""
+    values = []
+    for snap in good:
+        medians = _band_medians(cur, snap.busbw.get(key) or {}, band)
+        if medians is not None:
+            values.append(medians[1])
+    return values
+
+
 def _busbw_regressions(
-    ref_snap: Snapshot, ref: Reference, cur: Snapshot, drop_pct: float
+    ref_snap: Snapshot, ref: Reference, cur: Snapshot, drop_pct: float, good: list[Snapshot]
 ) -> dict[tuple[BenchKey, str], Regression]:
     found = {}
-    factor = 1.0 - drop_pct / 100.0
+    min_drop = drop_pct / 100.0
     for key, sizes in sorted(cur.busbw.items(), key=lambda item: str(item[0])):
         ref_sizes = ref_snap.busbw.get(key)
         if not ref_sizes:
-            continue  # another node or rank count: a lost host is reported as such, not as a slowdown
+            continue  # another node or rank count, or not judged there: nothing comparable
         collective, tool, nodes, ranks = key
         for band in BANDS:
             medians = _band_medians(sizes, ref_sizes, band)
             if medians is None:
                 continue
             now, before, count = medians
-            if before <= 0 or now >= factor * before:
+            spread = noise(_good_values(good, key, sizes, band), min_drop)
+            if not regressed(now, before, spread.threshold):
                 continue
+            factor = 1.0 - spread.threshold
             change = (now / before - 1.0) * 100.0
             found[(key, band.key)] = Regression(
                 "busbw",
@@ -225,11 +240,11 @@ def _busbw_regressions(
                     checklist="3",
                     status="FAIL",
                     observed=f"{now:.1f} GB/s",
-                    expected=f"≥ {factor:g} × {before:.1f} GB/s (run {ref.run_id})",
+                    expected=f"≥ {factor:.2g} × {before:.1f} GB/s (run {ref.run_id})",
                     message=(
                         f"{collective} busbw in the {band.label} band (median of {count} sizes, {nodes} nodes, "
                         f"{ranks} ranks, {tool}) is {now:.1f} GB/s, {change:+.0f}% against {before:.1f} GB/s "
-                        f"in {_since(ref)}"
+                        f"in {_since(ref)}; {spread.words(min_drop)}"
                     ),
                     remediation=(
                         "Compare the transport NCCL chose with the reference run (nccl.transport), look for "
@@ -242,13 +257,18 @@ def _busbw_regressions(
 
 
 def compare(
-    references: list[tuple[Reference, Snapshot]], current: Snapshot, drop_pct: float
+    references: list[tuple[Reference, Snapshot]],
+    current: Snapshot,
+    drop_pct: float,
+    good: list[Snapshot] | None = None,
 ) -> list[Regression]:
     """All regressions of ``current`` against the references (newest first), worst first.
 
     State changes (checks, hosts, versions) are judged against the newest reference only: an older one
     would report the same change again every night. Bandwidth is judged against each, so the baseline
     catches a slow drift that no single night-to-night step shows; one finding per collective and band.
+    ``good``: the series' last good runs (oldest first), whose spread says how far a figure may move on
+    noise alone; without them every figure is on its first nights.
     """
     if not references:
         return []
@@ -258,7 +278,7 @@ def compare(
     found += _version_regressions(ref_snap, ref, current)
     busbw: dict[tuple[BenchKey, str], Regression] = {}
     for ref, ref_snap in references:
-        for key, regression in _busbw_regressions(ref_snap, ref, current, drop_pct).items():
+        for key, regression in _busbw_regressions(ref_snap, ref, current, drop_pct, good or []).items():
             busbw.setdefault(key, regression)
     found += list(busbw.values())
     return sorted(found, key=lambda r: -SEVERITY[r.result.status])
@@ -267,13 +287,17 @@ def compare(
 def regressions(
     db_path: str | Path, results: Mapping[str, Any], busbw_drop_pct: float = DEFAULT_BUSBW_DROP_PCT
 ) -> list[Regression]:
-    """The run's regressions against the last good run and the pinned baseline of its series.
+    """The run's regressions against the last good run and the pinned baseline of its series, bandwidth
+    judged against the noise of the series' last good runs.
 
     Call with the complete results document, before ``record_run`` or after (the run itself is never its
     own reference). Empty when the series has no reference yet.
     """
+    if not Path(db_path).is_file():  # the series' first run: nothing to compare with
+        return []
     with open_db(db_path) as conn:
         refs = [
             (ref, snapshot(load_results(conn, ref.run_id))) for ref in run_references(conn, results["run"])
         ]
-    return compare(refs, snapshot(results), busbw_drop_pct)
+        good = [snapshot(load_results(conn, i)) for i in good_run_ids(conn, results["run"], WINDOW)]
+    return compare(refs, snapshot(results), busbw_drop_pct, good)

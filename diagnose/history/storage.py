@@ -20,7 +20,7 @@ from typing import Any
 import platformdirs
 
 from diagnose.core.errors import ConfigError
-from diagnose.core.model import STATUSES
+from diagnose.history.counts import RunCounts, count_rows, run_counts
 
 DEFAULT_DB_NAME = "history.sqlite3"
 
@@ -108,6 +108,11 @@ _MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (inventory, playbook, host)
     );
     """,
+    # 3: the run's regressions apart from its counts, which follow the tally (diagnose.history.counts).
+    # NULL: recorded before, when counts took each benchmark twice and regressions as FAILs.
+    """
+    ALTER TABLE runs ADD COLUMN regressions INTEGER;
+    """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -121,10 +126,41 @@ def default_db_path() -> Path:
 # The database
 
 
-@contextmanager
-def open_db(db_path: str | Path) -> Iterator[sqlite3.Connection]:
+def check_db_path(db_path: str | Path) -> None:
+    """Refuse a history path a run could not create its database at (ConfigError: exit 2).
+
+    Only the default path gets its folder made: a ``--history`` whose folder does not exist is a typo far
+    more often than a wish, and a database quietly started there would split the series in two.
+    """
     path = Path(db_path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_file():
+        return
+    if path.exists():
+        raise ConfigError("--history names something that is not a database file", path)
+    if not path.parent.is_dir() and path != default_db_path():
+        raise ConfigError(
+            f"--history: the folder {path.parent} does not exist; create it first, "
+            f"or leave --history out for the default ({default_db_path()})",
+            path,
+        )
+
+
+def create_db(db_path: str | Path) -> None:
+    """Make the history database if it does not exist yet: a run recording history does, once its path
+    passed :func:`check_db_path`; the commands that only read history never do."""
+    Path(db_path).parent.mkdir(parents=True, exist_ok=True)
+    with open_db(db_path, create=True):
+        pass
+
+
+@contextmanager
+def open_db(db_path: str | Path, create: bool = False) -> Iterator[sqlite3.Connection]:
+    """The database, migrated to this version's schema. Without ``create`` a missing file is refused
+    (ConfigError: exit 2) rather than made: a mistyped ``--history`` must not answer "no runs" from an
+    empty database it just left behind."""
+    path = Path(db_path)
+    if not create and not path.is_file():
+        raise ConfigError("no history database here (check --history; a nightly run creates it)", path)
     conn = sqlite3.connect(path, timeout=30.0)
     try:
         conn.execute("PRAGMA foreign_keys = ON")
@@ -173,15 +209,6 @@ def epoch_seconds(text: Any) -> float | None:
 
 def _json(value: Any) -> str | None:
     return None if value is None else json.dumps(value, ensure_ascii=False, default=str)
-
-
-def status_counts(results: Mapping[str, Any]) -> dict[str, int]:
-    counts = dict.fromkeys(STATUSES, 0)
-    for item in [*results.get("checks", []), *results.get("benchmarks", [])]:
-        status = item.get("status")
-        if status in counts:
-            counts[status] += 1
-    return counts
 
 
 def series_key(run: Mapping[str, Any]) -> tuple[str, str]:
@@ -243,16 +270,19 @@ def record_run(db_path: str | Path, results: Mapping[str, Any], run_dir: str | P
     run_id = str(run["id"])
     inventory, playbook = series_key(run)
     started_ts = epoch_seconds(run.get("started")) or time.time()
+    counts = run_counts(results)
+    create_db(db_path)
     with open_db(db_path) as conn, conn:
         for table in ("bench_rows", "benchmarks", "checks", "hosts"):
             conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
         conn.execute(
             "INSERT INTO runs (id, started, started_ts, finished, verdict, inventory, playbook, profile,"
-            " tool_version, run_dir, counts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " tool_version, run_dir, counts, regressions) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (id) DO UPDATE SET started = excluded.started, started_ts = excluded.started_ts,"
             " finished = excluded.finished, verdict = excluded.verdict, inventory = excluded.inventory,"
             " playbook = excluded.playbook, profile = excluded.profile,"
-            " tool_version = excluded.tool_version, run_dir = excluded.run_dir, counts = excluded.counts",
+            " tool_version = excluded.tool_version, run_dir = excluded.run_dir, counts = excluded.counts,"
+            " regressions = excluded.regressions",
             (
                 run_id,
                 str(run.get("started") or ""),
@@ -264,7 +294,8 @@ def record_run(db_path: str | Path, results: Mapping[str, Any], run_dir: str | P
                 run.get("profile"),
                 run.get("tool_version"),
                 str(Path(run_dir).resolve()) if run_dir is not None else None,
-                json.dumps(status_counts(results)),
+                json.dumps(counts.statuses),
+                counts.regressions,
             ),
         )
         conn.executemany(
@@ -332,6 +363,17 @@ def record_run(db_path: str | Path, results: Mapping[str, Any], run_dir: str | P
             )
 
 
+def stored_counts(conn: sqlite3.Connection, run_id: str, counts: str, regressions: int | None) -> RunCounts:
+    """A recorded run's counts (``runs.counts`` and ``runs.regressions``); a run recorded before schema 3
+    stored other counts, so its rows are counted again by the rule the nightly line follows."""
+    if regressions is not None:
+        return RunCounts(json.loads(counts), regressions)
+    return count_rows(
+        conn.execute("SELECT check_id, status FROM checks WHERE run_id = ?", (run_id,)),
+        conn.execute("SELECT collective, status FROM benchmarks WHERE run_id = ?", (run_id,)),
+    )
+
+
 def load_results(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
     """The stored part of a run, in the shape of results.json, so one code path reads both."""
     hosts = [
@@ -347,8 +389,9 @@ def load_results(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
         )
     ]
     benchmarks: dict[int, dict[str, Any]] = {}
-    for seq, collective, tool, nodes, ranks, status in conn.execute(
-        "SELECT seq, collective, tool, nodes, ranks, status FROM benchmarks WHERE run_id = ? ORDER BY seq",
+    for seq, collective, tool, nodes, ranks, status, expected in conn.execute(
+        "SELECT seq, collective, tool, nodes, ranks, status, expected_busbw_gbps FROM benchmarks"
+        " WHERE run_id = ? ORDER BY seq",
         (run_id,),
     ):
         benchmarks[seq] = {
@@ -357,6 +400,7 @@ def load_results(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
             "nodes": nodes,
             "ranks": ranks,
             "status": status,
+            "expected_busbw_gbps": expected,
             "rows": [],
         }
     for seq, size, busbw, wrong in conn.execute(
@@ -451,6 +495,20 @@ def run_references(conn: sqlite3.Connection, run: Mapping[str, Any]) -> list[Ref
     if baseline:
         refs.append(Reference(baseline[0], baseline[1], baseline[2], "baseline"))
     return refs
+
+
+def good_run_ids(conn: sqlite3.Connection, run: Mapping[str, Any], limit: int) -> list[str]:
+    """The newest ``limit`` good (PASS) runs of the run's series before it, oldest first: the runs whose
+    spread is the series' run-to-run noise (diagnose.history.noise). Runs before a pinned baseline count:
+    pinning acknowledges a level, and how much the measurement wanders is the same before and after."""
+    inventory, playbook = series_key(run)
+    now_ts = epoch_seconds(run.get("started"))
+    rows = conn.execute(
+        "SELECT id FROM runs WHERE inventory = ? AND playbook = ? AND verdict = 'PASS' AND id != ?"
+        " AND started_ts <= ? ORDER BY started_ts DESC LIMIT ?",
+        (inventory, playbook, str(run.get("id")), now_ts if now_ts is not None else float("inf"), limit),
+    ).fetchall()
+    return [r[0] for r in reversed(rows)]
 
 
 def last_good_ids(conn: sqlite3.Connection) -> set[str]:

@@ -12,13 +12,15 @@ from typing import Any
 from diagnose.core.errors import ConfigError
 from diagnose.core.model import STATUSES
 from diagnose.history.bands import BANDS, Band, busbw_by_size
+from diagnose.history.counts import RunCounts, run_counts
 from diagnose.history.storage import (
+    Reference,
     baseline_ids,
     last_good_ids,
     open_db,
     run_references,
     series_key,
-    status_counts,
+    stored_counts,
 )
 
 
@@ -37,37 +39,51 @@ def _clip(text: str, width: int) -> str:
 
 
 def history_list(db_path: str | Path, limit: int = 20) -> str:
-    """The newest runs, newest first, with verdict, counts and which run is a reference."""
+    """The newest ``limit`` runs, one table per series (inventory and playbook, ``--limit`` included),
+    newest first, with verdict, counts, regressions and which run is a reference.
+
+    "last good" is the newest good (PASS) run of the row's own series, the run the series' next runs are
+    compared with. A plain run given ``--history``, a ``--limit`` run and the nightly are three series with
+    three last good runs: one table would show several "last good" rows and no reason why. The counts are
+    the nightly line's (:mod:`diagnose.history.counts`), the regressions beside them, not among the FAILs.
+    """
     with open_db(db_path) as conn:
         baselines, last_good = baseline_ids(conn), last_good_ids(conn)
         rows = conn.execute(
-            "SELECT id, started, verdict, counts, playbook, inventory,"
+            "SELECT id, started, verdict, counts, regressions, playbook, inventory,"
             " (SELECT COUNT(*) FROM hosts h WHERE h.run_id = r.id) FROM runs r"
             " ORDER BY started_ts DESC LIMIT ?",
             (limit,),
         ).fetchall()
+        series: dict[tuple[str, str], list[list[str]]] = {}
+        for run_id, started, verdict, counts_json, found, playbook, inventory, hosts in rows:
+            counts = stored_counts(conn, run_id, counts_json, found)
+            marks = [m for m, ids in (("baseline", baselines), ("last good", last_good)) if run_id in ids]
+            series.setdefault((playbook, inventory), []).append(
+                [
+                    run_id,
+                    started,
+                    verdict,
+                    *(str(counts.statuses.get(s, 0)) for s in ("FAIL", "ERROR", "WARN")),
+                    str(counts.regressions),
+                    str(hosts),
+                    ", ".join(marks),
+                ]
+            )
     if not rows:
         return f"no runs recorded in {db_path}"
-    table = []
-    for run_id, started, verdict, counts_json, playbook, inventory, hosts in rows:
-        counts = json.loads(counts_json)
-        marks = [m for m, ids in (("baseline", baselines), ("last good", last_good)) if run_id in ids]
-        table.append(
-            [
-                run_id,
-                started,
-                verdict,
-                str(counts.get("FAIL", 0)),
-                str(counts.get("ERROR", 0)),
-                str(counts.get("WARN", 0)),
-                str(hosts),
-                playbook,
-                inventory,
-                ", ".join(marks),
-            ]
+    headers = ["run", "started", "verdict", "FAIL", "ERROR", "WARN", "regressions", "hosts", "note"]
+    parts = [
+        f"{playbook or '?'} on {inventory or '?'}\n" + _table(headers, table)
+        for (playbook, inventory), table in series.items()
+    ]
+    if len(series) > 1:
+        parts.insert(
+            0,
+            f"{len(series)} series (playbook on inventory): each is compared only with itself, and its "
+            "last good run is the newest PASS of that series",
         )
-    headers = ["run", "started", "verdict", "FAIL", "ERROR", "WARN", "hosts", "playbook", "inventory", "note"]
-    return _table(headers, table)
+    return "\n\n".join(parts)
 
 
 def _check_trend(conn: sqlite3.Connection, check_id: str, host: str | None, limit: int) -> str:
@@ -126,6 +142,16 @@ def _run_busbw(
     return tuple(bench[1:]), {int(size): float(busbw) for size, busbw in rows}
 
 
+def _shape(nodes: int | None, ranks: int | None) -> str:
+    """``2×8`` for 16 ranks on 2 nodes: nodes times ranks per node, as "2×8 GPUs" is read (2 ranks on 2
+    nodes is 2×1, not 2×2); the total alone where the ranks do not split evenly."""
+    if not ranks:
+        return ""
+    if nodes and ranks % nodes == 0:
+        return f"{nodes}×{ranks // nodes}"
+    return f"{ranks} ranks"
+
+
 def _collective_trend(conn: sqlite3.Connection, collective: str, limit: int) -> str:
     runs = conn.execute(
         "SELECT r.id, r.started FROM runs r WHERE EXISTS (SELECT 1 FROM benchmarks b WHERE b.run_id = r.id"
@@ -144,13 +170,13 @@ def _collective_trend(conn: sqlite3.Connection, collective: str, limit: int) -> 
                 started,
                 run_id,
                 str(tool or ""),
-                f"{nodes}×{ranks}" if ranks else "",
+                _shape(nodes, ranks),
                 *("" if m is None else f"{m:.1f}" for m in medians),
                 "" if peak is None else f"{peak:.1f}",
                 str(status or ""),
             ]
         )
-    headers = ["started", "run", "tool", "nodes×ranks", *(b.label for b in BANDS), "peak", "status"]
+    headers = ["started", "run", "tool", "nodes×ranks/node", *(b.label for b in BANDS), "peak", "status"]
     return f"{collective} busbw (GB/s, median per size band)\n" + _table(headers, table)
 
 
@@ -184,14 +210,22 @@ def trend_for_report(db_path: str | Path, results: Mapping[str, Any], limit: int
     run = results["run"]
     run_id = str(run["id"])
     inventory, playbook = series_key(run)
+    collectives = sorted({b["collective"] for b in results.get("benchmarks", [])})
+    refs: list[Reference] = []
+    past: list[dict[str, Any]] = []
+    past_busbw: dict[tuple[str, str], dict[int, float]] = {}
+    if not Path(db_path).is_file():  # the series' first run, before it is recorded
+        return _report_trend(results, inventory, playbook, refs, past, past_busbw, collectives)
     with open_db(db_path) as conn:
         refs = run_references(conn, run)
-        past = conn.execute(
-            "SELECT id, started, verdict, counts FROM runs WHERE inventory = ? AND playbook = ? AND id != ?"
-            " ORDER BY started_ts DESC LIMIT ?",
+        rows = conn.execute(
+            "SELECT id, started, verdict, counts, regressions FROM runs"
+            " WHERE inventory = ? AND playbook = ? AND id != ? ORDER BY started_ts DESC LIMIT ?",
             (inventory, playbook, run_id, max(limit - 1, 0)),
         ).fetchall()[::-1]
-        collectives = sorted({b["collective"] for b in results.get("benchmarks", [])})
+        for past_id, started, verdict, counts_json, found in rows:
+            counts = stored_counts(conn, past_id, counts_json, found)
+            past.append(_trend_run(past_id, started, verdict, counts))
         if past:
             marks = ",".join("?" * len(past))
             collectives = sorted(
@@ -200,29 +234,49 @@ def trend_for_report(db_path: str | Path, results: Mapping[str, Any], limit: int
                     r[0]
                     for r in conn.execute(
                         f"SELECT DISTINCT collective FROM benchmarks WHERE run_id IN ({marks})",
-                        [p[0] for p in past],
+                        [p["id"] for p in past],
                     )
                 }
             )
-        past_busbw = {(p[0], c): _run_busbw(conn, p[0], c)[1] for p in past for c in collectives}
+        past_busbw = {(p["id"], c): _run_busbw(conn, p["id"], c)[1] for p in past for c in collectives}
+    return _report_trend(results, inventory, playbook, refs, past, past_busbw, collectives)
+
+
+def _trend_run(run_id: str, started: Any, verdict: Any, counts: RunCounts) -> dict[str, Any]:
+    """One run of the report's trend, counted as the nightly line and ``diagnose history`` count it."""
+    return {
+        "id": run_id,
+        "started": started,
+        "verdict": verdict,
+        "counts": counts.statuses,
+        "regressions": counts.regressions,
+    }
+
+
+def _report_trend(
+    results: Mapping[str, Any],
+    inventory: str,
+    playbook: str,
+    refs: list[Reference],
+    past: list[dict[str, Any]],
+    past_busbw: dict[tuple[str, str], dict[int, float]],
+    collectives: list[str],
+) -> dict[str, Any]:
+    """The trend data of :func:`trend_for_report` from what the database gave (nothing for a first run)."""
+    run = results["run"]
     current_busbw: dict[str, dict[int, float]] = {}
     for collective in collectives:
         benches = [b for b in results.get("benchmarks", []) if b["collective"] == collective]
         if benches:
             widest = max(benches, key=lambda b: b.get("ranks") or 0)
             current_busbw[collective] = busbw_by_size(widest)
-    runs = [{"id": p[0], "started": p[1], "verdict": p[2], "counts": json.loads(p[3])} for p in past]
-    runs.append(
-        {
-            "id": run_id,
-            "started": run.get("started"),
-            "verdict": results.get("verdict"),
-            "counts": status_counts(results),
-        }
-    )
+    runs = [
+        *past,
+        _trend_run(str(run["id"]), run.get("started"), results.get("verdict"), run_counts(results)),
+    ]
     busbw: dict[str, dict[str, list[float | None]]] = {}
     for collective in collectives:
-        series_sizes = [past_busbw[(p[0], collective)] for p in past] + [current_busbw.get(collective, {})]
+        series_sizes = [past_busbw[(p["id"], collective)] for p in past] + [current_busbw.get(collective, {})]
         busbw[collective] = {band.key: [_band_median(s, band) for s in series_sizes] for band in BANDS}
     by_role = {ref.role: ref.run_id for ref in refs}
     both = by_role.get("last good and baseline")

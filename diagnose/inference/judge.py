@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from diagnose.core.model import worst
-from diagnose.core.units import tokens_label
+from diagnose.core.units import counted, tokens_label
 from diagnose.inference.pairs import NETWORK, path_rank
 from diagnose.inference.parts import copies_text, message_text, part_findings, parts_of, transfer_gbps
 from diagnose.parsers.nvidia_smi import PCIE_RANK, nvlink_links
@@ -185,7 +185,7 @@ def judge_transfer(records: Sequence[Mapping[str, Any]], limits: Limits, backend
         wrong = sum(r.get("wrong") or 0 for r in rows)
         if wrong:
             findings.append(
-                ("FAIL", f"{record['pair']}: {wrong} block(s) arrived wrong or in the wrong slot")
+                ("FAIL", f"{record['pair']}: {counted(wrong, 'block')} arrived wrong or in the wrong slot")
             )
         row = bandwidth_row(record)
         if row is None or backend == "gloo":

@@ -80,7 +80,7 @@ def parse_model(value: Any) -> KVModel:
     unknown = sorted(set(items) - {*_FIELDS, "dtype"})
     if unknown:
         raise ValueError(
-            f"kv_model: unknown field(s) {', '.join(unknown)} (known: {', '.join(_FIELDS)}, dtype)"
+            f"kv_model: unknown {'field' if len(unknown) == 1 else 'fields'} {', '.join(unknown)} (known: {', '.join(_FIELDS)}, dtype)"
         )
     fields: dict[str, Any] = {}
     for name in _FIELDS:

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from diagnose.core.hosts import Host, safe_name
 from diagnose.core.model import CommandOutput
+from diagnose.launchers.progress import LaunchProgress, Teller
 from diagnose.launchers.stopping import (
     LIVE,
     LIVE_LOCK,
@@ -72,7 +73,7 @@ _FILE_MARK = "@@diagnose-file "
 
 @dataclass
 class LaunchSpec:
-    """One job over some hosts. ``row_budget_s`` gives the seconds the next row may take."""
+    """One job over some hosts: ``row_budget_s`` the seconds the next row may take, ``told`` its listener."""
 
     run_id: str
     tag: str
@@ -98,6 +99,7 @@ class LaunchSpec:
     # home byte for byte as ``<out>/raw/<host>/<tag>/<name>`` (profiler traces), each up to ``fetch_max_bytes``.
     fetch_dir: str | None = None
     fetch_max_bytes: int = 512 * 1024 * 1024
+    told: Teller | None = None
 
 
 @dataclass
@@ -130,7 +132,7 @@ def detached_script(
     folder: str, token: str, command: str, env: Mapping[str, str], *, merge_stderr: bool = False
 ) -> str:
     """Shell that starts ``command`` (a shell command line; ``$0`` is the folder) detached in a session of
-    its own, with the token and ``env`` exported, and returns at once.
+    its own, with the token, ``env`` and TMPDIR (torch's ``torchelastic_*``: gone with the folder) exported.
 
     Its stdout goes to ``out.txt``, its stderr to ``err.txt`` (or into ``out.txt`` with ``merge_stderr``,
     where the order of both matters), its exit status to ``rc`` once it ends.
@@ -140,9 +142,9 @@ def detached_script(
     inner = f'{command} > "$0/out.txt" {errors}; echo $? > "$0/rc.tmp"; mv "$0/rc.tmp" "$0/rc"'
     return (
         f"d={shlex.quote(folder)}\n"
-        'mkdir -p "$d/logs" || exit 1\n'
+        'mkdir -p "$d/logs" "$d/tmp" || exit 1\n'
         "command -v setsid >/dev/null 2>&1 || { echo 'setsid (util-linux) is not installed' >&2; exit 127; }\n"
-        f"export {TOKEN_VAR}={shlex.quote(token)}\n"
+        f'export {TOKEN_VAR}={shlex.quote(token)} TMPDIR="$d/tmp"\n'
         f"{exports}"
         f'setsid sh -c {shlex.quote(inner)} "$d" </dev/null >/dev/null 2>&1 &\n'
         "exit 0\n"
@@ -219,6 +221,7 @@ class Launch(ABC):
         self._partial = ""
         self._done = False
         self._warmed: set[str] = set()
+        self.told = LaunchProgress(spec.told, spec.nproc)
 
     # -- I/O on every host at once ----------------------------------------------------------------------
     def _each(
@@ -343,20 +346,15 @@ class Launch(ABC):
 
     def _record(self, record: dict[str, Any], expected: list[tuple[str, int]]) -> None:
         event = record.get("event")
+        self.told.record(record)
         if event == "start":
             self.outcome.start = record
-        elif event == "row":
-            self.outcome.rows.append(record)
+        elif event in ("row", "begin"):
             key = (record["collective"], record["bytes"])
             if key in expected:  # a size the plan did not foresee leaves the hang budget as it is
-                while expected[0] != key:
-                    expected.pop(0)
-                expected.pop(0)
-        elif event == "begin":
-            key = (record["collective"], record["bytes"])
-            if key in expected:
-                while expected[0] != key:
-                    expected.pop(0)
+                del expected[: expected.index(key) + (event == "row")]  # a row ends its size, a begin not
+            if event == "row":
+                self.outcome.rows.append(record)
         elif event == "warm":
             self._warmed.add(record["collective"])
         elif event == "done":
@@ -382,8 +380,7 @@ class Launch(ABC):
 
     @staticmethod
     def _exit_code(stdout: str) -> int | None:
-        first = stdout.split("\n", 1)[0]
-        value = first.partition("rc=")[2].strip()
+        value = stdout.split("\n", 1)[0].partition("rc=")[2].strip()
         return int(value) if value.lstrip("-").isdigit() else None
 
     def _finish(self, status: str, message: str) -> None:
@@ -544,6 +541,7 @@ def run_launch(job: Launch) -> LaunchOutcome:
         if getattr(_WAVE, "interrupted", None) is not None and _WAVE.interrupted.is_set():
             raise KeyboardInterrupt  # its wave (launch_in_parallel) was interrupted: start nothing new
         LIVE[id(job)] = job.stop_interrupted
+    job.told.begin(list(job.folders), job.runner)  # folders: every host it runs on (mpirun's others too)
     try:
         try:
             job.start()
@@ -566,6 +564,7 @@ def run_launch(job: Launch) -> LaunchOutcome:
     lost_late = sorted(set(job.lost) - set(outcome.failed_hosts))
     if lost_late and outcome.status != "host_lost":
         outcome.message += f" (and could not clean up on {', '.join(lost_late)})"
+    job.told.ended(outcome.status)
     return outcome
 
 

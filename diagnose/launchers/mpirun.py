@@ -86,7 +86,7 @@ class MpirunLaunch(Launch):
         if not result.ok:
             if result.error:
                 self.lost[host.name] = result.error
-            detail = (result.error or result.stderr or f"exit {result.exit_code}").strip()[:300]
+            detail = (result.error or result.stderr or result.ended).strip()[:300]
             raise LaunchError(f"could not start {self.runner} on {host.name}: {detail}", [host.name])
 
     def decode(self, lines: list[str]) -> list[dict[str, Any]]:

@@ -137,8 +137,10 @@ def task_script(
             "esac",
             f"export {TOKEN_VAR}={shlex.quote(token)}",
             f'd={shlex.quote(folder_base)}"$i"',
+            # torchrun's agent and ranks make their temp folders (torchelastic_*) in TMPDIR: the folder's.
+            'export TMPDIR="$d/tmp"',
             # -m: the controller's clock may be ahead of the node's, and tar would warn about every file.
-            'mkdir -p "$d/logs" && cd "$d" && tar -x -m --no-same-owner -f - || exit 97',
+            'mkdir -p "$d/logs" "$d/tmp" && cd "$d" && tar -x -m --no-same-owner -f - || exit 97',
             f'echo "{NODE_MARK} $i $SLURM_JOB_ID.$SLURM_STEP_ID"',
             # The node keeps its own error output: srun drops a task's last words when the step is killed.
             "exec 2>err.txt",

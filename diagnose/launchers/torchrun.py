@@ -103,8 +103,7 @@ class TorchrunLaunch(Launch):
         if broken:
             self.lost.update({n: r.error for n, r in broken.items() if r.error})
             detail = "; ".join(
-                f"{n}: {(r.error or r.stderr or f'exit {r.exit_code}').strip()[:200]}"
-                for n, r in broken.items()
+                f"{n}: {(r.error or r.stderr or r.ended).strip()[:200]}" for n, r in broken.items()
             )
             raise LaunchError(f"could not start the benchmark: {detail}", sorted(broken))
 

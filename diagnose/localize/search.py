@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from statistics import median
 
+from diagnose.core.units import counted
 from diagnose.localize.model import (
     Accusation,
     Edge,
@@ -355,7 +356,7 @@ class Search:
                 lost = [e for e in split.lost if e not in self.cleared_edges]
                 if lost:
                     step.notes.append(
-                        f"{why}: the {len(lost)} link(s) the cut took out of its ring are measured alone next"
+                        f"{why}: the {counted(len(lost), 'link')} the cut took out of its ring are measured alone next"
                     )
                 for e in lost:
                     self._add_link(e, f"left out when slow {describe(split.parent)} was cut")

@@ -549,13 +549,13 @@ class FleetProbes:
             deadline=self.ctx.deadline,
             host_env={host.name: parse_bench_env(host.vars.get("bench_env"))},
             program=Path(fleet_probe.__file__),
+            told=self.ctx.told,
         )
 
     def measure(self, index: int, host: Host, busbw: bool) -> HostFigures:
         """Both probes on one host, one after the other (they share its GPUs)."""
         figures = HostFigures(host.name)
-        deadline = self.ctx.deadline
-        missing = self.stage.torch_missing([host])
+        missing, deadline = self.stage.torch_missing([host]), self.ctx.deadline
         if missing is None and deadline is not None and time.monotonic() > deadline:
             missing = "the run's time budget ran out before the fleet probes"
         if missing is not None:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from diagnose.catalog.stage_ids import FLEET_H2D, FLEET_MEMCPY
-from diagnose.core.units import is_number
+from diagnose.core.units import counted, is_number
 
 #: Scales the MAD to a standard deviation on normal data (the 0.75 quantile of the standard normal).
 Z_SCALE = 0.6745
@@ -228,7 +228,7 @@ def _summary(
     else:
         odd = [v for v in verdicts if v.odd]
         named = ", ".join(f"{v.host} {v.deviation_pct:+.1f} %" for v in sorted(odd, key=lambda v: v.value))
-        head += f"; {len(odd)} odd host(s)" + (f" ({named})" if odd else "")
+        head += f"; {counted(len(odd), 'odd host')}" + (f" ({named})" if odd else "")
         if count < STRONG_FLEET:
             head += f" (weak verdict: fewer than {STRONG_FLEET} hosts)"
         status = "PASS"

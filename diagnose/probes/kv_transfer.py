@@ -44,6 +44,7 @@ from diagnose.config.profiles import no_gpu_reason
 from diagnose.core.hosts import Host
 from diagnose.core.model import CheckResult
 from diagnose.core.redact import MASK, is_secret_name
+from diagnose.core.units import counted
 from diagnose.core.vars import Vars
 from diagnose.inference.judge import (
     Limits,
@@ -228,6 +229,7 @@ class KVBench:
             deadline=self.ctx.deadline,
             host_env=host_env,
             program=Path(kv_probe.__file__),
+            told=self.ctx.told,
         )
         return launch(spec)
 
@@ -293,7 +295,7 @@ class KVBench:
             self.ctx.emit_record(SECTION, record)
             records.append(record)
         backend = self.setup.backend
-        summary = f"{len(pairs)} pair(s), {settings.model.describe()}"
+        summary = f"{counted(len(pairs), 'pair')}, {settings.model.describe()}"
         if self.budget_note:
             summary += f"; {self.budget_note}"
         if notes:

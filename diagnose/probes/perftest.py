@@ -206,6 +206,7 @@ class PerftestStage:
                 row_budget_s=lambda collective, nbytes: self.settings.step_budget_s,
                 out_dir=self.ctx.out_dir,
                 deadline=self.deadline,
+                told=self.ctx.told,
             )
             outcome = launch_pair(spec, scripts, [s.describe() for s in steps], self.settings.step_budget_s)
         finally:

@@ -39,7 +39,7 @@ from typing import Any
 
 from diagnose.catalog.stage_ids import IB_LATENCY, IB_WRITE_BW
 from diagnose.core.model import CheckResult
-from diagnose.core.units import human_bytes
+from diagnose.core.units import counted, human_bytes
 from diagnose.probes.perftest_localize import EndVerdict, Suspect, end_verdict
 from diagnose.probes.perftest_plan import HostRails
 from diagnose.probes.perftest_readings import PairRail, RailFleet, Reading, pair_rails
@@ -165,7 +165,7 @@ class Judge:
                         rail,
                         value,
                         f"{label}{self.hca(end.host, rail)} (rail {rail}) at {_gbps(value)} Gb/s ({deficit or suspect.why}); "
-                        f"slow with {len(end.slow_with)} of {len(end.slow_with)} other partner(s) "
+                        f"slow with {len(end.slow_with)} of {counted(len(end.slow_with), 'other partner')} "
                         f"({_partners(end.slow_with)})"
                         + (
                             "; fewer partners than the quorum of 2: a weak verdict"
@@ -246,7 +246,7 @@ class Judge:
             median = fleet.median
             line = f" of {fleet.line_gbps:g}" if fleet.line_gbps else ""
             parts.append(
-                f"rail {rail} median {_gbps(median)}{line} Gb/s over {len(fleet.verdict.hosts) or 1} pair(s)"
+                f"rail {rail} median {_gbps(median)}{line} Gb/s over {counted(len(fleet.verdict.hosts) or 1, 'pair')}"
             )
             if fleet.short:
                 status = "FAIL"
@@ -270,12 +270,16 @@ class Judge:
         measured = [p for p in first.values() if p.value is not None]
         hosts = {h for p in measured for h in (p.a, p.b)}
         nics = len({(h, p.rail) for p in measured for h in (p.a, p.b)})
-        slow = f"; {len(suspects)} slow pair-rail(s) re-measured with other partners" if suspects else ""
+        slow = (
+            f"; {counted(len(suspects), 'slow pair-rail')} re-measured with other partners"
+            if suspects
+            else ""
+        )
         self.emit(
             IB_WRITE_BW,
             None,
             status,
-            f"{nics} NIC(s) on {len(hosts)} host(s) written to with ib_write_bw "
+            f"{counted(nics, 'NIC')} on {counted(len(hosts), 'host')} written to with ib_write_bw "
             f"({human_bytes(self.settings.message_bytes)} messages, {self.settings.duration_s} s each way): "
             + "; ".join(parts)
             + slow,
@@ -430,7 +434,7 @@ class Judge:
             IB_LATENCY,
             None,
             "FAIL" if slow else ("ERROR" if not p99s else "PASS"),
-            f"ib_write_lat ({len(found)} rail pair(s), 2 B, {self.settings.latency_iters} iterations): {shown}; "
+            f"ib_write_lat ({counted(len(found), 'rail pair')}, 2 B, {self.settings.latency_iters} iterations): {shown}; "
             f"{len(slow)} above the p99 bound of {bound:g} µs",
             observed={"worst_p99_us": max(p99s) if p99s else None},
             expected=f"p99 ≤ {bound:g} µs",

@@ -23,20 +23,22 @@ from diagnose.probes import kv_settings, perftest_settings, training_settings
 
 @dataclass(frozen=True)
 class Extra:
-    """One benchmark after the sweep: the plan key that enables it and the module that runs it."""
+    """One benchmark after the sweep: the plan key that enables it, the module that runs it, and its name
+    in the run's progress (the names the dry run's estimate gives its stages)."""
 
     plan_key: str
     module: str
+    title: str
 
 
 EXTRAS: tuple[Extra, ...] = (
-    Extra("fleet_probes", "diagnose.probes.fleet"),
-    Extra("training_probe", "diagnose.probes.training"),
-    Extra("kv_transfer", "diagnose.probes.kv_transfer"),
+    Extra("fleet_probes", "diagnose.probes.fleet", "fleet probes"),
+    Extra("training_probe", "diagnose.probes.training", "training probe"),
+    Extra("kv_transfer", "diagnose.probes.kv_transfer", "KV transfer"),
     # Per NIC and rail (perftest_latency adds ib_write_lat to the same launches).
-    Extra("perftest", "diagnose.probes.perftest"),
+    Extra("perftest", "diagnose.probes.perftest", "perftest"),
     # Last: its burn-in heats the GPUs for minutes, and a GPU that fails under it costs no other figure.
-    Extra("stress", "diagnose.probes.stress"),
+    Extra("stress", "diagnose.probes.stress", "GPU stress"),
 )
 
 
@@ -57,6 +59,9 @@ def enabled(plan: Any) -> list[Extra]:
 
 
 def run_extras(stage: Any, setup: Setup) -> None:
-    """Run every extra the stage's plan switches on, one after the other (they share the hosts' GPUs)."""
+    """Run every extra the stage's plan switches on, one after the other (they share the hosts' GPUs), each
+    told as a stage of its own (its start, its hosts, its steps, its time)."""
+    hosts = [h.name for h in setup.hosts]
     for extra in enabled(stage.plan):
-        importlib.import_module(extra.module).run(stage, setup)
+        with stage.ctx.told.stage(extra.title, hosts):
+            importlib.import_module(extra.module).run(stage, setup)

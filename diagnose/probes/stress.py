@@ -103,6 +103,7 @@ class Stress:
             deadline=self.ctx.deadline,
             host_env={host.name: parse_bench_env(host.vars.get("bench_env"))},
             program=Path(program.__file__),
+            told=self.ctx.told,
         )
 
     def measure(self, index: int, host: Host) -> tuple[HostStress, float]:

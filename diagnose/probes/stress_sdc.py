@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from diagnose.catalog.stage_ids import GPU_SDC
 from diagnose.core.model import CheckResult, worst
+from diagnose.core.units import counted
 from diagnose.probes.stress_figures import GpuStress, HostStress
 from diagnose.probes.stress_judge import (
     CHECKLIST,
@@ -135,8 +136,10 @@ def _sdc_check(host: HostStress, lines: list[tuple[str, str]]) -> CheckResult:
     note = shared_note(host)
     if host.cpu:
         sums = {line.partition("checksum ")[2] for _, line in lines}
-        agree = "agree" if len(sums) == 1 else "differ"
-        message = f"{CPU_NOTE}; {len(lines)} ranks computed the seeded product, their checksums {agree}{note}"
+        agree = "their checksums agree" if len(sums) == 1 else "their checksums differ"
+        if len(lines) == 1:
+            agree = "no other rank to compare its checksum with"
+        message = f"{CPU_NOTE}; {counted(len(lines), 'rank')} computed the seeded product, {agree}{note}"
         return CheckResult(GPU_SDC, host.host, CHECKLIST, "SKIP", message=message)
     if status == "PASS":
         checksum = lines[0][1].partition("checksum ")[2]

@@ -40,6 +40,7 @@ from diagnose.benchmarks.setup import Setup, launch_env, startup_timeout_s
 from diagnose.catalog.stage_ids import TRAIN_OVERLAP, TRAINING
 from diagnose.config.profiles import no_gpu_reason
 from diagnose.core.model import CheckResult
+from diagnose.core.units import counted, noun_for
 from diagnose.launchers.base import LaunchOutcome, LaunchSpec
 from diagnose.launchers.torchrun import launch
 from diagnose.shipped import train_probe
@@ -209,6 +210,7 @@ class TrainingProbe:
             host_env={h.name: launch_env(h, setup.backend) for h in setup.hosts},
             program=Path(train_probe.__file__),
             fetch_dir=FETCH_DIR,
+            told=self.ctx.told,
         )
         return launch(spec)
 
@@ -232,7 +234,9 @@ class TrainingProbe:
         for result in by_cap.values():
             absent = sorted(set(range(ranks)) - set(result.analyses) - set(result.evidence))
             if absent:
-                result.problems.append(f"no trace from rank(s) {', '.join(map(str, absent))}")
+                result.problems.append(
+                    f"no trace from {noun_for(len(absent), 'rank')} {', '.join(map(str, absent))}"
+                )
         return list(by_cap.values())
 
     def failure(self, outcome: LaunchOutcome, judged: CapResult) -> str | None:
@@ -280,7 +284,8 @@ class TrainingProbe:
         if why is not None:
             observed = {str(r): a.summary for r, a in sorted(judged.analyses.items())} or None
             kept = (
-                f"; {len(judged.analyses)} rank trace(s) measured are kept in results.json"
+                f"; {counted(len(judged.analyses), 'rank trace')} measured {'is' if len(judged.analyses) == 1 else 'are'} kept "
+                "in results.json"
                 if observed
                 else ""
             )

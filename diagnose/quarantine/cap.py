@@ -23,6 +23,7 @@ from typing import Any
 from diagnose.catalog.stage_ids import QUARANTINE_CAP
 from diagnose.config.quarantine_settings import DEFAULT_QUARANTINE_PCT, MAX_QUARANTINE, MAX_QUARANTINE_PCT
 from diagnose.core.model import CheckResult
+from diagnose.core.units import counted
 from diagnose.core.vars import Vars
 
 SECTION = "quarantine"
@@ -122,7 +123,7 @@ def cap_finding(
     }
     expected = f"failing nodes ≤ {limit}"
     if not withheld:
-        message = f"{len(taken)} failing node(s) {verb}, within the cap: {cap.describe(selected)}"
+        message = f"{counted(len(taken), 'failing node')} {verb}, within the cap: {cap.describe(selected)}"
         return CheckResult(QUARANTINE_CAP, None, "H", "PASS", observed, expected, message)
     shown = ", ".join(c.node for c in withheld[:8]) + (", ..." if len(withheld) > 8 else "")
     message = (

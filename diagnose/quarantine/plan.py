@@ -12,7 +12,7 @@ from diagnose.config.quarantine_settings import (
     DEFAULT_BUG_REPORT_MAX_BYTES,
     DEFAULT_BUG_REPORT_TIMEOUT_S,
 )
-from diagnose.core.units import duration, human_bytes
+from diagnose.core.units import counted, duration, human_bytes
 from diagnose.k8s.nodes import ANNOTATION, CONDITION, TAINT_EFFECT, TAINT_KEY
 from diagnose.parsers.pod import NODE_VARIABLE
 from diagnose.quarantine.cap import cap_of
@@ -41,7 +41,7 @@ def quarantine_plan_lines(request: Any) -> list[str]:
             f"  --k8s-cordon: a node under a pod whose checks FAIL gets the taint {TAINT_KEY}=<check>:{TAINT_EFFECT}, "
             f"a cordon (unless already unschedulable), the annotation {ANNOTATION} and the condition "
             f"{CONDITION}=False; a node whose pods all pass loses only what that annotation says diagnose set",
-            f"  eligible: {len(nodes)} node(s) under {len(pods)} pod(s)"
+            f"  eligible: {counted(len(nodes), 'node')} under {counted(len(pods), 'pod')}"
             + (f": {_names(nodes)}" if nodes else ""),
             f"  quarantine cap: {cap.describe(len(nodes))}; beyond it failing nodes are reported (quarantine.cap), "
             "not cordoned",
@@ -56,7 +56,7 @@ def quarantine_plan_lines(request: Any) -> list[str]:
         )
         limit = first.int(BUG_REPORT_MAX_BYTES, DEFAULT_BUG_REPORT_MAX_BYTES) or DEFAULT_BUG_REPORT_MAX_BYTES
         lines.append(
-            f"  bug reports: nvidia-bug-report.sh on each of {len(reporting)} host(s) with collect_bug_report "
+            f"  bug reports: nvidia-bug-report.sh on each of {counted(len(reporting), 'host')} with collect_bug_report "
             f"whose gpu.* checks FAIL, at most {duration(timeout)} and {human_bytes(limit)} each (as the first "
             "host sets them), into raw/<host>/nvidia-bug-report.log.gz"
         )

@@ -22,6 +22,9 @@ adds it to an older file) and what the terminal, the report and JUnit show. Pure
 from __future__ import annotations
 
 import re
+import shutil
+import sys
+import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +36,7 @@ from diagnose.catalog.stage_ids import (
     BENCH_STRAGGLER,
 )
 from diagnose.core.model import SEVERITY, worst
+from diagnose.core.units import counted
 from diagnose.render import cause_links
 from diagnose.render.actions import action_of, action_text
 from diagnose.render.hostlist import natural_key, summarize
@@ -45,8 +49,11 @@ CAUSE_STATUSES = ("FAIL", "ERROR", "WARN")
 REACHABLE = "host.reachable"
 #: Cause lines the terminal prints at most (the last one says how many more there are, and where).
 TERMINAL_LINES = 10
-#: Characters of a message the terminal shows on a cause line.
-TERMINAL_MESSAGE = 110
+#: Characters of a message the terminal shows of a cause, wrapped over as many lines as it takes (cut at a
+#: word past that: a captured stderr of pages is the report's to show, not the terminal's).
+TERMINAL_MESSAGE = 1000
+#: The width cause lines are wrapped to where stdout is no terminal (a pipe, cron mail, CI logs).
+PLAIN_WIDTH = 100
 
 _TOKEN = re.compile(r"[\w.\-]+")
 _IPV4 = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}\b")
@@ -61,6 +68,7 @@ _UUID = re.compile(r"\b(?:GPU|MIG)-[0-9a-fA-F-]{8,}")
 _PID = re.compile(r"\bpid \d+")
 _QUOTED = re.compile(r"`[^`]*`")
 _AFTER = re.compile(r"after \d+(?:\.\d+)? s\b")
+_EACH_HOST_PORT = re.compile(r"<host>(?::\d+)+")
 
 
 def normalized(message: str, names: frozenset[str], own: tuple[str, ...] = ()) -> str:
@@ -97,6 +105,8 @@ class Cause:
     action: str | None
     message: str  # the first result's message, as recorded
     rows: list[dict[str, Any]] = field(default_factory=list)
+    #: Every host name and address of the run (:func:`cause_names`): a cause of several hosts names none.
+    names: frozenset[str] = frozenset()
     #: Results measured while this cause stood, which it explains (rows of other checks, any status).
     consequences: list[dict[str, Any]] = field(default_factory=list)
 
@@ -151,14 +161,19 @@ class Cause:
     @property
     def summary(self) -> str:
         """The message without the ``gpu05: `` or ``gpu05 is `` it opens with, where it does: the hosts are
-        shown beside it, and on a cause of many hosts the first one's name would read as if it were the only
-        one (``unreachable: connection to ... refused``)."""
+        shown beside it. On a cause of several hosts, the first one's name or address anywhere else in it
+        reads ``<host>``: under ``node[1-2]``, "host key for 127.0.0.1:2201" would name one of them as if it
+        were the only one."""
+        text = self.message
         host = self.rows[0].get("host")
         if isinstance(host, str) and host:
             for prefix in (f"{host}: ", f"{host} is "):
-                if self.message.startswith(prefix) and len(self.message) > len(prefix):
-                    return self.message[len(prefix) :]
-        return self.message
+                if text.startswith(prefix) and len(text) > len(prefix):
+                    text = text[len(prefix) :]
+                    break
+        if len(self.hosts) > 1 and self.names:
+            text = _EACH_HOST_PORT.sub("<host>", _TOKEN.sub(lambda m: _token(m.group(0), self.names), text))
+        return text
 
     @property
     def what_to_do(self) -> str:
@@ -209,7 +224,7 @@ def group_causes(document: dict[str, Any]) -> list[Cause]:
         message = raw if isinstance(raw, str) else str(raw or "")
         action = action_of(row)
         key = (status, action, normalized(message, names, _own_words(row)))
-        causes.setdefault(key, Cause(status, action, message)).rows.append(row)
+        causes.setdefault(key, Cause(status, action, message, names=names)).rows.append(row)
     return sorted(causes.values(), key=_rank)
 
 
@@ -282,6 +297,15 @@ def _cut(text: str, limit: int) -> str:
     return line if len(line) <= limit else f"{line[: limit - 1]}…"
 
 
+def _words(text: str, limit: int) -> str:
+    """``text`` cleaned for a terminal, whole up to ``limit`` characters, else cut after a word."""
+    line = clean_text(" ".join(text.split()), None)
+    if len(line) <= limit:
+        return line
+    cut = line[:limit]
+    return (cut.rsplit(" ", 1)[0] if " " in cut else cut) + " …"
+
+
 def _hosts_column(cause: Cause, width: int = 28) -> str:
     """The folded hosts; where they do not fit the column, their count first (``183 hosts gpu-r01n[…``)."""
     text = cause.hosts_text
@@ -291,9 +315,32 @@ def _hosts_column(cause: Cause, width: int = 28) -> str:
     return count + _cut(text, width - len(count))
 
 
-def cause_lines(causes: list[Cause], rest_at: str, limit: int = TERMINAL_LINES) -> list[str]:
-    """The causes as terminal lines, at most ``limit`` of them; when there are more, the last line says
-    how many and where the rest is (``rest_at``: the report, or results.json)."""
+def terminal_width() -> int:
+    """The columns of the terminal stdout is, else :data:`PLAIN_WIDTH` (``COLUMNS`` overrides both)."""
+    fallback = (PLAIN_WIDTH, 24)
+    return shutil.get_terminal_size(fallback).columns if sys.stdout.isatty() else PLAIN_WIDTH
+
+
+def _wrapped(first: str, indent: int, text: str, width: int) -> list[str]:
+    """``first`` then ``text``, wrapped at spaces to ``width`` onto lines indented by ``indent``: a word is
+    never cut; only a run of characters longer than a whole line is split across lines."""
+    wrapper = textwrap.TextWrapper(
+        width=max(width, indent + 20),
+        initial_indent=first,
+        subsequent_indent=" " * indent,
+        break_on_hyphens=False,
+    )
+    return wrapper.wrap(text) or [first.rstrip()]
+
+
+def cause_lines(
+    causes: list[Cause], rest_at: str, limit: int = TERMINAL_LINES, width: int | None = None
+) -> list[str]:
+    """The causes for the terminal, at most ``limit`` of them; when there are more, the last line says
+    how many and where the rest is (``rest_at``: the report, or results.json). Each cause's whole message
+    and what to do follow its status, hosts and check, wrapped to ``width`` (default
+    :func:`terminal_width`) under the message's column, its consequences on the line after."""
+    width = width or terminal_width()
     shown = causes if len(causes) <= limit else causes[: limit - 1]
     if not shown:
         return []
@@ -305,13 +352,17 @@ def cause_lines(causes: list[Cause], rest_at: str, limit: int = TERMINAL_LINES) 
     host_width, check_width = max(map(len, hosts)), max(map(len, checks))
     lines = []
     for cause, where, ids in zip(shown, hosts, checks, strict=True):
-        todo = _cut(cause.what_to_do, 70)
-        line = f"  {cause.status:<5}  {where:<{host_width}}  {ids:<{check_width}}  "
-        lines.append(line + _cut(cause.summary, TERMINAL_MESSAGE) + (f" → {todo}" if todo else ""))
+        todo = _words(cause.what_to_do, TERMINAL_MESSAGE)
+        first = f"  {cause.status:<5}  {where:<{host_width}}  {ids:<{check_width}}  "
+        indent = len(first) if len(first) <= width // 2 else 9
+        text = _words(cause.summary, TERMINAL_MESSAGE) + (f" → {todo}" if todo else "")
+        lines += _wrapped(first, indent, text, width)
         if cause.consequences:
-            lines.append(" " * 9 + _cut(cause.consequences_text, TERMINAL_MESSAGE + 60))
+            lines += _wrapped(" " * 9, 11, _words(cause.consequences_text, TERMINAL_MESSAGE), width)
     left = causes[len(shown) :]
     if left:
         results = sum(len(c.rows) for c in left)
-        lines.append(f"  … {len(left)} more cause(s), {results} result(s): see {_cut(rest_at, 400)}")
+        lines.append(
+            f"  … {counted(len(left), 'more cause')}, {counted(results, 'result')}: see {_cut(rest_at, 400)}"
+        )
     return lines

@@ -30,7 +30,7 @@ from diagnose.catalog.stage_ids import (
     stage_titles,
 )
 from diagnose.core.model import SEVERITY, worst
-from diagnose.core.units import gbps, human_bytes
+from diagnose.core.units import counted, gbps, human_bytes
 from diagnose.render.hostlist import summarize
 
 NOT_COVERED = "NOT COVERED"
@@ -203,7 +203,7 @@ def judge_item(key: str, title: str, sources: list[str], rows: list[dict[str, An
             item.bad.append((status, summarize(names), len(names)))
     skipped = len(rows) - len(judged)
     if skipped:
-        item.note = f"{skipped} result(s) skipped as not applicable"
+        item.note = f"{counted(skipped, 'result')} skipped as not applicable"
     return item
 
 
@@ -221,7 +221,10 @@ def curve_shape(rows: list[dict[str, Any]]) -> tuple[str, str]:
         return NOT_COVERED, "no size sweep in the results"
     wrong = [r for r in points if isinstance(r.get("wrong"), int) and r["wrong"] > 0]
     if wrong:
-        return "FAIL", f"wrong elements at {len(wrong)} size(s), first at {human_bytes(wrong[0]['bytes'])}"
+        return (
+            "FAIL",
+            f"wrong elements at {counted(len(wrong), 'size')}, first at {human_bytes(wrong[0]['bytes'])}",
+        )
     best = 0.0
     best_at = 0
     for row in points:

@@ -16,6 +16,7 @@ from markupsafe import Markup, escape
 import diagnose
 from diagnose.core.units import MISSING
 from diagnose.render.plots import burnin_svg, busbw_svg, heatmap_svg, trend_svg
+from diagnose.render.text import count_of
 from diagnose.render.view import Report
 from diagnose.render.view_environment import ENV_FIELDS
 from diagnose.render.view_fabric import FabricView
@@ -55,6 +56,7 @@ def _environment() -> Environment:
     )
     env.filters["status_class"] = status_class
     env.filters["breakable"] = breakable
+    env.filters["counted"] = count_of
     return env
 
 

@@ -23,7 +23,7 @@ from diagnose.render.causes import causes_of
 from diagnose.render.checklist import CLUSTER
 from diagnose.render.hostlist import natural_key
 from diagnose.render.tally import check_rows, orphan_benchmarks
-from diagnose.render.text import show
+from diagnose.render.text import count_of, show
 
 _ELEMENT = {"FAIL": "failure", "ERROR": "error", "SKIP": "skipped"}
 
@@ -145,7 +145,7 @@ def render_junit(results: dict[str, Any]) -> bytes:
             _case(
                 suite,
                 bench_id(b.get("collective")),
-                f"{b.get('collective')} {b.get('nodes')} node(s) {b.get('ranks')} ranks ({b.get('tool')}/"
+                f"{b.get('collective')} {count_of(b.get('nodes'), 'node')} {count_of(b.get('ranks'), 'rank')} ({b.get('tool')}/"
                 f"{b.get('backend')})",
                 str(b.get("status")),
                 str(b.get("message") or ""),

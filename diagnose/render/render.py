@@ -89,5 +89,5 @@ def _check_formats(formats: set[str]) -> None:
     unknown = set(formats) - set(FORMATS)
     if unknown:
         raise ValueError(
-            f"unknown report format(s): {', '.join(sorted(unknown))}; known: {', '.join(sorted(FORMATS))}"
+            f"unknown report {'format' if len(unknown) == 1 else 'formats'}: {', '.join(sorted(unknown))}; known: {', '.join(sorted(FORMATS))}"
         )

@@ -10,7 +10,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from diagnose.core.units import MISSING
+from diagnose.core.units import MISSING, counted, is_number
 from diagnose.render.checklist import CLUSTER
 
 # A message is a sentence or two; anything longer is a dumped log that belongs in the evidence.
@@ -45,3 +45,9 @@ def format_time(stamp: Any) -> str:
 def host_label(host: Any) -> str:
     """The host of a result as the report names it; a cluster-wide result (host null) says so."""
     return CLUSTER if host is None else str(host)
+
+
+def count_of(value: Any, noun: str, plural: str | None = None) -> str:
+    """A count recorded in results.json with its noun in the right number (``1 node``, ``4 nodes``); a count
+    the results lack shows as MISSING before the plural, never ``None nodes``."""
+    return counted(int(value), noun, plural) if is_number(value) else f"{MISSING} {plural or noun + 's'}"

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from diagnose.core.model import SEVERITY, STATUSES, worst
-from diagnose.core.units import MISSING, duration
+from diagnose.core.units import MISSING, counted, duration
 from diagnose.render.causes import causes_of
 from diagnose.render.checklist import NOT_COVERED, OTHER_SECTION, SectionResult, build_checklist
 from diagnose.render.hostlist import summarize
@@ -100,7 +100,7 @@ def build_cover(results: dict[str, Any], checklist: list[SectionResult] | None =
         verdict = "FAIL" if judged == "FAIL" else "ERROR" if judged == "ERROR" else "INCOMPLETE"
         note = "the run did not record a verdict (interrupted?); this one is derived from the checks present"
     elif verdict == "PASS" and counts.get("WARN"):
-        note = f"accepted with {counts['WARN']} warning(s): see the findings"
+        note = f"accepted with {counted(counts['WARN'], 'warning')}: see the findings"
     gpus = sum(
         h["environment"]["gpu_count"]
         for h in hosts

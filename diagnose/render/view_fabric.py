@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from diagnose.core.model import SEVERITY
-from diagnose.core.units import duration, human_bytes, is_number, number, percent
+from diagnose.core.units import counted, duration, human_bytes, is_number, number, percent
 from diagnose.render.hostlist import natural_key
+from diagnose.render.text import count_of
 
 #: Up to this many hosts every host gets a table row; beyond, only hosts with a finding (the heat map
 #: keeps all of them).
@@ -85,13 +86,14 @@ def _facts(summary: dict[str, Any] | None) -> list[str]:
     if not summary:
         return []
     facts = [
-        f"{len(summary.get('hosts') or [])} hosts",
+        counted(len(summary.get("hosts") or []), "host"),
         f"{human_bytes(summary['message_bytes'])} messages"
         if is_number(summary.get("message_bytes"))
         else "",
         f"{summary.get('duration_s')} s each way" if summary.get("duration_s") else "",
-        f"GPUDirect on {len(summary.get('gpudirect_hosts') or [])} host(s), host memory elsewhere",
-        f"{summary.get('rounds')} round(s), {summary.get('launches')} pair launch(es), {duration(summary.get('seconds'))}",
+        f"GPUDirect on {counted(len(summary.get('gpudirect_hosts') or []), 'host')}, host memory elsewhere",
+        f"{count_of(summary.get('rounds'), 'round')}, {count_of(summary.get('launches'), 'pair launch', 'pair launches')}, "
+        f"{duration(summary.get('seconds'))}",
         f"line-rate floor {summary.get('min_nic_bw_fraction')} × the port's rate",
     ]
     return [f for f in facts if f]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from diagnose.core.units import MISSING, is_number
+from diagnose.core.units import MISSING, counted, is_number
 from diagnose.render.text import format_time, show
 
 
@@ -59,6 +59,9 @@ def build_history(history: Any) -> History | None:
         if not isinstance(run, dict):
             continue
         counts = run.get("counts") if isinstance(run.get("counts"), dict) else {}
+        tally = [f"{n} {s}" for s, n in counts.items() if n]
+        if is_number(run.get("regressions")) and run["regressions"]:  # apart from the FAILs, as in the mail
+            tally.append(counted(int(run["regressions"]), "regression"))
         roles = [
             name
             for key, name in (("last_good", "last good"), ("baseline", "baseline"))
@@ -69,7 +72,7 @@ def build_history(history: Any) -> History | None:
                 str(run.get("id") or MISSING),
                 format_time(run.get("started")),
                 str(run.get("verdict") or MISSING),
-                ", ".join(f"{n} {s}" for s, n in counts.items() if n),
+                ", ".join(tally),
                 ", ".join(roles),
             )
         )

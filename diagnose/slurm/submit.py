@@ -38,6 +38,7 @@ from diagnose.config.extra_vars import parse_extra_vars
 from diagnose.core.errors import ConfigError
 from diagnose.core.process import ProgramError, run_program
 from diagnose.core.redact import is_secret_name
+from diagnose.core.units import counted
 from diagnose.engine.run import RunOptions, RunRequest
 from diagnose.engine.run_ids import check_out_dir
 from diagnose.history.coverage import last_covered, stalest
@@ -213,13 +214,18 @@ def _rotation(
     candidates_query = SlurmQuery(partitions=partition, nodes=query.nodes, states=states)
     candidates = [n.name for n in sinfo_nodes(candidates_query, responding=True)]
     if not candidates:
-        notes.append(f"no {candidates_query.states} node answers now; Slurm picks {count} node(s)")
+        notes.append(
+            f"no {candidates_query.states} node answers now; Slurm picks {counted(int(count), 'node')}"
+        )
         return []
     inventory = ", ".join([inner_query(query).label, *map(_absolute, request.options.inventories)])
     series = {"inventory": inventory, "playbook": request.playbook.name, "limit": request.options.limit}
     picked = stalest(candidates, last_covered(db, series), int(count))
     if len(picked) < int(count):
-        notes.append(f"only {len(picked)} {candidates_query.states} node(s) answer; Slurm adds the others")
+        notes.append(
+            f"only {len(picked)} {candidates_query.states} {'node answers' if len(picked) == 1 else 'nodes answer'}; "
+            "Slurm adds the others"
+        )
     return picked
 
 

@@ -38,6 +38,7 @@ from diagnose.catalog.stage_ids import (
     TRAIN_TAIL,
 )
 from diagnose.core.model import SEVERITY, CheckResult, worst
+from diagnose.core.units import counted, noun_for
 from diagnose.core.vars import Vars
 from diagnose.trace.analyze import RankAnalysis
 from diagnose.trace.owners import WHY
@@ -283,7 +284,7 @@ def _sync(
     causes = ", ".join(f"{cause} ×{n}" for cause, n in sorted(s.get("sync_causes", {}).items()))
     others = s.get("framework_sync_causes") or {}
     detail = (
-        f"{count:g} host sync(s) per step"
+        f"{count:g} host {'sync' if count == 1 else 'syncs'} per step"
         + (" in the user's code" if others else "")
         + (f" over {s['steady_steps']} steps: {causes}" if causes else "")
     )
@@ -322,7 +323,7 @@ def _communicator(
     group); made in several, the loop makes them: FAIL when every step that can tell does, else WARN."""
     s = analysis.summary
     creating, known, made = s["communicator_steps"], s["communicator_known_steps"], s["new_communicators"]
-    detail = f"{made} new communicator(s) in {creating} of {known} profiled step(s) that can tell"
+    detail = f"{counted(made, 'new communicator')} in {creating} of {counted(known, 'profiled step')} that can tell"
     if creating < 2:
         return _Finding(_label(analysis), "PASS", detail)
     status = "FAIL" if creating == known else "WARN"
@@ -464,11 +465,13 @@ def _judge_one(
     shown = [f for f in judged if f.status == status]
     parts = [f"rank {f.rank}: {f.detail}" for f in shown[:4]]
     if len(shown) > 4:
-        parts.append(f"and {len(shown) - 4} more rank(s)")
+        parts.append(f"and {counted(len(shown) - 4, 'more rank')}")
     if status == "PASS":
-        head = f"{spec.title} within limits on rank(s) {_ranks([f.rank for f in judged])}"
+        head = f"{spec.title} within limits on {noun_for(len(judged), 'rank')} {_ranks([f.rank for f in judged])}"
     else:
-        head = f"{spec.title} out of limits on rank(s) {_ranks([f.rank for f in shown])}"
+        head = (
+            f"{spec.title} out of limits on {noun_for(len(shown), 'rank')} {_ranks([f.rank for f in shown])}"
+        )
     result.status = status
     result.message = f"{source}: {head}; " + "; ".join(parts) + (f"; {skip_text}" if skip_text else "")
     if SEVERITY[status] > SEVERITY["PASS"]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -111,7 +112,7 @@ def test_check_shows_the_whole_plan_grouped_with_an_estimate(tmp_path: Path) -> 
     assert done.returncode == 0, done.stderr
     out = done.stdout
     # one block per distinct set of variables, hosts folded; the host without a profile is told what that means
-    assert "variables: 3 distinct set(s)" in out
+    assert "variables: 3 distinct sets" in out
     assert "\ngpu[01-12] (12 hosts): profile h100-8x-ndr400\n" in out
     assert "\nold[1-3] (3 hosts): profile a100-8x-hdr200\n" in out
     assert "\nspare1: profile none\n  (no profile: expected values absent" in out
@@ -124,7 +125,7 @@ def test_check_shows_the_whole_plan_grouped_with_an_estimate(tmp_path: Path) -> 
     assert "benchmark sweep: all_reduce, all_gather with torch" in out
     assert "  sizes: 1 MiB to 1 GiB, ×4 (6 sizes)" in out
     assert "  iterations: 5 warm-up + 20 timed per size" in out
-    assert "  ranks: 16 host(s) × 8 = 128" in out
+    assert "  ranks: 16 hosts × 8 = 128" in out
     assert "  localization: if a collective is short" in out
     extras = out.split("after the sweep:")[1].split("\n\n")[0]
     for key in ("fleet_probes", "training_probe", "kv_transfer", "perftest", "stress"):
@@ -132,13 +133,16 @@ def test_check_shows_the_whole_plan_grouped_with_an_estimate(tmp_path: Path) -> 
     assert (
         "DDP bucket sizes 25, 100 MB; 480 M params, 5 steps on GPU" in extras and "burn-in 10 min" in extras
     )
-    assert "8 pair(s) a round over 8 rail(s)" in extras and "latency (ib_write_lat) too" in extras
+    assert "8 pairs a round over 8 rails" in extras and "latency (ib_write_lat) too" in extras
     assert "off:" not in extras
+    # values as YAML writes them: no Python None/False/True in the variables or the stress line
+    shown = out.split("\ncommands on")[0] + extras
+    assert not re.search(r"= (None|False|True)$|_pct None", shown, re.M), shown
     # the estimate: every stage in run order, and a total of the right order of magnitude
     estimate = out.split("estimated duration (an estimate")[1]
     stages = [line.split("  ")[1] for line in estimate.splitlines()[2:]]
     order = ["host stage", "collective sweep", "localization", "fleet probes", "training probe",
-             "KV transfer", "perftest", "GPU stress", "total"]  # fmt: skip
+             "KV transfer", "perftest", "GPU stress", "reports", "total"]  # fmt: skip
     assert [s.strip() for s in stages] == order, estimate
     total = next(line for line in estimate.splitlines() if line.strip().startswith("total"))
     minutes = int(total.split("~")[1].split(" min")[0])

@@ -108,7 +108,7 @@ def test_a_key_in_ssh_args_is_checked_as_well(tmp_path: Path, home: Path) -> Non
 def test_hosts_with_nothing_to_log_in_with_are_said_once_with_the_fix(tmp_path: Path, home: Path) -> None:
     inv = inventory(tmp_path / "inv.yaml")
     line = one_error_line(run(tmp_path, home, "-i", str(inv)))
-    assert line.startswith(f"diagnose: {inv}: 2 SSH host(s) (node1, node2) have no way to log in:"), line
+    assert line.startswith(f"diagnose: {inv}: 2 SSH hosts (node1, node2) have no way to log in:"), line
     assert "SSH_AUTH_SOCK is not set" in line and "set ansible_ssh_private_key_file" in line
     assert "ssh-add" in line and not (tmp_path / "out").exists()
 

@@ -32,7 +32,7 @@ def test_cpu_traces_fill_section_4_and_leave_the_rest_not_covered(tmp_path: Path
         ["train.overlap", "PASS"], ["train.tail", "PASS"], ["train.sync", "SKIP"], ["train.input", "PASS"],
         ["train.dataparallel", "PASS"], ["train.communicator", "PASS"],
     ]  # fmt: skip
-    assert lines[6].startswith("diagnose: PASS — 0 host(s), 5 PASS, 1 SKIP")
+    assert lines[6].startswith("diagnose: PASS — 0 hosts, 5 PASS, 1 SKIP")
     document = json.loads((out / "results.json").read_text())
     assert document["schema"] == 1 and document["verdict"] == "PASS"
     assert (

@@ -11,11 +11,15 @@ import json
 import shutil
 import threading
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
+from diagnose.engine.run_ids import new_run_id
+from diagnose.launchers.base import remote_dir
+from diagnose.launchers.leftovers import MIN_AGE_S
 from diagnose.shipped.collective_bench import bus_factor
 from tests.support.bedhosts import bench_processes
 from tests.support.stagerun import PLAN, StageRun
@@ -113,3 +117,37 @@ def test_a_host_dying_mid_run_is_named(bed: TestBed, tmp_path: Path) -> None:
     # The dead host could not clean its folder; on the bed it shares this machine's /tmp.
     for folder in Path("/tmp").glob(f"diagnose-{run.run_id}-*"):
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_nothing_is_left_in_tmp_and_a_lost_hosts_folders_go_with_the_next_run(
+    bed: TestBed, tmp_path: Path
+) -> None:
+    """torchrun's torchelastic_* folders land inside the launch folder, which the run removes; node2 frozen
+    mid-sweep keeps its folder (nobody could reach it), which the next run on it removes and reports."""
+    first = StageRun(bed, tmp_path / "first", new_run_id(datetime.now(timezone.utc)), HANG_PLAN)
+    runner = threading.Thread(target=first)
+    runner.start()
+    wait_for_first_row(first)
+    inside = list(Path("/tmp").glob(f"diagnose-{first.run_id}-*/tmp/torchelastic_*"))
+    assert inside, "torch's elastic agent makes its folders in the launch folder's TMPDIR"
+    node2 = bed.hosts["node2"]
+    node2.freeze()
+    runner.join(timeout=240)
+    node2.thaw()
+    assert not runner.is_alive(), "the stage returned"
+    node1_folder = remote_dir(first.run_id, "main", 0)
+    assert not any(p.exists() for p in inside if str(p).startswith(node1_folder + "/"))
+    deadline = time.monotonic() + 120
+    while bench_processes(bed, node2) and time.monotonic() < deadline:
+        time.sleep(1)
+    left = sorted(str(p) for p in Path("/tmp").glob(f"diagnose-{first.run_id}-*"))
+    assert left == [remote_dir(first.run_id, "main", 1)], "node1's folder is removed, node2's could not be"
+    time.sleep(MIN_AGE_S + 1)  # the job's rc is that old before a sweep takes the folder
+
+    second = StageRun(bed, tmp_path / "second", new_run_id(datetime.now(timezone.utc)))
+    second()
+    assert not list(Path("/tmp").glob(f"diagnose-{first.run_id}-*")), "the next run removed node2's folder"
+    assert not list(Path("/tmp").glob(f"diagnose-{second.run_id}-*"))
+    assert not any(p.exists() for p in inside), "no torchelastic_* folder of either run is left"
+    said = [c for c in second.checks if c.id == "bench.cleanup" and c.status == "PASS"]
+    assert any(left[0] in c.message and "earlier runs" in c.message for c in said), [c.message for c in said]

@@ -255,4 +255,4 @@ def test_a_cpu_throttled_host_is_named_among_its_peers(testbed: TestBed, tmp_pat
     record = run.record("node3", "memcpy")
     assert record["verdict"] == "FAIL" and record["deviation_pct"] < -30 and record["robust_z"] < -3.5
     assert "node3 against its peers: memory copy" in memcpy[0].message
-    assert summary.status == "PASS" and "1 odd host(s) (node3" in summary.message
+    assert summary.status == "PASS" and "1 odd host (node3" in summary.message

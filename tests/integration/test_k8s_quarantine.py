@@ -238,9 +238,9 @@ def test_check_lists_the_policy_the_eligible_nodes_and_the_cap(
     text = done.stdout
     assert "\nacting on nodes:\n" in text
     assert f"the taint {OUR_TAINT}=<check>:NoSchedule" in text
-    assert "  eligible: 3 node(s) under 5 pod(s): gpu-0, gpu-1, gpu-2\n" in text
+    assert "  eligible: 3 nodes under 5 pods: gpu-0, gpu-1, gpu-2\n" in text
     assert "  quarantine cap: at most 1 of 3 selected nodes (max_quarantine 1); beyond it" in text
-    assert "  bug reports: nvidia-bug-report.sh on each of 5 host(s) with collect_bug_report" in text
+    assert "  bug reports: nvidia-bug-report.sh on each of 5 hosts with collect_bug_report" in text
     assert "at most 5 min 00 s and 64 MiB each" in text
     assert not [c for c in cluster.calls() if any(w in c for w in WRITES)]
 

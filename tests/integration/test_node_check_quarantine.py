@@ -46,7 +46,7 @@ def test_n_plus_one_failing_nodes_leave_n_drained_and_one_reported(tmp_path: Pat
         assert not drained(bed.node("n3"))
         line = steps["n3"].stdout
         assert line.startswith("diagnose node-check: FAIL n3: ib.port_state ")
-        assert "not drained: quarantine cap, 2 node(s) drained by diagnose already, at most 2 of 4" in line
+        assert "not drained: quarantine cap, 2 nodes drained by diagnose already, at most 2 of 4" in line
         document = json.loads((tmp_path / "n3.json").read_text())
         cap = [c for c in document["checks"] if c["id"] == "quarantine.cap"]
         assert len(cap) == 1 and cap[0]["status"] == "FAIL" and cap[0]["host"] is None

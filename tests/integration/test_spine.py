@@ -14,7 +14,7 @@ import pytest
 
 from diagnose.cli import main
 from tests.support.paths import REPO
-from tests.support.testbed import HostSpec, Reply, TestBed
+from tests.support.testbed import HostSpec, Reply, TestBed, TestHost
 
 pytestmark = pytest.mark.integration
 
@@ -109,6 +109,7 @@ def test_changed_host_key_is_refused_even_when_unknown_keys_are_accepted(
     testbed: TestBed, tmp_path: Path
 ) -> None:
     hosts = testbed.add_many([HostSpec("steady"), HostSpec("reinstalled")])
+    old_key = fingerprint(hosts[1])
     hosts[1].change_host_key()
     inventory = testbed.write_inventory(tmp_path / "inv.yaml")
     for extra in ([], ["--accept-unknown-host-keys"]):
@@ -116,6 +117,17 @@ def test_changed_host_key_is_refused_even_when_unknown_keys_are_accepted(
         reach = by_host(results, "host.reachable")
         assert reach["steady"]["status"] == "PASS"
         assert reach["reinstalled"]["status"] == "FAIL" and "CHANGED" in reach["reinstalled"]["message"]
+        # Both keys as ssh-keygen -l prints them, so the operator can compare with what the host shows.
+        assert f"sent ED25519 {fingerprint(hosts[1])}" in reach["reinstalled"]["message"]
+        assert f"known_hosts has ED25519 {old_key}" in reach["reinstalled"]["message"]
+        assert "ssh_host_ed25519_key.pub" in reach["reinstalled"]["message"]
+
+
+def fingerprint(host: TestHost) -> str:
+    """``SHA256:...`` of the host's key file, as OpenSSH's own ssh-keygen prints it."""
+    key = host.dir / "ssh_host_ed25519_key.pub"
+    printed = subprocess.run(["ssh-keygen", "-lf", str(key)], capture_output=True, text=True, check=True)
+    return printed.stdout.split()[1]
 
 
 def test_unknown_host_key_needs_explicit_acceptance(testbed: TestBed, tmp_path: Path) -> None:

@@ -144,6 +144,28 @@ def test_this_machine_without_torch_is_told_to_install_the_bench_extra_where_dia
         assert "'diagnose[bench]'" not in message, "diagnose on the package index is another project"
 
 
+def test_the_torch_remedy_names_the_build_that_fits_the_hosts_gpus(tmp_path: Path) -> None:
+    """A machine without an NVIDIA GPU is told to install the CPU wheel (the default CUDA build was 5.6 GB
+    and 51 s there); one with a GPU, the bench extra's default build. Remote hosts likewise by their facts."""
+    local = Host("localhost", vars=Vars({"ansible_connection": "local"}, host="localhost"))
+    remote = Host("cpu1", vars=Vars(host="cpu1"))
+    plan = SimpleNamespace(collectives=["all_reduce"], tool="torch", enabled=True)
+    cpu = "-m pip install torch --index-url https://download.pytorch.org/whl/cpu"
+
+    def message(host: Host, gpu: bool) -> str:
+        probe = {"torch": None, "torch_error": "No module", "python": sys.executable, "nvidia_gpu": gpu}
+        ctx = BenchContext(
+            [host], {}, {host.name: {"nccl.version": probe}}, plan, tmp_path, "t", print, print
+        )
+        return Stage(ctx).torch_missing([host]) or ""
+
+    assert f"{shlex.quote(sys.executable)} {cpu}" in message(local, False)
+    assert "[bench]" not in message(local, False)
+    assert install_command() in message(local, True) and "whl/cpu" not in message(local, True)
+    assert cpu in message(remote, False) and "no NVIDIA GPU" in message(remote, False)
+    assert "pip" not in message(remote, True)
+
+
 def test_one_gpu_in_all_skips_the_sweep_and_the_transport_without_launching(tmp_path: Path) -> None:
     """The lent H100 VM's shape: one host, one GPU. A one-rank all_reduce moves nothing (busbw 0 by the
     (n-1)/n factor) and NCCL opens no connection: both are SKIP with that reason, and nothing is launched

@@ -217,7 +217,7 @@ def test_xid_window_since_the_last_run() -> None:
     log = kernel_log("kernel_log/xid13_43_gpud_dmesg_decode_iso.txt")
     later = judge(gpu_xid.CHECK, lent_h200(xid_since="2025-01-22T00:00:00Z"), kernel_log=log)
     assert later.status == "PASS"
-    assert "17 older event(s) outside the window" in later.message
+    assert "17 older events outside the window" in later.message
     assert len(later.observed["outside_window"]) == 2
     earlier = judge(gpu_xid.CHECK, lent_h200(xid_since="2025-01-21T04:00:00Z"), kernel_log=log)
     assert earlier.status == "WARN"
@@ -263,7 +263,7 @@ def test_memory_lifetime_errors_and_ecc_off_warn() -> None:
     facts = gpu_memory.parse({"gpu_query": out(HEALTHY_QUERY)}, lent_h200())
     history = copy.deepcopy(facts)
     history["gpus"][0]["uncorrected_aggregate"] = 3
-    assert "3 uncorrectable ECC error(s) in its lifetime" in gpu_memory.judge(history, lent_h200()).message
+    assert "3 uncorrectable ECC errors in its lifetime" in gpu_memory.judge(history, lent_h200()).message
     ecc_off = copy.deepcopy(facts)
     ecc_off["gpus"][1]["ecc_mode"] = False
     outcome = gpu_memory.judge(ecc_off, lent_h200())

@@ -7,6 +7,7 @@ expected values come from the shipped hardware profiles, overridden the way an i
 from __future__ import annotations
 
 import copy
+import json
 import subprocess
 from typing import Any
 
@@ -31,7 +32,7 @@ from diagnose.core.check import Check
 from diagnose.core.model import CommandOutput
 from diagnose.core.vars import Vars
 from diagnose.engine.environment import environment_from_facts
-from tests.support.paths import CAPTURED
+from tests.support.paths import CAPTURED, FACTS
 
 UVERBS_8 = "\n".join(["rdma_cm", *(f"uverbs{i}" for i in range(8))])
 
@@ -446,10 +447,33 @@ def test_nccl_version_none_found() -> None:
     assert nccl_version.judge(facts, profile("cpu-testbed")).status == "SKIP"
 
 
+def test_nccl_version_says_whether_the_host_has_an_nvidia_gpu_for_the_torch_remedy() -> None:
+    """Read from the PCI bus and device nodes, since nvidia-smi is missing exactly where the driver is."""
+    cases = {
+        case: json.loads((FACTS / "nvidia_presence" / f"{case}.json").read_text())
+        for case in ("devbox_without_gpu", "xe9680_h100_and_nvswitch", "no_bus_no_node")
+    }
+    torch = out("nccl_version/torch_cpu_build_devbox.txt")
+    for case, expected in (
+        ("devbox_without_gpu", False),
+        ("xe9680_h100_and_nvswitch", True),
+        ("no_bus_no_node", None),
+    ):
+        presence = out(text="\n".join(cases[case]["output"]))
+        facts = facts_of(
+            nccl_version.CHECK, Vars(), torch_probe=torch, nccl_libs=out(), nvidia_presence=presence
+        )
+        assert facts["nvidia_gpu"] is expected, case
+    assert version_facts(torch)["nvidia_gpu"] is None, "a presence never read says nothing"
+    assert "nvidia_presence" in [command.key for command in nccl_version.commands_for(Vars())]
+
+
 def test_nccl_version_uses_the_hosts_interpreter() -> None:
-    probe, _ = nccl_version.commands_for(Vars({"ansible_python_interpreter": "/opt/torch/.venv/bin/python3"}))
+    probe, *_ = nccl_version.commands_for(
+        Vars({"ansible_python_interpreter": "/opt/torch/.venv/bin/python3"})
+    )
     assert probe.script.startswith("/opt/torch/.venv/bin/python3 -c ")
-    default, _ = nccl_version.commands_for(Vars())
+    default, *_ = nccl_version.commands_for(Vars())
     assert default.script.startswith("python3 -c ")
 
 
@@ -645,3 +669,12 @@ def test_shared_command_keys_share_one_script() -> None:
                     command.script,
                     command.timeout,
                 ), command.key
+
+
+def test_devices_an_empty_dev_infiniband_is_said_empty() -> None:
+    """An empty /dev/infiniband (the directory there, no entry) read "holds only nothing" (issue 36, item 9)."""
+    v = profile("single-node-nvlink", host="vm")
+    facts = facts_of(ib_devices.CHECK, v, dev_infiniband=out(text=""), ibv_devinfo=MISSING)
+    outcome = ib_devices.judge(facts, v)
+    assert "/dev/infiniband is empty (no uverbs device)" in outcome.message
+    assert "nothing" not in outcome.message

@@ -9,13 +9,14 @@ from pathlib import Path
 
 from diagnose.commands.run import summary_lines
 from diagnose.render.render import render
+from tests.support.terminal import agrees_with_capture, unwrapped
 
 CAPTURED = Path(__file__).resolve().parents[2] / "fixtures" / "gpu_runs" / "h100-2026-11-25"
 
 
 def printed(name: str) -> list[str]:
     """The summary lines as the run printed them (the exit code line and the PDF refusal left out)."""
-    lines = (CAPTURED / name).read_text().splitlines()
+    lines = (CAPTURED / name).read_text().replace(" 1 host(s), ", " 1 host, ").splitlines()  # captured before
     return [
         line for line in lines if line.startswith(("diagnose: PASS", "diagnose: FAIL", "diagnose: 19", "  "))
     ]
@@ -25,9 +26,10 @@ def test_the_failing_run_prints_its_two_causes_with_what_to_do() -> None:
     document = json.loads((CAPTURED / "fail_results.json").read_text())
     out = Path("/tmp/run2")
     lines = summary_lines(document, out, [out / "results.json", out / "report.html"])
-    assert lines == printed("fail_terminal.txt")
-    assert [line.split()[2] for line in lines[2:4]] == ["gpu.topology", "net.port_range"]
-    assert all("→" in line for line in lines[2:4])
+    assert agrees_with_capture(lines, printed("fail_terminal.txt"))
+    causes = unwrapped(lines)[2:4]
+    assert [line.split()[2] for line in causes] == ["gpu.topology", "net.port_range"]
+    assert all("→" in line for line in causes)
 
 
 def test_the_healthy_h100_prints_no_cause() -> None:

@@ -347,7 +347,9 @@ def test_profile_by_path(tmp_path: Path) -> None:
 
 def test_unknown_profile_lists_the_available_ones(tmp_path: Path) -> None:
     folder = make_profiles(tmp_path / "profiles")
-    with pytest.raises(ConfigError, match="unknown profile 'big_ib'; available: big-ib, one-node"):
+    with pytest.raises(
+        ConfigError, match=r"unknown profile 'big_ib' \(did you mean big-ib\?\); available: big-ib, one-node"
+    ):
         load_profile("big_ib", [folder])
 
 
@@ -519,7 +521,8 @@ def test_unknown_profile_in_inventory_points_at_its_line(tmp_path: Path, setup) 
         inventory.read_text().replace("diagnose_profile: big-ib", "diagnose_profile: big-ibb")
     )
     with pytest.raises(
-        ConfigError, match="host n1: unknown profile 'big-ibb'; available: big-ib, one-node"
+        ConfigError,
+        match=r"host n1: unknown profile 'big-ibb' \(did you mean big-ib\?\); available: big-ib, one-node",
     ) as caught:
         resolve_hosts(
             [InventoryFiles(inventory)],

@@ -47,7 +47,7 @@ def test_nothing_to_log_in_with_is_found_for_ssh_hosts_only(home: Path) -> None:
     ]
     assert hosts_without_login(hosts, {}) == ["node1"]
     line = login_problem([host(f"n{i}") for i in range(5)], {"SSH_AUTH_SOCK": str(home / "gone")})
-    assert line is not None and line.startswith("5 SSH host(s) (n0, n1, n2 and 2 more) have no way to log in")
+    assert line is not None and line.startswith("5 SSH hosts (n0, n1, n2 and 2 more) have no way to log in")
     assert "SSH_AUTH_SOCK names no socket" in line
 
 

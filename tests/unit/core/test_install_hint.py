@@ -83,13 +83,12 @@ def test_a_remote_host_is_told_about_its_own_python_not_this_package() -> None:
 
 def test_this_machine_gets_the_extra_or_bench_python_by_which_interpreter_lacks_torch() -> None:
     editable = Origin("editable", "/home/ops/src/diagnose")
-    own = torch_hint(PY, local=True, origin=editable, python=PY)
-    assert (
-        own
-        == f"Install diagnose's bench extra into the environment running it: {PY} -m pip install -e "
+    own = torch_hint(PY, local=True, origin=editable, python=PY, nvidia_gpu=True)
+    assert own.replace(" (torch's default build, with CUDA for this machine's NVIDIA GPU)", "") == (
+        f"Install diagnose's bench extra into the environment running it: {PY} -m pip install -e "
         + ("'/home/ops/src/diagnose[bench]'")
     )
-    other = torch_hint("/usr/bin/python3", local=True, origin=editable, python=PY)
+    other = torch_hint("/usr/bin/python3", local=True, origin=editable, python=PY, nvidia_gpu=True)
     assert other.startswith("Install torch for that interpreter, or install diagnose's bench extra (")
     assert other.endswith(f"-e bench_python={PY}")
 
@@ -140,3 +139,33 @@ def test_the_printed_command_is_one_a_shell_runs_as_given(tmp_path: Path) -> Non
 def test_a_missing_dependency_is_installed_with_the_running_interpreter() -> None:
     assert install_hint.package_command("weasyprint", PY) == f"{PY} -m pip install weasyprint"
     assert install_hint.package_command("weasyprint").startswith(shlex.quote(sys.executable))
+
+
+def test_the_torch_build_follows_whether_the_host_has_an_nvidia_gpu() -> None:
+    """The index's default Linux wheel is the CUDA build: 5.6 GB and 51 s on the CPU-only machine of issue 36.
+    Without an NVIDIA GPU the remedy names the CPU wheel; with one, the default build; unknown: both."""
+    editable = Origin("editable", "/home/ops/src/diagnose")
+    cpu = f"{PY} -m pip install torch --index-url https://download.pytorch.org/whl/cpu"
+    without = torch_hint(PY, local=True, origin=editable, python=PY, nvidia_gpu=False)
+    assert without.startswith("This machine has no NVIDIA GPU") and without.endswith(cpu)
+    assert "[bench]" not in without
+    other = torch_hint("/usr/bin/python3", local=True, origin=editable, python=PY, nvidia_gpu=False)
+    assert "/usr/bin/python3 -m pip install torch --index-url https://download.pytorch.org/whl/cpu" in other
+    assert other.endswith(f"-e bench_python={PY}")
+    with_gpu = torch_hint(PY, local=True, origin=editable, python=PY, nvidia_gpu=True)
+    assert (
+        with_gpu.endswith("-m pip install -e '/home/ops/src/diagnose[bench]'") and "whl/cpu" not in with_gpu
+    )
+    assert "with CUDA" in with_gpu
+    unknown = torch_hint(PY, local=True, origin=editable, python=PY)
+    assert "[bench]" in unknown and cpu in unknown
+    remote = torch_hint("/usr/bin/python3", local=False, python=PY, nvidia_gpu=False)
+    assert "/usr/bin/python3 -m pip install torch --index-url https://download.pytorch.org/whl/cpu" in remote
+    assert "pip" not in torch_hint("/usr/bin/python3", local=False, python=PY, nvidia_gpu=True)
+
+
+def test_the_cpu_command_installs_torch_from_pytorchs_cpu_index(tmp_path: Path) -> None:
+    """Echoed through a shell, the command keeps its words: the package, the index, its URL."""
+    command = install_hint.cpu_torch_command("echo")
+    out = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["-m", "pip", "install", "torch", "--index-url", install_hint.CPU_INDEX]

@@ -1,5 +1,6 @@
 """The duration a dry run announces (diagnose/engine/estimate.py), stage by stage, against the figures it
-cites: command timeouts, the localization's time model, bench/perftest_scale.py's table, the H100 stress runs."""
+cites: command timeouts, the localization's time model, bench/perftest_scale.py's table, and whole runs
+measured on the build machine, a lent H100 and a lent 4× H200."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 import pytest
 
 from diagnose.checks import ib_port_state, net_port_range
-from diagnose.config.playbook import BenchmarkPlan, NightlyPlan
+from diagnose.config.playbook import BenchmarkPlan, NightlyPlan, load_playbook
 from diagnose.core.hosts import Host
 from diagnose.core.vars import Vars
 from diagnose.engine.estimate import KILL_GRACE_S, estimate, host_stage, sweep, total
@@ -29,8 +30,8 @@ def plan(**changes: Any) -> BenchmarkPlan:
 
 
 def test_host_stage_waves_of_forks_bounded_by_every_command_at_its_timeout() -> None:
-    stage = host_stage(hosts(70), CHECKS, forks=32)
-    assert stage.typical_s == 3 * 5.0  # 70 hosts in 3 waves
+    stage = host_stage(hosts(70, expected_gpu_count=8), CHECKS, forks=32)
+    assert stage.typical_s == 3 * (4.0 + 8 * 2.0)  # 70 hosts in 3 waves, 8 GPUs each
     assert stage.upper_s == pytest.approx(3 * (15 + 20 + 2 * KILL_GRACE_S))
 
 
@@ -89,3 +90,74 @@ def test_one_rank_skips_the_sweep_and_the_paired_extras_as_the_run_does() -> Non
     assert one_gpu == ["host stage", "fleet probes", "GPU stress"]
     two_gpus = [s.stage for s in estimate(hosts(1, expected_gpu_count=2), CHECKS, every, 32)]
     assert "collective sweep" in two_gpus and "KV transfer" in two_gpus
+
+
+DEFAULT_PLAN = load_playbook("acceptance").benchmarks
+#: Whole default runs (playbook acceptance), what --check is told of them, and the seconds they took.
+REAL_RUNS = [
+    # the 2-core build machine without GPUs, profile cpu-testbed: `diagnose run -e burnin_minutes=0`
+    ("build machine", dict(expected_gpu_count=0, expected_hca_count=0, burnin_minutes=0), {"html", "json", "pdf"}, 14.4),
+    # docs/dry-run.md: a lent H100 80GB, -e burnin_minutes=1 (its results.json has no PDF: no Pango there)
+    ("H100", dict(expected_gpu_count=1, expected_hca_count=0, burnin_minutes=1, memtest_seconds=30), {"html", "json"}, 138.0),
+    # tests/fixtures/gpu_runs/h200x4-2026-11-27/healthy_*: single-node-nvlink, --format json,html,junit
+    ("4× H200", dict(expected_gpu_count=4, expected_hca_count=0, burnin_minutes=1, memtest_seconds=30,
+                     nvlink_busbw_gbps=340), {"html", "json", "junit"}, 227.0),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("machine", "values", "formats", "measured_s"), REAL_RUNS, ids=[r[0] for r in REAL_RUNS]
+)
+def test_the_default_run_is_estimated_within_a_quarter_of_what_it_took(
+    machine: str, values: dict[str, Any], formats: set[str], measured_s: float
+) -> None:
+    assert DEFAULT_PLAN is not None
+    stages = estimate(hosts(1, **values), CHECKS, DEFAULT_PLAN, 5, formats=formats)
+    typical, _upper = total(stages)
+    assert typical == pytest.approx(measured_s, rel=0.25), [(s.stage, s.typical_s) for s in stages]
+
+
+def test_the_4x_h200_run_is_estimated_stage_by_stage() -> None:
+    """The stages of the 4× H200 run as its terminal timed them: host stage 12 s, sweep 12, fleet probes 27,
+    training probe 23, KV transfer 34, stress 119."""
+    assert DEFAULT_PLAN is not None
+    measured = {"host stage": 12, "collective sweep": 12, "fleet probes": 27, "training probe": 23,
+                "KV transfer": 34, "GPU stress": 119}  # fmt: skip
+    stages = {s.stage: s for s in estimate(hosts(1, **REAL_RUNS[2][1]), CHECKS, DEFAULT_PLAN, 5)}
+    for stage, seconds in measured.items():
+        assert stages[stage].typical_s == pytest.approx(seconds, rel=0.25), stage
+
+
+def test_a_cpu_host_is_costed_with_the_stress_caps_it_runs_under() -> None:
+    stress = {s.stage: s for s in estimate(hosts(2, expected_gpu_count=0, burnin_minutes=10), CHECKS,
+                                           plan(stress=True, fleet_probes=True), 5)}  # fmt: skip
+    assert stress["GPU stress"].typical_s == 5 + 1 + 2, "memtest at most 1 s, burn-in at most 2 s on a CPU"
+    assert stress["fleet probes"].typical_s == 3
+    gloo = estimate(hosts(2, expected_gpu_count=8, bench_backend="gloo"), CHECKS, plan(stress=True), 5)
+    assert "on the CPU" in gloo[-1].basis, "gloo ranks run the stress on the CPU, as the run does"
+
+
+def test_perftest_is_budgeted_only_where_two_hosts_expect_a_fabric() -> None:
+    on = plan(perftest=True)
+    assert "perftest" not in {s.stage for s in estimate(hosts(4, expected_hca_count=0), CHECKS, on, 5)}
+    assert "perftest" not in {s.stage for s in estimate(hosts(4), CHECKS, on, 5)}, (
+        "no profile: nothing expected"
+    )
+    fabric = [Host(name=f"f{i}", vars=Vars({"expected_hca_count": 4}, host=f"f{i}")) for i in (1, 2)]
+    mixed = [*hosts(3, expected_hca_count=0), fabric[0]]
+    assert "perftest" not in {s.stage for s in estimate(mixed, CHECKS, on, 5)}, (
+        "one host alone has no partner"
+    )
+    two = [*mixed, fabric[1]]
+    assert (
+        "2 hosts expecting a fabric" in {s.stage: s for s in estimate(two, CHECKS, on, 5)}["perftest"].basis
+    )
+
+
+def test_every_basis_says_what_it_stands_on_in_the_operator_s_words() -> None:
+    every = plan(fleet_probes=True, training_probe=True, kv_transfer=True, perftest=True, stress=True)
+    for values in ({}, {"expected_gpu_count": 0}, {"expected_gpu_count": 4, "expected_hca_count": 8}):
+        for stage in estimate(hosts(4, **values), CHECKS, every, 5, formats={"html", "pdf"}):
+            assert "lent" not in stage.basis and "None" not in stage.basis, stage
+    opened = estimate(hosts(1), CHECKS, plan(fleet_probes=True), 5)
+    assert "GPU count open: 8 assumed" in opened[0].basis

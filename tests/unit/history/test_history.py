@@ -13,7 +13,15 @@ import pytest
 
 from diagnose import history
 from diagnose.core.errors import ConfigError
-from tests.support.nightly import A3_ALL_REDUCE, fail_check, make_results, night, record, scale_band
+from tests.support.nightly import (
+    A3_ALL_REDUCE,
+    fail_check,
+    good_nights,
+    make_results,
+    night,
+    record,
+    scale_band,
+)
 
 
 @pytest.fixture
@@ -52,6 +60,7 @@ def test_pass_to_fail_names_host_check_and_reference(db: Path, tmp_path: Path) -
 
 
 def test_busbw_drop_in_one_band_only(db: Path, tmp_path: Path) -> None:
+    good_nights(db, tmp_path)  # the series' noise is known: the minimum change decides
     record(db, make_results("r1", night(0)), tmp_path)
     tonight = make_results("r2", night(1))
     scale_band(tonight, 64 << 20, None, 0.82)  # the bandwidth-bound band: a degraded link
@@ -68,6 +77,7 @@ def test_busbw_drop_in_one_band_only(db: Path, tmp_path: Path) -> None:
 
 
 def test_busbw_threshold_comes_from_the_caller(db: Path, tmp_path: Path) -> None:
+    good_nights(db, tmp_path)  # the series' noise is known: the minimum change decides
     record(db, make_results("r1", night(0)), tmp_path)
     tonight = make_results("r2", night(1))
     scale_band(tonight, 0, 1 << 20, 0.85)
@@ -161,6 +171,7 @@ def test_reference_is_last_pass_run_of_the_same_series(db: Path, tmp_path: Path)
 
 
 def test_baseline_catches_slow_drift(db: Path, tmp_path: Path) -> None:
+    good_nights(db, tmp_path)  # the series' noise is known: the minimum change decides
     record(db, make_results("r1", night(0)), tmp_path)
     assert history.set_baseline(db, "r1") == "r1"
     step = make_results("r2", night(1))
@@ -196,7 +207,7 @@ def test_set_baseline_accepts_a_unique_prefix_only(db: Path, tmp_path: Path) -> 
         history.set_baseline(db, "2026111")
     with pytest.raises(ConfigError, match="no run 'nope'"):
         history.set_baseline(db, "nope")
-    assert "baseline" in history.history_list(db).splitlines()[3]
+    assert "baseline" in history.history_list(db).splitlines()[4]
 
 
 def test_record_run_again_replaces_the_run(db: Path, tmp_path: Path) -> None:
@@ -213,6 +224,7 @@ def test_record_run_again_replaces_the_run(db: Path, tmp_path: Path) -> None:
 
 
 def test_schema_is_versioned_and_a_newer_schema_is_refused(db: Path) -> None:
+    history.create_db(db)
     assert history.schema_version(db) == history.SCHEMA_VERSION
     conn = sqlite3.connect(db)
     with conn:
@@ -253,9 +265,11 @@ def test_history_list_and_trends(db: Path, tmp_path: Path) -> None:
     record(db, bad, tmp_path)
 
     listing = history.history_list(db).splitlines()
-    assert listing[0].split()[:7] == ["run", "started", "verdict", "FAIL", "ERROR", "WARN", "hosts"]
-    assert listing[2].split()[:7] == ["r2", "2026-11-19T02:00:00+00:00", "FAIL", "1", "0", "0", "2"]
-    assert listing[3].split()[2] == "PASS" and listing[3].endswith("last good")
+    assert listing[0] == "nightly on /etc/diagnose/prod.yaml"
+    header = ["run", "started", "verdict", "FAIL", "ERROR", "WARN", "regressions", "hosts", "note"]
+    assert listing[1].split() == header
+    assert listing[3].split() == ["r2", "2026-11-19T02:00:00+00:00", "FAIL", "1", "0", "0", "0", "2"]
+    assert listing[4].split()[2] == "PASS" and listing[4].endswith("last good")
 
     trend = history.history_trend(db, check_id="ib.port_state").splitlines()
     assert trend[0] == "ib.port_state"
@@ -271,7 +285,7 @@ def test_history_list_and_trends(db: Path, tmp_path: Path) -> None:
         "2026-11-18T02:00:00+00:00",
         "r1",
         "nccl-tests",
-        "2×16",
+        "2×8",  # 16 ranks on 2 nodes: nodes × ranks per node
         "0.8",
         "21.6",
         "213.2",

@@ -11,6 +11,7 @@ from diagnose.parsers.ibstat import parse_ibstat
 from diagnose.parsers.ibv_devinfo import parse_dev_infiniband, parse_ibv_devinfo
 from diagnose.parsers.nccl_env import parse_nccl_env
 from diagnose.parsers.nccl_version import parse_nccl_libs, parse_torch_probe
+from diagnose.parsers.nvidia_presence import parse_nvidia_presence
 from diagnose.parsers.nvidia_smi import parse_smi_summary, parse_topo
 from diagnose.parsers.os_release import parse_os_release
 from diagnose.parsers.visible_gpus import parse_smi_list, parse_visibility_env
@@ -31,6 +32,7 @@ PARSERS: dict[str, Parse] = {
     "os_release": lambda text, rc: parse_os_release(text),
     "smi_list": lambda text, rc: parse_smi_list(text),
     "visibility_env": lambda text, rc: parse_visibility_env(text),
+    "nvidia_presence": lambda text, rc: parse_nvidia_presence(text),
 }
 
 

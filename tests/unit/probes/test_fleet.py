@@ -32,7 +32,7 @@ def test_uniform_fleet_accuses_nobody_not_even_half_a_percent_off() -> None:
     assert verdict.odd == [] and verdict.flagged() == []
     low = next(h for h in verdict.hosts if h.host == "node16")
     assert low.robust_z == pytest.approx(fleet.Z_SCALE * (-0.005 * H2D) / (0.005 * H2D), abs=0.01)
-    assert verdict.status == "PASS" and "0 odd host(s)" in verdict.message
+    assert verdict.status == "PASS" and "0 odd hosts" in verdict.message
     assert "clears the profile floor 40.0 GB/s" in verdict.message
 
 
@@ -48,7 +48,7 @@ def test_one_host_eight_percent_low_among_sixteen_above_the_floor_is_named() -> 
     assert named.deviation_pct == pytest.approx(-8.0, abs=0.5)
     assert named.robust_z < -fleet.DEFAULT_MAD_K
     assert verdict.status == "PASS", "the fleet as a whole is fine: the odd host has its own verdict"
-    assert "1 odd host(s) (node07 -8." in verdict.message
+    assert "1 odd host (node07 -8." in verdict.message
 
 
 def test_fleet_wide_shortfall_is_one_cluster_finding_not_sixteen_host_failures() -> None:

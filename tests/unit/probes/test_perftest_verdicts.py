@@ -39,7 +39,7 @@ def test_healthy_fabric_stays_quiet_and_measures_every_nic() -> None:
     outcome = campaign(Fabric())
     assert findings(outcome) == []
     summary = next(c for c in outcome.conclusion.checks if c.host is None)
-    assert summary.status == "PASS" and "12 NIC(s) on 6 host(s)" in summary.message
+    assert summary.status == "PASS" and "12 NICs on 6 hosts" in summary.message
     assert outcome.rounds == 1 and outcome.launches == 3
     assert {r["verdict"] for r in outcome.conclusion.records if r["kind"] == "nic"} == {"PASS"}
 
@@ -49,7 +49,7 @@ def test_a_slow_nic_is_named_by_host_hca_and_rail_and_its_partner_cleared() -> N
     outcome = campaign(fabric)
     [failed] = findings(outcome)
     assert (failed.id, failed.host, failed.status) == ("ib.write_bw", "node4", "FAIL")
-    assert "mlx5_1 (rail 1)" in failed.message and "slow with 2 of 2 other partner(s)" in failed.message
+    assert "mlx5_1 (rail 1)" in failed.message and "slow with 2 of 2 other partners" in failed.message
     assert failed.observed == [{"rail": 1, "hca": "mlx5_1", "gbps": 195.6}]
     assert nic_record(outcome, "node4", 1)["verdict"] == "FAIL"
     assert nic_record(outcome, "node3", 1)["verdict"] == "PASS"  # its first-round partner, fast with others

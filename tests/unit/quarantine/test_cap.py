@@ -59,7 +59,7 @@ def test_finding_passes_within_the_cap_and_fails_beyond_it() -> None:
     within = cap_finding([Candidate("n1", ("gpu.xid",))], [], Cap(), 20, "drained")
     assert (within.id, within.host, within.status) == ("quarantine.cap", None, "PASS")
     assert (
-        within.message == "1 failing node(s) drained, within the cap: at most 2 of 20 selected nodes "
+        within.message == "1 failing node drained, within the cap: at most 2 of 20 selected nodes "
         "(max_quarantine_pct 10 %, the default)"
     )
     taken = [Candidate("n1", ("gpu.xid",)), Candidate("n2", ("gpu.xid",))]

@@ -84,7 +84,7 @@ def test_junit_names_the_action_in_a_property_and_the_failure_message() -> None:
     assert cases[("ib.port_state", "gpu01")].find("properties") is None  # a PASS has nothing to do
     assert cases[("ib.mtu", "gpu05")].find("properties") is None  # an older file: nothing invented
     assert cases[("ib.flaps", "gpu06")].find("properties") is None  # a word outside the nine: dropped
-    bench = cases[("bench.all_reduce", "all_reduce 2 node(s) 16 ranks (torch/nccl)")]
+    bench = cases[("bench.all_reduce", "all_reduce 2 nodes 16 ranks (torch/nccl)")]
     assert bench.find("properties/property").get("value") == "check_config"
 
 

@@ -57,20 +57,24 @@ def test_the_new_users_run_reads_as_three_causes() -> None:
         ("ERROR", "cluster-wide", ["bench.all_reduce", "bench.all_gather"]),
     ]
     assert causes[0].message.startswith("node01 is unreachable: connection to 127.0.0.1:2201 refused")
-    assert causes[0].summary.startswith("unreachable: connection to 127.0.0.1:2201 refused")
+    assert causes[0].summary.startswith("unreachable: connection to <host> refused")  # of two hosts
     assert {c.what_to_do for c in causes} == {"fix the configuration"}
 
 
 def test_summary_prints_one_line_per_cause_after_the_coverage_line() -> None:
     out = Path("/runs/x")
     lines = summary_lines(new_user_run(), out, [out / "results.json", out / "report.html"])
-    assert lines[0] == "diagnose: FAIL — 4 host(s), 3 FAIL, 2 ERROR, 1 PASS — /runs/x"
+    assert lines[0] == "diagnose: FAIL — 4 hosts, 3 FAIL, 2 ERROR, 1 PASS — /runs/x"
     assert lines[1].startswith("diagnose: 4 of 6 results measured")
-    causes = lines[2:5]
+    files = lines.index("  /runs/x/results.json")
+    causes = [line for line in lines[2:files] if line.split()[0] in ("FAIL", "ERROR")]
     assert causes[0].split()[:3] == ["FAIL", "node[01-02]", "host.reachable"]
-    assert "known_hosts" in causes[1] and causes[1].endswith("→ fix the configuration")
+    node03 = " ".join(
+        " ".join(line.split()) for line in lines[lines.index(causes[1]) : lines.index(causes[2])]
+    )
+    assert "known_hosts" in node03 and node03.endswith("→ fix the configuration")
     assert causes[2].split()[:4] == ["ERROR", "cluster-wide", "bench.all_reduce", "+1"]
-    assert lines[5:] == ["  /runs/x/results.json", "  /runs/x/report.html"]
+    assert lines[files:] == ["  /runs/x/results.json", "  /runs/x/report.html"]
     # the columns line up: the message starts at the same place on every cause line
     assert len({line.index(" unreachable: ") for line in causes[:2]}) == 1
 
@@ -196,7 +200,7 @@ def test_more_causes_than_the_terminal_shows_end_with_where_the_rest_is() -> Non
     checks = [_row(f"custom.t{i:02d}", "h1", "FAIL", f"fault number {i:02d}") for i in range(14)]
     lines = cause_lines(group_causes({"hosts": [], "checks": checks}), "the findings of /r/report.html")
     assert len(lines) == 10
-    assert lines[-1] == "  … 5 more cause(s), 5 result(s): see the findings of /r/report.html"
+    assert lines[-1] == "  … 5 more causes, 5 results: see the findings of /r/report.html"
 
 
 def test_hostile_values_reach_the_terminal_without_escape_sequences() -> None:
@@ -204,7 +208,7 @@ def test_hostile_values_reach_the_terminal_without_escape_sequences() -> None:
     text = "\n".join(lines)
     assert "\x1b" not in text and "\\x1b" in text
     text.encode("utf-8")  # no lone surrogate left to crash the print
-    assert all(len(line) < 260 for line in lines)
+    assert all(len(line) <= 100 for line in lines[2:])
 
 
 def test_recorded_runs_fold_hosts_failing_alike() -> None:

@@ -91,7 +91,7 @@ def test_findings_and_the_cover_say_what_to_do_from_the_recorded_action(tmp_path
     assert link.consequences == "+2 consequences (bench.straggler, bench.all_reduce)"
     html = _html(with_actions(_load("cluster_failures.json")), tmp_path)
     cover = html[html.index('id="cover"') : html.index('id="contents"')]
-    assert "Why it did not pass: top causes" in cover and "and 3 more cause(s)" in cover
+    assert "Why it did not pass: top causes" in cover and "and 3 more causes" in cover
     assert "+2 consequences (bench.straggler, bench.all_reduce)" in cover
 
 
@@ -181,7 +181,7 @@ def test_the_first_page_of_a_failing_run_shows_its_top_causes_and_the_sign_off(t
         "reseat or replace the cable",
         "ib.port_state",
         "gpu07",
-        "and 3 more cause(s)",
+        "and 3 more causes",
         "Sign-off",
         "Accepted by",
     ):

@@ -195,4 +195,4 @@ def test_a_large_quarantine_shows_the_first_rows_and_counts_the_rest(tmp_path: P
     assert acted_lines({"quarantine": entries}) == ["diagnose: drained n[0000-0449] (gpu.xid)"]
     results = json.loads(RUN.read_text()) | {"quarantine": entries}
     (written,) = render_from_dict(results, {"html"}, tmp_path)
-    assert "250 more node(s) in results.json's quarantine list." in written.read_text()
+    assert "250 more nodes in results.json's quarantine list." in written.read_text()

@@ -44,7 +44,7 @@ def test_cpu_no_sync_misuse_fails_overlap() -> None:
     verdicts = _verdicts(_pair("no_overlap"))
     overlap = verdicts["train.overlap"]
     assert overlap.status == "FAIL"
-    assert "out of limits on rank(s) 0, 1" in overlap.message and "overlap ratio 0.00" in overlap.message
+    assert "out of limits on ranks 0, 1" in overlap.message and "overlap ratio 0.00" in overlap.message
     assert overlap.remediation == judge.REMEDY_UNKNOWN  # no fabric baseline: both causes named
     assert verdicts["train.input"].status == "PASS"
 
@@ -61,7 +61,7 @@ def test_gpu_syncs_every_step_warn_and_name_their_cause() -> None:
     analyses = [analyze_trace(TRACES / "public" / "hta_torchrec_rank0.json.gz")]
     sync = _verdicts(analyses)["train.sync"]
     assert sync.status == "WARN" and sync.remediation == judge.REMEDY_SYNC
-    assert "15 host sync(s) per step" in sync.message and "## sparse_data_dist ##" in sync.message
+    assert "15 host syncs per step" in sync.message and "## sparse_data_dist ##" in sync.message
     assert _verdicts(analyses, train_max_syncs_per_step=15)["train.sync"].status == "PASS"
 
 

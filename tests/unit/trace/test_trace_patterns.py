@@ -42,7 +42,7 @@ def test_early_profiled_ddp_on_one_gpu_is_not_a_sync_warning() -> None:
     assert [s.framework_syncs for s in found.steps] == [{DDP_SAMPLING: 8}] * 3
     sync = verdicts("ddp_early_gpu")["train.sync"]
     assert sync.status == "PASS" and sync.remediation is None
-    assert "0 host sync(s) per step in the user's code" in sync.message
+    assert "0 host syncs per step in the user's code" in sync.message
     assert (
         f"not the user's to remove (information, not judged): 8 per step over 2 steps: {DDP_SAMPLING} ×16"
         in (sync.message)
@@ -59,7 +59,7 @@ def test_a_per_step_item_and_synchronize_are_named_exactly() -> None:
     sync = verdicts("ddp_early_sync_gpu")["train.sync"]
     assert sync.status == "WARN" and "torch.cuda.synchronize()" in (sync.remediation or "")
     assert sync.observed["0"]["sync_causes"] == {ITEM: 2, SYNCHRONIZE: 2}
-    assert f"2 host sync(s) per step in the user's code over 2 steps: {ITEM} ×2, {SYNCHRONIZE} ×2;" in (
+    assert f"2 host syncs per step in the user's code over 2 steps: {ITEM} ×2, {SYNCHRONIZE} ×2;" in (
         sync.message
     )
 
