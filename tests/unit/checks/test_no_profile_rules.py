@@ -25,7 +25,7 @@ from diagnose.core.model import CommandOutput
 from diagnose.core.vars import Vars
 from diagnose.engine.evaluate import evaluate_check
 from tests.support.paths import CAPTURED, FACTS
-from tests.unit.checks.test_rules import MISSING, profile
+from tests.support.rulekit import MISSING, profile
 
 NO_PROFILE = Vars(host="cpu1")
 NVIDIA_SMI_CHECKS = (

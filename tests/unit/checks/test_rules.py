@@ -27,25 +27,18 @@ from diagnose.checks import (
     nccl_version,
     versions_consistency,
 )
-from diagnose.config.profile_files import load_profile
 from diagnose.core.check import Check
 from diagnose.core.model import CommandOutput
 from diagnose.core.vars import Vars
 from diagnose.engine.environment import environment_from_facts
 from tests.support.paths import CAPTURED, FACTS
+from tests.support.rulekit import MISSING, profile
 
 UVERBS_8 = "\n".join(["rdma_cm", *(f"uverbs{i}" for i in range(8))])
 
 
-def profile(name: str, host: str = "node1", **overrides: Any) -> Vars:
-    return Vars({**load_profile(name).vars, "diagnose_profile": name, **overrides}, host=host)
-
-
 def out(fixture: str | None = None, text: str = "", rc: int = 0) -> CommandOutput:
     return CommandOutput(stdout=(CAPTURED / fixture).read_text() if fixture else text, exit_code=rc)
-
-
-MISSING = CommandOutput(stdout="", stderr="sh: 1: tool: not found", exit_code=127)
 
 
 def facts_of(check: Check, vars_: Vars, **outputs: CommandOutput) -> dict[str, Any]:
