@@ -23,6 +23,7 @@ from diagnose.catalog.clock_events import BITS, FAULTS, LABELS, WARNINGS, decode
 from diagnose.config.profiles import no_gpu_reason, no_gpu_required
 from diagnose.core.check import Check, Facts
 from diagnose.core.model import CommandOutput, Outcome
+from diagnose.core.units import counted
 from diagnose.core.vars import Vars
 from diagnose.parsers.gpu_query import GPU_QUERY, flag, gpu_label, integer, parse_gpu_query
 
@@ -89,7 +90,7 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
     shown = ", ".join(benign) if benign else "none"
     return Outcome(
         "PASS",
-        f"{host}: {len(gpus)} GPUs, no fault among clock event reasons (active: {shown})",
+        f"{host}: {counted(len(gpus), 'GPU')}, no fault among clock event reasons (active: {shown})",
         observed,
         wanted,
     )

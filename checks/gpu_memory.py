@@ -162,7 +162,7 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
     note = f"; {counted(remaps, 'row')} remapped earlier, nothing pending" if remaps else ""
     return Outcome(
         "PASS",
-        f"{host}: {len(gpus)} GPUs, no uncorrectable memory error, nothing pending{note}",
+        f"{host}: {counted(len(gpus), 'GPU')}, no uncorrectable memory error, nothing pending{note}",
         observed,
         wanted,
     )

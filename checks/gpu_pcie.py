@@ -21,6 +21,7 @@ from typing import Any
 from diagnose.config.profiles import no_gpu_reason, no_gpu_required
 from diagnose.core.check import Check, Facts
 from diagnose.core.model import CommandOutput, Outcome
+from diagnose.core.units import counted
 from diagnose.core.vars import Vars
 from diagnose.parsers.gpu_query import GPU_QUERY, flag, gpu_label, integer, parse_gpu_query
 
@@ -124,7 +125,9 @@ def _verdict(
         {f"Gen{g['gen']} x{g['width']}" for g in gpus if g["width"] is not None and g["gen"] is not None}
     )
     loaded = " under load" if gpus and all(g["under_load"] for g in gpus) else ""
-    summary = f"{len(gpus)} GPUs at {'/'.join(links)}{loaded}" if links else f"{len(gpus)} GPUs"
+    summary = (
+        f"{counted(len(gpus), 'GPU')} at {'/'.join(links)}{loaded}" if links else counted(len(gpus), "GPU")
+    )
     return Outcome("PASS", f"{host}: {summary}" + ("; " + "; ".join(idle) if idle else ""), observed, wanted)
 
 

@@ -158,7 +158,7 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
     reason = no_gpu_reason(host_vars)
     if reason:
         return Outcome(
-            "SKIP", f"{facts['gpu_count']} GPUs on {host} not judged: {reason}", observed, "no GPU"
+            "SKIP", f"{counted(facts['gpu_count'], 'GPU')} on {host} not judged: {reason}", observed, "no GPU"
         )
     failures: list[str] = []
     warnings: list[str] = []

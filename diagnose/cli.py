@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 
 from diagnose import __version__
 from diagnose.core.errors import ConfigError
+from diagnose.core.units import noun_for
 from diagnose.render.render import DEFAULT_FORMATS, FORMATS
 
 EXIT_PASS, EXIT_FAIL, EXIT_CONFIG, EXIT_INTERNAL, EXIT_LOCKED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
@@ -337,7 +338,7 @@ class Parser(argparse.ArgumentParser):
             close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
             problems.append(f"unknown option {name}" + (f"; did you mean {close[0]}?" if close else ""))
         if not problems:
-            problems.append(f"unexpected argument(s): {' '.join(extras)}")
+            problems.append(f"unexpected {noun_for(len(extras), 'argument')}: {' '.join(extras)}")
         self.error("; ".join(problems))
 
 

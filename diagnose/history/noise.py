@@ -25,6 +25,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from diagnose.core.units import counted
+
 #: Good runs the noise is measured over (the newest of the series).
 WINDOW = 10
 #: Good runs needed before the measured noise is trusted.
@@ -51,7 +53,7 @@ class Noise:
         """How the threshold was set, for the regression's message."""
         if self.spread is None:
             return (
-                f"first nights: {self.runs} good run(s) of this figure are too few to know its noise, so the "
+                f"first nights: {counted(self.runs, 'good run')} of this figure are too few to know its noise, so the "
                 f"drop must exceed {FIRST_NIGHTS_FACTOR:g} × the minimum {min_drop:.0%}"
             )
         return (

@@ -423,14 +423,7 @@ class Launch(ABC):
             return report
         finally:
             self.pool.shutdown(wait=False)
-        for name, (found, killed) in sorted(self.outcome.stopped.items()):
-            if found:
-                forced = f", {killed} of them by SIGKILL" if killed else ""
-                report.stopped.append(f"{what} on {name}: {found} process(es) stopped{forced}")
-        for name, count in sorted(self.outcome.leftovers.items()):
-            if count:
-                names = "; ".join(self.outcome.survivors.get(name, []))
-                report.problems.append(f"{count} {what} process(es) survived SIGKILL on {name}: {names}")
+        report.tell(what, self.outcome.stopped, self.outcome.leftovers, self.outcome.survivors)
         for name in sorted(self.lost):
             folder = self.folders[name]
             report.problems.append(

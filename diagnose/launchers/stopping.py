@@ -17,6 +17,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from diagnose.core.units import counted
+
 #: Seconds the launch's processes get to end on SIGTERM, then to be gone after SIGKILL.
 TERM_GRACE_S = 2
 KILL_WAIT_S = 2
@@ -89,6 +91,28 @@ class Stopped:
 
     stopped: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+
+    def tell(
+        self,
+        what: str,
+        found: dict[str, tuple[int, int]],
+        leftovers: dict[str, int],
+        alive: dict[str, list[str]],
+    ) -> None:
+        """One launch's stop in words, per host: how many processes it ended (and how many needed SIGKILL),
+        and any that survived SIGKILL, named."""
+        for name, (count, killed) in sorted(found.items()):
+            forced = f", {killed} of them by SIGKILL" if killed else ""
+            if count:
+                self.stopped.append(
+                    f"{what} on {name}: {counted(count, 'process', 'processes')} stopped{forced}"
+                )
+        for name, count in sorted(leftovers.items()):
+            if count:
+                names = "; ".join(alive.get(name, []))
+                self.problems.append(
+                    f"{counted(count, 'process', 'processes')} of {what} survived SIGKILL on {name}: {names}"
+                )
 
 
 def stop_live_launches(timeout: float = TERM_GRACE_S + KILL_WAIT_S + 6) -> Stopped:

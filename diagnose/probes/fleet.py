@@ -293,14 +293,7 @@ def _host_record(
     host = next((h for h in verdict.hosts if h.host == item.host), None) if verdict else None
     if verdict is None or host is None or verdict.median is None:
         record.update(
-            {
-                "median": None,
-                "mad": None,
-                "robust_z": None,
-                "deviation_pct": None,
-                "verdict": "SKIP",
-                "why": "no fleet",
-            }
+            dict.fromkeys(("median", "mad", "robust_z", "deviation_pct")), verdict="SKIP", why="no fleet"
         )
         return record
     record.update(
@@ -363,25 +356,25 @@ def judge_fleet(
     """
     out = Judgement()
     grouped = groups_of(figures)
-    several = len(grouped) > 1
     # (check, host) → [(status, line, what was observed)]
     per_host: dict[tuple[str, str], list[tuple[str, str, dict[str, Any]]]] = {}
     actions: dict[tuple[str, str], list[str]] = {}
     summaries: dict[str, list[tuple[str, str]]] = {}
     for group, members in grouped.items():
-        metrics = sorted({m for item in members for m in item.values}, key=metric_order)
-        for metric in metrics:
-            values = {i.host: i.values[metric] for i in members if metric in i.values}
+        for metric in sorted({m for item in members for m in item.values}, key=metric_order):
             check = check_of(metric)
-            if check in skipped:
+            # A host whose own row says ERROR (its probe ended early, so maybe before its weakest GPU) has
+            # no figure here: the fleet's line never quotes what that row says was not measured.
+            values = {
+                i.host: i.values[metric] for i in members if metric in i.values and check not in i.errors
+            }
+            if check in skipped or not values:
                 continue
             verdict = fleet.judge(
                 metric, values, settings.floors.get(metric), settings.thresholds, label=_metric_label(metric)
             )
-            prefix = f"[{group}] " if several else ""
-            for item in members:
-                if metric in item.values:
-                    out.records.append(_host_record(item, metric, group, verdict))
+            prefix = f"[{group}] " if len(grouped) > 1 else ""
+            out.records += [_host_record(i, metric, group, verdict) for i in members if i.host in values]
             out.records.append(_summary_record(group, verdict))
             quiet = cpu_only and verdict.weak
             status = "PASS" if quiet and verdict.status == "WARN" else verdict.status
@@ -405,7 +398,8 @@ def judge_fleet(
     evidence = {(c, i.host): i.evidence.get(c) for i in figures for c in CHECKS}
     for check_id, spec in CHECKS.items():
         if check_id in skipped:
-            out.checks.append(CheckResult(check_id, None, spec.checklist, "SKIP", message=skipped[check_id]))
+            why = skip_line(check_id, skipped, figures)
+            out.checks.append(CheckResult(check_id, None, spec.checklist, "SKIP", message=why))
             continue
         for item in figures:
             if check_id in item.errors:
@@ -477,7 +471,7 @@ def single_host(figures: HostFigures, skipped: Mapping[str, str]) -> Judgement:
         out.records.append(_host_record(figures, metric, figures.group, None))
     for check_id, spec in CHECKS.items():
         if check_id in skipped:
-            why = skipped[check_id]
+            why = skip_line(check_id, skipped, [figures])
         elif check_id in figures.errors:
             why = f"one host, and {spec.title} could not be measured: {figures.errors[check_id]}"
         elif unmeasured(figures, check_id) and not any(check_of(m) == check_id for m in figures.values):
@@ -512,13 +506,19 @@ def skipped_checks(setup: Setup, collectives: Sequence[str]) -> dict[str, str]:
             "between ranks (bench_procs_per_host ≥ 2 measures it on CPU hosts)"
         )
     if setup.backend != "nccl":
-        skipped[FLEET_H2D] = (
-            "not measured: no GPU on these hosts (gloo backend); memory copy measured instead"
-        )
+        skipped[FLEET_H2D] = "not measured: no GPU on these hosts (gloo backend)"
         skipped[FLEET_NVLINK] = "not measured: no GPU on these hosts (gloo backend)"
     elif setup.nproc < 2:
         skipped[FLEET_NVLINK] = "not measured: one GPU per host, no GPU pair"
     return skipped
+
+
+def skip_line(check_id: str, skipped: Mapping[str, str], figures: Sequence[HostFigures]) -> str:
+    """Why ``check_id`` was skipped. A copy over PCIe skipped on CPU hosts points to the memory copy only
+    where a host measured one: the checklist's H.9 must not claim a copy that H.10 says could not be made."""
+    if check_id == FLEET_H2D and any("memcpy" in i.values and FLEET_MEMCPY not in i.errors for i in figures):
+        return f"{skipped[check_id]}; memory copy measured instead"
+    return skipped[check_id]
 
 
 class FleetProbes:

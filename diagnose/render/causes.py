@@ -311,7 +311,7 @@ def _hosts_column(cause: Cause, width: int = 28) -> str:
     text = cause.hosts_text
     if len(text) <= width:
         return _cut(text, width)
-    count = f"{len(cause.hosts)} hosts "
+    count = f"{counted(len(cause.hosts), 'host')} "
     return count + _cut(text, width - len(count))
 
 

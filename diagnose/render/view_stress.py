@@ -17,6 +17,7 @@ from typing import Any
 from diagnose.core.model import SEVERITY, worst
 from diagnose.core.units import MISSING, decimal_bytes, duration, is_number, number, percent
 from diagnose.render.hostlist import natural_key
+from diagnose.render.text import count_of
 
 COLUMNS = (
     ("gemm.bf16", "bf16 TFLOP/s"),
@@ -131,9 +132,8 @@ def _memtest(record: dict[str, Any]) -> Cell:
     tested = record.get("tested_bytes")
     text = decimal_bytes(int(tested)) if is_number(tested) else MISSING
     mismatches = record.get("mismatches")
-    detail = (
-        f"{percent(record.get('tested_fraction'))} of free, {record.get('passes')} passes, {mismatches} wrong"
-    )
+    passes = count_of(record.get("passes"), "pass", "passes")
+    detail = f"{percent(record.get('tested_fraction'))} of free, {passes}, {mismatches} wrong"
     return Cell(text, detail, str(record.get("verdict")), str(record.get("why") or ""))
 
 

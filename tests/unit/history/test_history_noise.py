@@ -59,7 +59,7 @@ def test_first_nights_need_twice_the_minimum_change(db: Path, tmp_path: Path) ->
     scale_band(tonight, 64 << 20, None, 0.85 / 0.85 * 0.75 / 0.85)  # now -25 % against r1
     (found,) = history.regressions(db, tonight)
     assert found.summary == "all_reduce ≥64MiB busbw -25%"
-    assert "first nights: 1 good run(s) of this figure are too few to know its noise" in found.result.message
+    assert "first nights: 1 good run of this figure are too few to know its noise" in found.result.message
     assert found.result.expected == "≥ 0.8 × 213.2 GB/s (run r1)"
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from diagnose.benchmarks.setup import Setup
 from diagnose.core.hosts import Host
+from diagnose.core.model import CheckResult
 from diagnose.core.vars import Vars
 from diagnose.launchers.base import LaunchOutcome
 from diagnose.probes import fleet_judge as fleet
@@ -24,6 +25,7 @@ from diagnose.probes.fleet import (
     single_host,
     skipped_checks,
 )
+from diagnose.render.checklist import build_checklist
 from diagnose.shipped import fleet_probe
 from tests.support.fleet import NCCL_2GPU, host, outcome_of, settings
 
@@ -192,3 +194,51 @@ def test_two_cpu_hosts_show_their_copy_gap_without_judging_it() -> None:
     (line,) = [c for c in shown.checks if c.id == "fleet.memcpy"]
     assert line.status == "PASS" and line.host is None
     assert "cpu02 is 30.0 % below cpu01" in line.message and "shown, not judged" in line.message
+
+
+def _checklist_notes(checks: list[CheckResult]) -> dict[str, tuple[str, str]]:
+    """The node-health lines of the report's checklist over ``checks``: title → (status, note)."""
+    sections = build_checklist({"checks": [c.to_dict() for c in checks]})
+    (health,) = [s for s in sections if s.number == "H"]
+    return {item.title: (item.status, item.note) for item in health.items}
+
+
+def test_h9_points_to_a_memory_copy_only_where_h10_says_one_was_measured() -> None:
+    """A CPU host without torch: fleet.memcpy could not be measured, so fleet.h2d's SKIP (checklist H.9)
+    must not say a memory copy was measured instead, as it did whatever the copy probe did."""
+    gloo = skipped_checks(Setup("gloo", 1, [Host("cpu01")], []), ["all_reduce"])
+    no_torch = HostFigures("cpu01", errors=dict.fromkeys(CHECKS, "torch is not installed on cpu01"))
+    for judgement in (
+        single_host(no_torch, gloo),
+        judge_fleet([no_torch, HostFigures("cpu02", errors=no_torch.errors)], settings(), gloo),
+    ):
+        memcpy = [c.message for c in judgement.checks if c.id == "fleet.memcpy"]
+        said = ("not measured", "could not be measured", "no host measured it")
+        assert all(any(words in m for words in said) for m in memcpy), memcpy
+        notes = _checklist_notes(judgement.checks)
+        h2d = notes["Host↔GPU copy bandwidth in line with the fleet"]
+        assert h2d == ("SKIP", "not measured: no GPU on these hosts (gloo backend)")
+    measured = single_host(host("cpu01", "cpu_2core_256mib.jsonl"), gloo)
+    notes = _checklist_notes(measured.checks)
+    assert notes["Host↔GPU copy bandwidth in line with the fleet"][1].endswith(
+        "; memory copy measured instead"
+    )
+    assert "recorded memory copy" in notes["Host memory copy bandwidth in line with the fleet"][1]
+
+
+def test_a_host_whose_own_row_says_not_measured_is_quoted_in_no_fleet_line() -> None:
+    """The copy probe of gpu04 hung after printing its rows: its rows are ERROR 'not measured on gpu04', so
+    its partial figures (the slowest of the fleet here) are neither judged nor quoted in the cluster line."""
+    hosts = [host(f"gpu0{i}") for i in range(1, 4)]
+    hung = HostFigures("gpu04")
+    copy_figures(hung, outcome_of("h200x2_256mib_busids.jsonl", {"memcpy": 0.5, "h2d": 0.5}, status="hung"))
+    judgement = judge_fleet([*hosts, hung], settings(), {"fleet.busbw": "not measured: test"})
+    own = [c for c in judgement.checks if c.host == "gpu04"]
+    assert {(c.id, c.status) for c in own} == {
+        (i, "ERROR") for i in ("fleet.h2d", "fleet.nvlink", "fleet.memcpy")
+    }
+    assert all("not measured on gpu04" in c.message for c in own)
+    lines = [c for c in judgement.checks if c.host is None and c.id != "fleet.busbw"]
+    assert len(lines) == 3 and all("gpu04" not in c.message and "over 3 hosts" in c.message for c in lines)
+    assert not [r for r in judgement.records if r["host"] == "gpu04"]
+    assert {r["hosts"] for r in judgement.records if r["host"] is None} == {3}
