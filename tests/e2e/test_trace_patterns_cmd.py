@@ -63,7 +63,7 @@ def test_a_per_step_item_and_synchronize_warn_by_name(tmp_path: Path) -> None:
         "torch.cuda.synchronize() (cudaDeviceSynchronize)": 2,
     }
     assert re.search(
-        r"^train\.sync\s+WARN\s+user trace: .*2 host sync\(s\) per step in the user's code", stdout, re.M
+        r"^train\.sync\s+WARN\s+user trace: .*2 host syncs per step in the user's code", stdout, re.M
     )
 
 

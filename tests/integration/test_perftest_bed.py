@@ -107,7 +107,7 @@ def test_a_slow_nic_and_a_slow_cable_are_named_and_healthy_hosts_stay_quiet(
     findings = run.findings()
     nic = [c for c in findings if c.host is not None]
     assert [(c.host, c.status) for c in nic] == [("node4", "FAIL")], findings
-    assert "mlx5_1 (rail 1)" in nic[0].message and "slow with 2 of 2 other partner(s)" in nic[0].message
+    assert "mlx5_1 (rail 1)" in nic[0].message and "slow with 2 of 2 other partners" in nic[0].message
     [link] = [c for c in findings if c.host is None]
     assert link.status == "FAIL" and link.message.startswith(
         "the link node1 mlx5_0 ↔ node2 mlx5_0 (rail 0) is slow"

@@ -50,6 +50,7 @@ def test_submitted_runs_land_their_results_and_rotate_over_the_nodes(tmp_path: P
     playbook = tmp_path / "slurm-nightly.yaml"
     playbook.write_text(PLAYBOOK)
     runs, db = tmp_path / "runs", tmp_path / "state" / "history.sqlite3"
+    db.parent.mkdir()  # a --history folder must exist: a mistyped one is refused, never made (docs/nightly.md)
     submit = [
         sys.executable,
         "-m",

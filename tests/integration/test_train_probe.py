@@ -197,7 +197,7 @@ def test_a_hung_probe_keeps_the_traces_measured_before(bed: TestBed, tmp_path: P
         result = run.check(check_id)
         assert result.status == "ERROR"
         assert "did not finish (hung)" in result.message and "within 45 s" in result.message
-        assert "2 rank trace(s) measured are kept" in result.message
+        assert "2 rank traces measured are kept" in result.message
     assert [r["rank"] for r in run.training()] == [0, 1]
     for host in bed.hosts.values():
         assert probe_processes(bed, host) == [], f"process left behind on {host.name}"

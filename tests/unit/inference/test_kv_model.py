@@ -32,7 +32,7 @@ def test_a_model_from_yaml_or_from_key_value_text() -> None:
 @pytest.mark.parametrize(
     ("value", "words"),
     [
-        ({"layer": 32}, "unknown field(s) layer"),
+        ({"layer": 32}, "unknown field layer"),
         ({"layers": 0}, "layers must be a whole number from 1"),
         ("layers=eighty", "layers must be a whole number"),
         ({"dtype": "float64"}, "dtype 'float64' is not one of"),
