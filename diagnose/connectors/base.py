@@ -27,6 +27,7 @@ from pathlib import Path
 from diagnose.core.check import Command
 from diagnose.core.hosts import Host
 from diagnose.core.model import CommandOutput
+from diagnose.core.redact import redact_text
 from diagnose.core.streams import DEFAULT_MAX_OUTPUT_BYTES, Capped, FramedStream
 from diagnose.core.units import counted
 
@@ -236,11 +237,11 @@ class Connection(ABC):
         return output
 
     def _log_command(self, script: str, output: CommandOutput, key: str | None = None) -> None:
-        """One DEBUG line per command (``-v``): host, the script's first line, how and when it ended. The
-        environment handed to a script is left out: it may carry a token."""
+        """One DEBUG line per command (``-v``): host, the script's first line (secret-named assignments
+        masked), how and when it ended. The environment handed to a script is left out: it may carry a token."""
         if not COMMANDS_LOG.isEnabledFor(logging.DEBUG):
             return
-        lines = script.strip().splitlines() or [""]
+        lines = [redact_text(line) for line in script.strip().splitlines()] or [""]
         shown = lines[0] if len(lines[0]) <= 100 else lines[0][:99] + "…"
         more = f" (+{len(lines) - 1} lines)" if len(lines) > 1 else ""
         ended = f"not run: {output.error}" if output.error else output.ended

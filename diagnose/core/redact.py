@@ -53,6 +53,12 @@ def _mask_text(text: str) -> str:
     return _ASSIGNMENT.sub(lambda m: f"{m[1]}{m[2]}{MASK}" if is_secret_name(m[1]) else m[0], text)
 
 
+def redact_text(text: str) -> str:
+    """Free text (a line of a script shown on stderr) with the value after each secret-named ``name=`` or
+    ``name:`` masked."""
+    return _mask_text(text)
+
+
 def redact_extra_vars(text: str) -> str:
     """One ``-e`` argument with the values of secret-named variables masked.
 

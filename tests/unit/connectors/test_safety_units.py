@@ -307,3 +307,14 @@ def test_commands_are_declared_with_keys_unique_per_check() -> None:
         keys = [c.key for c in check.commands]
         assert len(keys) == len(set(keys)), check.id
         assert all(isinstance(c, Command) for c in check.commands)
+
+
+def test_verbose_command_lines_mask_secret_assignments(caplog: pytest.LogCaptureFixture) -> None:
+    """``-v`` shows the first line of each script a host ran: a secret assigned there never reaches stderr."""
+    from diagnose.connectors.local import LocalConnection
+    from diagnose.core.hosts import Host
+
+    with caplog.at_level("DEBUG", logger="diagnose.commands"):
+        assert LocalConnection(Host("n1")).run("HF_TOKEN=hunter2 NCCL_DEBUG=INFO true", timeout=10).ok
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "diagnose.commands"]
+    assert "hunter2" not in line and f"HF_TOKEN={MASK} NCCL_DEBUG=INFO true" in line
