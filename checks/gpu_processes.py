@@ -11,6 +11,10 @@ taken beside another process do not accept a cluster) or WARN (nightly and node-
 figures are marked). Either way the facts keep ``processes``, and the benchmark stage marks the entries
 measured on such a host ``shared_gpu`` in results.json and the report. GPUs are named by the index and
 bus id of the shared GPU query (the auxiliary command: without it, by bus id alone).
+
+A process on a GPU that ``CUDA_VISIBLE_DEVICES`` keeps out of this host's scope (another job's GPUs on a
+shared node, the other half of a machine split into two hosts) touches nothing diagnose measures here: it is
+listed, not judged. Without the GPU query the scope cannot be told and every process is judged.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from diagnose.core.units import human_bytes
 from diagnose.core.vars import Vars
 from diagnose.parsers.compute_apps import COMPUTE_APPS, parse_compute_apps
 from diagnose.parsers.gpu_query import GPU_QUERY, parse_gpu_query
+from diagnose.parsers.visible_gpus import ENV_COMMAND, parse_visibility_env, resolve_visible
 
 STATUSES = ("FAIL", "WARN")
 DEFAULT_STATUS = "FAIL"
@@ -53,7 +58,18 @@ def parse(outputs: Mapping[str, CommandOutput], host_vars: Vars) -> Facts:
     index = {str(g["bus_id"]).lower(): g["index"] for g in gpus if g["bus_id"]}
     for process in processes:
         process["gpu"] = index.get(process["bus_id"].lower())
-    return {"processes": processes, "gpus": gpus}
+    visibility = outputs.get("gpu_visibility")
+    env = parse_visibility_env(visibility.stdout) if visibility is not None and visibility.ok else {}
+    scope = None
+    if env.get("CUDA_VISIBLE_DEVICES") is not None and gpus and all(g["index"] is not None for g in gpus):
+        resolved = resolve_visible(env, [{"index": g["index"]} for g in gpus])
+        if not resolved["unresolved"]:
+            scope = {
+                "variable": "CUDA_VISIBLE_DEVICES",
+                "value": resolved["value"],
+                "gpus": resolved["visible"],
+            }
+    return {"processes": processes, "gpus": gpus, "scope": scope}
 
 
 def describe(process: dict[str, Any]) -> str:
@@ -82,11 +98,26 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
             None,
             wanted,
         )
+    scope = facts.get("scope")
+    outside: list[dict[str, Any]] = []
     processes = facts["processes"]
     gpus = len(facts["gpus"])
+    if scope is not None:
+        inside = {str(i) for i in scope["gpus"]}
+        outside = [p for p in processes if p.get("gpu") is not None and str(p["gpu"]) not in inside]
+        processes = [p for p in processes if p not in outside]
+        gpus = len(scope["gpus"])
+    besides = (
+        f"; not judged, on GPUs outside {scope['variable']}={scope['value']}: "
+        + "; ".join(describe(p) for p in outside)
+        if outside and scope
+        else ""
+    )
     if not processes:
         of = f"the {gpus} GPU{'s' if gpus != 1 else ''} of {host}" if gpus else f"any GPU of {host}"
-        return Outcome("PASS", f"no compute process on {of}", [], wanted)
+        if scope is not None:
+            of += f" in scope ({scope['variable']}={scope['value']})"
+        return Outcome("PASS", f"no compute process on {of}{besides}", [], wanted)
     shared = len({p["bus_id"] for p in processes})
     on = (
         f"{shared} of its {gpus} GPU{'s' if gpus != 1 else ''}"
@@ -98,7 +129,8 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
     count = f"{len(processes)} compute process{'es' if len(processes) != 1 else ''}"
     return Outcome(
         status,
-        f"{host}: {count} diagnose did not start, on {on} ({listed}); measurements on this host are {what}",
+        f"{host}: {count} diagnose did not start, on {on} ({listed}); measurements on this host are "
+        f"{what}{besides}",
         processes,
         wanted,
         remediation=REMEDIATION,
@@ -110,7 +142,7 @@ CHECK = Check(
     checklist="H",
     summary="no compute process diagnose did not start on any GPU (nvidia-smi --query-compute-apps); "
     "foreign_processes_status FAIL|WARN",
-    commands=(COMPUTE_APPS, replace(GPU_QUERY, required=False, auxiliary=True)),
+    commands=(COMPUTE_APPS, replace(GPU_QUERY, required=False, auxiliary=True), ENV_COMMAND),
     parse=parse,
     judge=judge,
     remediation=REMEDIATION,

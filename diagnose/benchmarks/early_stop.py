@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from diagnose.benchmarks.expect import expected_busbw
+from diagnose.benchmarks.expect import busbw_override, expected_busbw
 from diagnose.core.units import decimal_bytes, human_bytes
 from diagnose.core.vars import Vars
 
@@ -26,7 +26,7 @@ def floors_arg(host_vars: Vars, backend: str, collectives: Sequence[str], nodes:
     floors = []
     for collective in collectives:
         expectation = expected_busbw(collective, nodes, nproc, host_vars)
-        explicit = host_vars.float(f"expected_busbw_{collective}_gbps", None) is not None
+        explicit = busbw_override(host_vars, collective, nodes) is not None
         if expectation.low_gbps and (backend == "nccl" or explicit):
             floors.append(f"{collective}={expectation.low_gbps:g}")
     return ",".join(floors)
@@ -125,4 +125,39 @@ def probe_sizes(
     return kept, (
         f"sizes above {decimal_bytes(limit)} left out ({len(sizes) - len(kept)} of {len(sizes)}): at the "
         f"{note['busbw_gbps']:.3g} GB/s the sweep's {collective} stopped at, each would take over {seconds:g} s"
+    )
+
+
+def between_nodes_gbps(records: dict[str, dict[str, Any]]) -> tuple[str, float] | None:
+    """The slowest multi-node collective of the sweep by the best busbw it reached, or None without one."""
+    best = {
+        collective: max(row["busbw_gbps"] for row in record["rows"])
+        for collective, record in records.items()
+        if (record.get("nodes") or 0) >= 2 and any(row.get("busbw_gbps") for row in record.get("rows") or [])
+    }
+    return min(best.items(), key=lambda item: item[1]) if best else None
+
+
+def between_nodes_sizes(
+    records: dict[str, dict[str, Any]], sizes: Sequence[int], seconds: float = BROKEN_MESSAGE_S
+) -> tuple[list[int], str | None]:
+    """The message sizes a probe across nodes keeps at the rate the sweep measured between the nodes.
+
+    A fabric without RDMA (host sockets, 4.6 GB/s busbw between two hosts on a lent 4× H200 split in two)
+    is no fault where the profile expects none, but a KV request of 10.7 GB takes 2.7 s a transfer there,
+    and the probe repeats each dozens of times: 5 minutes of a 9-minute run. At a healthy RDMA fabric's
+    rate nothing is left out (0.5 s carries 20 GB at 40 GB/s, more than the largest request).
+    """
+    measured = between_nodes_gbps(records)
+    if measured is None or not sizes:
+        return list(sizes), None
+    collective, gbps = measured
+    limit = seconds * gbps * 1e9
+    kept = [size for size in sizes if size <= limit] or [min(sizes)]
+    if len(kept) == len(sizes):
+        return list(sizes), None
+    return kept, (
+        f"across nodes, sizes above {decimal_bytes(limit)} left out ({len(sizes) - len(kept)} of {len(sizes)}): "
+        f"at the {gbps:.3g} GB/s the sweep's {collective} reached between the nodes, each would take over "
+        f"{seconds:g} s"
     )

@@ -21,6 +21,7 @@ import itertools
 import math
 from dataclasses import dataclass
 
+from diagnose.core.errors import ConfigError
 from diagnose.core.units import human_bytes
 from diagnose.core.vars import Vars
 
@@ -58,12 +59,41 @@ class Expectation:
         return self.expected_gbps is not None
 
 
+def busbw_override(host_vars: Vars, collective: str, nodes: int) -> tuple[float, str] | None:
+    """The operator's own figure for ``collective`` on ``nodes`` nodes, with the words that name it, or None.
+
+    ``expected_busbw_<collective>_gbps`` is one number (every node count) or a figure per node count — a
+    mapping in YAML (``{1: 340, 2: 4.2}``) or ``1:340,2:4.2`` in INI and ``-e`` — since bandwidth falls with
+    the node count and a fabric without a datasheet (host sockets) has no profile curve; a node count it
+    does not name keeps the profile's figure.
+    """
+    name = f"expected_busbw_{collective}_gbps"
+    value = host_vars.get(name)
+    if value is None or value == "":
+        return None
+    if isinstance(value, str) and ":" in value:
+        value = dict(item.split(":", 1) for item in value.replace(" ", "").split(",") if item)
+    if isinstance(value, dict):
+        try:
+            table = {int(k): float(v) for k, v in value.items()}
+        except (TypeError, ValueError):
+            raise ConfigError(
+                f"variable {name}{' for host ' + host_vars.host if host_vars.host else ''} must map node "
+                f"counts to GB/s (1:340,2:4.2), got {value!r}"
+            ) from None
+        if nodes not in table:
+            return None
+        return table[nodes], f"set by {name} for {nodes} node{'s' if nodes != 1 else ''}"
+    figure = host_vars.float(name)
+    return (figure, f"set by {name}") if figure is not None else None
+
+
 def expected_busbw(collective: str, nodes: int, ranks_per_node: int, host_vars: Vars) -> Expectation:
     """The expectation for one collective on ``nodes`` nodes of ``ranks_per_node`` ranks each."""
     tolerance = host_vars.float("bench_tolerance", DEFAULT_TOLERANCE) or DEFAULT_TOLERANCE
-    override = host_vars.float(f"expected_busbw_{collective}_gbps", None)
+    override = busbw_override(host_vars, collective, nodes)
     if override is not None:
-        return _range(override, tolerance, f"set by expected_busbw_{collective}_gbps")
+        return _range(override[0], tolerance, override[1])
     if nodes <= 1:
         nvlink = host_vars.float("nvlink_busbw_gbps", None)
         if nvlink is None:

@@ -261,10 +261,16 @@ def judge_transfer(records: Sequence[Mapping[str, Any]], limits: Limits, backend
     return Verdict("PASS", "; ".join(passes), observed)
 
 
-def _staging_reason(record: Mapping[str, Any]) -> tuple[str, str] | None:
-    """(status, why) when this pair's blocks went through host memory, from NCCL's log or its bandwidth."""
+def _staging_reason(record: Mapping[str, Any], no_fabric: str | None = None) -> tuple[str, str] | None:
+    """(status, why) when this pair's blocks went through host memory, from NCCL's log or its bandwidth.
+
+    Across nodes of a cluster that has no RDMA fabric (``no_fabric``: the profile's reason) host sockets are
+    the only way between GPUs, so there they are the path the profile expects, not staging to fix.
+    """
     kinds = record.get("transport") or []
     inter = record.get("scope") == "inter-node"
+    if inter and no_fabric and not any(k.startswith("NET/") and k != "NET/Socket" for k in kinds):
+        return None
     if "SHM" in kinds:
         return "FAIL", "NCCL moved the blocks through host shared memory (SHM in its log)"
     if not inter and any(k.startswith("NET/") for k in kinds):
@@ -294,8 +300,11 @@ def _reference(record: Mapping[str, Any], healthy: Iterable[Mapping[str, Any]]) 
     return (same or others or [None])[0]
 
 
-def judge_staging(records: Sequence[Mapping[str, Any]], backend: str) -> Verdict:
-    """``infer.staging``: pairs whose KV path goes through host memory, with what that costs."""
+def judge_staging(
+    records: Sequence[Mapping[str, Any]], backend: str, no_fabric: str | None = None
+) -> Verdict:
+    """``infer.staging``: pairs whose KV path goes through host memory, with what that costs; across nodes
+    without an RDMA fabric (``no_fabric`` says why none is expected) sockets are the path, said as such."""
     if backend == "gloo":
         return Verdict("SKIP", "gloo on hosts without GPUs: no device memory, no staging to judge")
     measured = [r for r in records if r.get("rows")]
@@ -303,7 +312,7 @@ def judge_staging(records: Sequence[Mapping[str, Any]], backend: str) -> Verdict
         return Verdict(
             "ERROR", "no pair was measured: " + "; ".join(filter(None, map(_not_measured, records)))
         )
-    staged = {r["pair"]: _staging_reason(r) for r in measured}
+    staged = {r["pair"]: _staging_reason(r, no_fabric) for r in measured}
     healthy = [r for r in measured if staged[r["pair"]] is None]
     findings: list[tuple[str, str]] = []
     direct: list[str] = []
@@ -316,7 +325,14 @@ def judge_staging(records: Sequence[Mapping[str, Any]], backend: str) -> Verdict
             row = bandwidth_row(record)
             via = "/".join(record.get("transport") or []) or "transport not in the log"
             extra = f" vs {copy:.1f} GB/s host copy" if copy and row else ""
-            direct.append(f"{name}: {via}" + (f", {transfer_gbps(row):.1f} GB/s{extra}" if row else ""))
+            expected = (
+                f" ({no_fabric}: sockets are the only path between nodes)"
+                if no_fabric and record.get("scope") == "inter-node"
+                else ""
+            )
+            direct.append(
+                f"{name}: {via}" + (f", {transfer_gbps(row):.1f} GB/s{extra}" if row else "") + expected
+            )
             continue
         status, why = reason
         reference = _reference(record, healthy)
@@ -337,7 +353,7 @@ def judge_staging(records: Sequence[Mapping[str, Any]], backend: str) -> Verdict
             observed,
             "device-to-device (P2P, NET with GPUDirect RDMA)",
         )
-    return Verdict("PASS", "device to device on every pair: " + "; ".join(direct), observed)
+    return Verdict("PASS", "no pair staged through host memory: " + "; ".join(direct), observed)
 
 
 def judge_placement(records: Sequence[Mapping[str, Any]], backend: str) -> Verdict:

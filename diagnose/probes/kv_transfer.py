@@ -37,10 +37,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from diagnose.benchmarks.early_stop import probe_samples, probe_sizes
+from diagnose.benchmarks.early_stop import between_nodes_sizes, probe_samples, probe_sizes
 from diagnose.benchmarks.setup import Setup, launch_env, startup_timeout_s
 from diagnose.catalog.stage_ids import INFER_KV_TRANSFER, INFER_PLACEMENT, INFER_STAGING, KV_TRANSFER
-from diagnose.config.profiles import no_gpu_reason
+from diagnose.config.profiles import no_fabric_reason, no_gpu_reason
 from diagnose.core.hosts import Host
 from diagnose.core.model import CheckResult
 from diagnose.core.redact import MASK, is_secret_name
@@ -200,11 +200,19 @@ class KVBench:
         model, tokens = self.settings.model, self.settings.tokens
         sizes, sizes_note = probe_sizes(stage.records, [model.request_bytes(t) for t in tokens])
         self.settings.tokens = [t for t in tokens if model.request_bytes(t) in sizes]
-        self.budget_note = "; ".join(n for n in (samples_note, sizes_note) if n) or None
+        kept, between_note = between_nodes_sizes(
+            stage.records, [model.request_bytes(t) for t in self.settings.tokens]
+        )
+        self.between_settings = replace(
+            self.settings, tokens=[t for t in self.settings.tokens if model.request_bytes(t) in kept]
+        )
+        notes = (samples_note, sizes_note, between_note)
+        self.budget_note = "; ".join(n for n in notes if n) or None
         self.by_name = {h.name: h for h in setup.hosts}
 
     def launch(self, index: int, pair: Pair) -> LaunchOutcome:
         backend = self.setup.backend
+        settings = self.between_settings if pair.inter_node else self.settings
         hosts = [self.by_name[pair.prefill.host]]
         if pair.inter_node:
             hosts.append(self.by_name[pair.decode.host])
@@ -221,9 +229,9 @@ class KVBench:
             connections=self.ctx.connections,
             nproc=1 if pair.inter_node else 2,
             backend=backend,
-            program_args=program_args(backend, pair, self.settings),
-            expected_rows=expected_rows(self.settings),
-            row_budget_s=row_budget(backend, self.settings),
+            program_args=program_args(backend, pair, settings),
+            expected_rows=expected_rows(settings),
+            row_budget_s=row_budget(backend, settings),
             out_dir=self.ctx.out_dir,
             startup_timeout_s=startup_timeout_s(self.first),
             deadline=self.ctx.deadline,
@@ -303,7 +311,7 @@ class KVBench:
         verdicts = {
             INFER_KV_TRANSFER: judge_transfer(records, limits(self.first.vars), backend),
             INFER_PLACEMENT: judge_placement(records, backend),
-            INFER_STAGING: judge_staging(records, backend),
+            INFER_STAGING: judge_staging(records, backend, no_fabric_reason(self.first.vars)),
         }
         evidence = next((r["evidence"] for r in records if r["evidence"]), None)
         for check_id, verdict in verdicts.items():

@@ -39,11 +39,9 @@ of it. The bed needs root, ``unshare`` (util-linux) and openssh-server.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import pwd
 import re
-import selectors
 import shlex
 import shutil
 import signal
@@ -53,12 +51,13 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from tests.support.netns import NetworkError, PortMap, PrivateNetwork, host_address, listen
 from tests.support.nshost import (
     check_target,
     hold_pid_namespace,
@@ -71,7 +70,11 @@ from tests.support.nshost import (
     write_sysfs_tree,
 )
 
-SSHD = "/usr/sbin/sshd"
+#: A folder of the programs the bed runs (sshd, ssh, ssh-keygen, ip) where the machine has none: a tool
+#: bundle (tests/support/toolbundle.py) brought to a GPU machine that ships without them. Its bin/ goes
+#: first on the PATH of everything the bed starts, never on the hosts' login PATH.
+BUNDLE_BIN = os.environ.get("DIAGNOSE_TESTBED_BIN", "")
+SSHD = os.path.join(BUNDLE_BIN, "sshd") if BUNDLE_BIN else "/usr/sbin/sshd"
 LOOPBACK = "127.0.0.1"
 USER = "root"
 #: sshd's compiled-in PATH for root on Debian; the fake tools go over its first directory. (A login
@@ -88,7 +91,12 @@ NO_REPLY_RC = 64
 SYSFS_INFINIBAND = "/sys/class/infiniband"
 
 _NS_FLAGS = ["--mount", "--pid", "--fork", "--kill-child", "--propagation", "private"]
-_SPAWN_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"}
+_SPAWN_ENV = {
+    "PATH": ":".join(filter(None, [BUNDLE_BIN, "/usr/sbin:/usr/bin:/sbin:/bin"])),
+    "LC_ALL": "C",
+}
+#: The port sshd listens on inside a host with its own network (the bed maps a machine port to it).
+OWN_NETWORK_PORT = 22
 _PORT_ATTEMPTS = 5
 
 
@@ -155,6 +163,16 @@ class HostSpec:
     #: The host's sshd listens only in the bed's private network: a direct connection from the machine
     #: is refused; a jump host of the bed reaches it at 127.0.0.1:<port>.
     behind_jump: bool = False
+    #: Its own network and UTS namespaces: hostname ``name``, an ``eth0`` with an address on the bed's
+    #: switch (tests/support/netns.py), sshd on port 22 there, every host of the bed in its /etc/hosts;
+    #: the bed maps a port of the machine's 127.0.0.1 to it. Two such hosts are two nodes to NCCL and
+    #: torch, talking over a network stack, not loopback. Its processes outlive its sshd, as a node's do.
+    own_network: bool = False
+    #: Nodes of the machine's /dev shown in the host's /dev (a GPU host's share: nvidia0, nvidiactl,
+    #: nvidia-uvm, ...), as a container runtime passes GPUs into a container.
+    devices: tuple[str, ...] = ()
+    #: A /tmp of its own (tmpfs), as separate machines have.
+    private_tmp: bool = False
 
 
 class TestbedError(RuntimeError):
@@ -173,6 +191,8 @@ class TestHost:
         self.spec = spec
         self.name = spec.name
         self.address = LOOPBACK
+        #: The host's address on the bed's switch (HostSpec.own_network), where other hosts reach it.
+        self.network_address: str | None = None
         self.user = USER
         self.port = port
         self.dir = directory
@@ -184,7 +204,8 @@ class TestHost:
         self._proc: subprocess.Popen[bytes] | None = None
         self._lifeline: int | None = None
         self._socket: socket.socket | None = None
-        self._port_map: _PortMap | None = None
+        self._port_map: PortMap | None = None
+        self._switch_index = 0
 
     def __repr__(self) -> str:
         return f"TestHost({self.name!r}, port={self.port}, serve={self.spec.serve!r}, alive={self.alive})"
@@ -307,7 +328,14 @@ class TestBed:
         weakref.finalize(self, _close_all, self._namespace_fds)
         self._ports: set[int] = set()
         self._stopped = False
-        self._network: _PrivateNetwork | None = None
+        self._network: PrivateNetwork | None = None
+        self._switch: PrivateNetwork | None = None
+        #: One /etc/hosts for every host with its own network, rewritten in place (a bind follows the
+        #: file, not the name) as hosts join, so each host resolves the others' names.
+        self.etc_hosts = self.workdir / "etc_hosts"
+        self.etc_hosts.write_text("127.0.0.1\tlocalhost\n")
+        self._switched: dict[str, str] = {}
+        self._passwd = _privsep_passwd(self.workdir)
         self.client_key = self.workdir / "client_key"
         self.other_key = self.workdir / "other_key"
         self.known_hosts = self.workdir / "known_hosts"
@@ -341,6 +369,8 @@ class TestBed:
                 raise ValueError(
                     f"host {spec.name!r}: a jump host or a host behind one serves sshd, not both"
                 )
+            if spec.own_network and (spec.jump or spec.behind_jump or spec.serve != "ssh"):
+                raise ValueError(f"host {spec.name!r}: a host with its own network serves sshd, no jump host")
             directory = self.workdir / "hosts" / spec.name
             host = TestHost(self, spec, 0, directory)
             self.hosts[spec.name] = host
@@ -461,8 +491,9 @@ class TestBed:
         deadline = time.monotonic() + 10
         while (left := self.leftover_pids()) and time.monotonic() < deadline:
             time.sleep(0.05)
-        if self._network is not None:
-            self._network.stop()
+        for network in (self._network, self._switch):
+            if network is not None:
+                network.stop()
         if left:
             raise TestbedError(f"processes left behind after stop: {left}")
 
@@ -496,6 +527,12 @@ class TestBed:
         binds += [
             (source, target) for target, source in self._login_files.items() if target not in spec.files
         ]
+        if self._passwd is not None and "/etc/passwd" not in spec.files:
+            binds.append((self._passwd, "/etc/passwd"))
+        if spec.own_network:
+            self._join_switch(host)
+            if "/etc/hosts" not in spec.files:
+                binds.append((self.etc_hosts, "/etc/hosts"))
         if spec.sysfs_infiniband is not None:
             write_sysfs_tree(host.sysfs_infiniband, spec.sysfs_infiniband)
         (directory / "ns").mkdir()
@@ -509,6 +546,16 @@ class TestBed:
             f"ns_scratch {shlex.quote(str(directory / 'ns'))}",
             "ns_proc",
         ]
+        if spec.own_network:
+            lines.append(shell_join("ns_hostname", spec.name))
+        if spec.private_tmp:
+            kept = str(self.workdir) if self.workdir.is_relative_to("/tmp") else ""
+            lines.append(shell_join("ns_private_tmp", kept))
+        if spec.devices:
+            for device in spec.devices:
+                if not re.fullmatch(r"[\w.-]+", device):
+                    raise ValueError(f"bad /dev name {device!r}")
+            lines.append(shell_join("ns_devices", *spec.devices))
         lines.append(shell_join("ns_dev", *infiniband_nodes(spec.infiniband)))
         for parent, entries in overlays(wanted, self.workdir):
             lines.append(shell_join("ns_overlay", parent, *entries))
@@ -520,7 +567,8 @@ class TestBed:
         if spec.sysfs_infiniband is not None:
             lines.append(shell_join("ns_bind", str(host.sysfs_infiniband), SYSFS_INFINIBAND))
         lines.append(shell_join("ns_memlock", memlock_word(spec.memlock_kib)))
-        lines.append(shell_join("ns_sshd", SSHD, str(directory / "sshd_config")))
+        outlive = ["outlive"] if spec.own_network else []
+        lines.append(shell_join("ns_sshd", SSHD, str(directory / "sshd_config"), *outlive))
         (directory / "init.sh").write_text("\n".join(lines) + "\n")
 
     def _make_host_key(self, host: TestHost) -> None:
@@ -553,9 +601,10 @@ class TestBed:
         env = {"PATH": self.login_path, **host.spec.env}
         words = [_setenv_word(key, value) for key, value in env.items()]
         setenv = f"SetEnv {' '.join(words)}\n"
+        port, listen_on = (OWN_NETWORK_PORT, "0.0.0.0") if host.spec.own_network else (host.port, LOOPBACK)
         return (
-            f"Port {host.port}\n"
-            f"ListenAddress {LOOPBACK}\n"
+            f"Port {port}\n"
+            f"ListenAddress {listen_on}\n"
             f"HostKey {directory / 'ssh_host_ed25519_key'}\n"
             f"PidFile {directory / 'sshd.pid'}\n"
             f"AuthorizedKeysFile {directory / 'authorized_keys'}\n"
@@ -584,15 +633,21 @@ class TestBed:
         fixed_port = host.port != 0
         private = host.spec.jump or host.spec.behind_jump
         enter = self._private_network().enter_argv() if private else []
+        flags = [*_NS_FLAGS, "--net", "--uts"] if host.spec.own_network else _NS_FLAGS
         for _attempt in range(_PORT_ATTEMPTS):
-            if host.spec.jump:
+            if host.spec.jump or host.spec.own_network:
                 # The machine-side socket first: the port is then ours, and the sshd inside the private
-                # network listens on the same number there.
-                listener = _listen(host.port if fixed_port else 0)
+                # network listens on the same number there (a switched host: on port 22 of its address).
+                listener = listen(host.port if fixed_port else 0)
                 host.port = listener.getsockname()[1]
                 with self._lock:
                     self._ports.add(host.port)  # never given to a host behind it in the private network
-                host._port_map = _PortMap(listener, self._private_network().connect, host.port)
+                if host.spec.own_network:
+                    assert host.network_address is not None
+                    target = (host.network_address, OWN_NETWORK_PORT)
+                    host._port_map = PortMap(listener, self._switch_network().connect, target)
+                else:
+                    host._port_map = PortMap(listener, self._private_network().connect, (LOOPBACK, host.port))
             elif not fixed_port:
                 host.port = self._free_port()
             (host.dir / "sshd_config").write_text(self._sshd_config(host))
@@ -600,7 +655,7 @@ class TestBed:
             with open(host.log, "ab") as log:
                 try:
                     proc = subprocess.Popen(
-                        [*enter, "unshare", *_NS_FLAGS, "/bin/sh", str(host.dir / "init.sh")],
+                        [*enter, "unshare", *flags, "/bin/sh", str(host.dir / "init.sh")],
                         stdin=read_end,
                         stdout=log,
                         stderr=subprocess.STDOUT,
@@ -611,6 +666,12 @@ class TestBed:
                 finally:
                     os.close(read_end)
             host._proc, host._lifeline, host.pid = proc, write_end, proc.pid
+            if host.spec.own_network:
+                try:
+                    self._switch_network().attach(proc.pid, host._switch_index)
+                except NetworkError as exc:
+                    self._kill(host)
+                    raise TestbedError(f"test host {host.name!r}: {exc}; log {host.log}") from exc
             if self._wait_ready(host):
                 if host._port_map is not None:
                     host._port_map.start()
@@ -637,12 +698,16 @@ class TestBed:
         assert host._proc is not None
         private = host.spec.jump or host.spec.behind_jump
         connect = self._private_network().connect if private else socket.create_connection
+        address = (LOOPBACK, host.port)
+        if host.spec.own_network:
+            assert host.network_address is not None
+            connect, address = self._switch_network().connect, (host.network_address, OWN_NETWORK_PORT)
         while time.monotonic() < deadline:
             if host._proc.poll() is not None:
                 return False
             with (
                 contextlib.suppress(OSError),
-                connect((LOOPBACK, host.port), timeout=2) as s,
+                connect(address, timeout=2) as s,
             ):
                 s.settimeout(max(0.1, deadline - time.monotonic()))
                 if s.recv(64).startswith(b"SSH-"):
@@ -685,12 +750,35 @@ class TestBed:
             proc.wait(timeout=10)
         host._proc = None
 
-    def _private_network(self) -> _PrivateNetwork:
+    def _private_network(self) -> PrivateNetwork:
         """The bed's private network of jump hosts and the hosts behind them, started on first use."""
         with self._lock:
             if self._network is None:
-                self._network = _PrivateNetwork(self.workdir / "private-network.log")
+                self._network = PrivateNetwork(self.workdir / "private-network.log", _SPAWN_ENV)
             return self._network
+
+    def _switch_network(self) -> PrivateNetwork:
+        """The switch of the hosts with a network of their own, started on first use."""
+        with self._lock:
+            if self._switch is None:
+                try:
+                    self._switch = PrivateNetwork(self.workdir / "switch.log", _SPAWN_ENV, switch=True)
+                except NetworkError as exc:
+                    raise TestbedError(str(exc)) from exc
+            return self._switch
+
+    def _join_switch(self, host: TestHost) -> None:
+        """Give a host with its own network its number and address, and list it in the shared /etc/hosts."""
+        self._switch_network()
+        with self._lock:
+            host._switch_index = len(self._switched)
+            host.network_address = host_address(host._switch_index)
+            self._switched[host.name] = host.network_address
+            lines = ["127.0.0.1\tlocalhost\n"]
+            lines += [f"{address}\t{name}\n" for name, address in self._switched.items()]
+            with open(self.etc_hosts, "r+") as hosts:
+                hosts.write("".join(lines))
+                hosts.truncate()
 
     def _free_port(self) -> int:
         """A port nothing listens on now and this bed has not used (the kernel picks; sshd retries
@@ -703,188 +791,6 @@ class TestBed:
                 if port not in self._ports:
                     self._ports.add(port)
                     return port
-
-
-_CLONE_NEWNET = 0x40000000
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-class _PrivateNetwork:
-    """A network namespace with only its own loopback, held open by one small process.
-
-    The process is ``unshare --net`` running ``cat`` on a pipe the bed holds: when the bed closes the
-    pipe (or the test process dies) it exits, and the namespace goes with the last host in it.
-    """
-
-    def __init__(self, log: Path) -> None:
-        read_end, self._lifeline = os.pipe()
-        with open(log, "ab") as out:
-            try:
-                self._proc = subprocess.Popen(
-                    ["unshare", "--net", "/bin/sh", "-c", "ip link set lo up && exec cat >/dev/null"],
-                    stdin=read_end,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    env=_SPAWN_ENV,
-                    start_new_session=True,
-                )
-            finally:
-                os.close(read_end)
-        self.path = f"/proc/{self._proc.pid}/ns/net"
-        deadline = time.monotonic() + 10
-        mine = os.readlink("/proc/self/ns/net")
-        while time.monotonic() < deadline and self._proc.poll() is None:
-            with contextlib.suppress(OSError):
-                if os.readlink(self.path) != mine and self._loopback_up():
-                    self._fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
-                    return
-            time.sleep(0.02)
-        self.stop()
-        raise TestbedError(
-            f"the private network did not start; log {log}:\n{log.read_text(errors='replace')}"
-        )
-
-    def _loopback_up(self) -> bool:
-        try:
-            self.connect((LOOPBACK, 1), timeout=1).close()
-        except ConnectionRefusedError:
-            return True  # lo answers (with a refusal): it is up
-        except OSError:
-            return False
-        return True
-
-    def enter_argv(self) -> list[str]:
-        """Prefix of a command line that runs the command inside the network."""
-        return ["nsenter", f"--net={self.path}"]
-
-    def connect(self, address: tuple[str, int], timeout: float | None = None) -> socket.socket:
-        """A TCP connection made inside the network (from a short-lived thread that enters it: a
-        socket keeps the namespace it was made in, the rest of the process stays where it is)."""
-        got: list[socket.socket | BaseException] = []
-
-        def inside() -> None:
-            try:
-                fd = getattr(self, "_fd", None)
-                if fd is None:
-                    fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
-                if _libc.setns(fd, _CLONE_NEWNET) != 0:
-                    errno = ctypes.get_errno()
-                    raise OSError(errno, f"setns into {self.path}: {os.strerror(errno)}")
-                got.append(socket.create_connection(address, timeout=timeout))
-            except BaseException as exc:
-                got.append(exc)
-
-        thread = threading.Thread(target=inside, name="testbed-netns-connect")
-        thread.start()
-        thread.join()
-        if isinstance(got[0], BaseException):
-            raise got[0]
-        return got[0]
-
-    def stop(self) -> None:
-        if self._lifeline is not None:
-            os.close(self._lifeline)
-            self._lifeline = None
-        fd = getattr(self, "_fd", None)
-        if fd is not None:
-            os.close(fd)
-            self._fd = None
-        try:
-            self._proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait(timeout=5)
-
-
-def _listen(port: int) -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((LOOPBACK, port))
-        sock.listen(128)
-    except OSError:
-        sock.close()
-        raise
-    return sock
-
-
-class _PortMap:
-    """The machine's 127.0.0.1:<port> joined to a jump host's sshd at 127.0.0.1:<port> inside the
-    private network: one thread accepts, one thread per connection copies bytes both ways. Closing it
-    refuses new connections and cuts the open ones, as a dead bastion does."""
-
-    def __init__(self, listener: socket.socket, connect: Callable[..., socket.socket], port: int) -> None:
-        self._listener = listener
-        self._connect = connect
-        self._port = port
-        self._closed = threading.Event()
-        self._lock = threading.Lock()
-        self._open: set[socket.socket] = set()
-        self._threads: list[threading.Thread] = []
-
-    def start(self) -> None:
-        self._listener.settimeout(0.2)
-        self._spawn(self._accept_loop)
-
-    def _spawn(self, target: Callable[..., None], *args: object) -> None:
-        thread = threading.Thread(target=target, args=args, name="testbed-port-map", daemon=True)
-        with self._lock:
-            self._threads = [t for t in self._threads if t.is_alive()]
-            self._threads.append(thread)
-        thread.start()
-
-    def _accept_loop(self) -> None:
-        while not self._closed.is_set():
-            try:
-                client, _ = self._listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            client.settimeout(None)
-            try:
-                upstream = self._connect((LOOPBACK, self._port), timeout=5)
-            except OSError:
-                client.close()
-                continue
-            with self._lock:
-                if self._closed.is_set():
-                    client.close()
-                    upstream.close()
-                    return
-                self._open.update((client, upstream))
-            self._spawn(self._pump, client, upstream)
-
-    def _pump(self, one: socket.socket, other: socket.socket) -> None:
-        peer = {one: other, other: one}
-        with selectors.DefaultSelector() as selector:
-            for sock in peer:
-                selector.register(sock, selectors.EVENT_READ)
-            try:
-                while not self._closed.is_set():
-                    for key, _ in selector.select(timeout=0.2):
-                        data = key.fileobj.recv(65536)  # type: ignore[union-attr]
-                        if not data:
-                            return
-                        peer[key.fileobj].sendall(data)  # type: ignore[index]
-            except OSError:
-                return
-            finally:
-                with self._lock:
-                    for sock in peer:
-                        self._open.discard(sock)
-                        sock.close()
-
-    def close(self) -> None:
-        self._closed.set()
-        self._listener.close()
-        with self._lock:
-            for sock in self._open:
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
-            threads = list(self._threads)
-        for thread in threads:
-            thread.join(timeout=5)
 
 
 _prerequisite_cache: list[str | None] = []
@@ -949,6 +855,24 @@ def _unlocked_shadow(workdir: Path) -> Path | None:
             copy.chmod(0o600)
             return copy
     return None
+
+
+def _privsep_passwd(workdir: Path) -> Path | None:
+    """sshd needs its privilege separation user ``sshd``; a machine that ships without openssh-server
+    (the lent GPU machines) has none. There the hosts get a copy of /etc/passwd with one added."""
+    try:
+        pwd.getpwnam("sshd")
+        return None
+    except KeyError:
+        pass
+    taken = {entry.pw_uid for entry in pwd.getpwall()}
+    uid = next(uid for uid in range(990, 100, -1) if uid not in taken)
+    copy = workdir / "passwd"
+    text = Path("/etc/passwd").read_text()
+    copy.write_text(
+        text + ("" if text.endswith("\n") else "\n") + f"sshd:x:{uid}:65534::/run/sshd:/usr/sbin/nologin\n"
+    )
+    return copy
 
 
 def _login_files(workdir: Path) -> dict[str, Path]:

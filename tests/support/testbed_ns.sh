@@ -9,6 +9,7 @@ set -eu
 
 SCRATCH=
 OVERLAYS=0
+DEVICES=
 
 die() {
     echo "testbed-ns: $*" >&2
@@ -78,7 +79,38 @@ ns_dev() {
             shift 3
         done
     fi
+    for n in $DEVICES; do
+        if [ -e "/dev/$n" ]; then
+            : >"$d/$n"
+            mount --bind "/dev/$n" "$d/$n"
+        fi
+    done
     mount --move "$d" /dev
+}
+
+# ns_devices NAME...: nodes of the machine's /dev that the next ns_dev shows in the host's /dev too
+# (a GPU host's share: nvidia0, nvidiactl, nvidia-uvm, ...), bound, as a container runtime does.
+ns_devices() {
+    DEVICES="$*"
+}
+
+# ns_hostname NAME: the host's own name, in its UTS namespace (no hostname(1) needed).
+ns_hostname() {
+    printf '%s\n' "$1" >/proc/sys/kernel/hostname
+}
+
+# ns_private_tmp [KEEP]: a tmpfs over /tmp, as separate machines have their own; KEEP (a directory
+# under /tmp: the bed's work directory, this scratch included) is bound into it first, so the host
+# still reads its own files there. Built aside and moved over /tmp in one step.
+ns_private_tmp() {
+    new=$SCRATCH/tmp
+    mkdir "$new"
+    mount -t tmpfs -o mode=1777,nosuid,nodev testbed-tmp "$new"
+    if [ -n "${1:-}" ]; then
+        mkdir -p "$new${1#/tmp}"
+        mount --rbind "$1" "$new${1#/tmp}"
+    fi
+    mount --move "$new" /tmp
 }
 
 # ns_overlay DIR ENTRY...: make missing paths appear under the existing directory DIR in this
@@ -158,7 +190,8 @@ ns_memlock() {
 # Standard input is a pipe whose write end only the test bed holds: it reads EOF when the bed closes
 # it or the bed's process dies for any reason, and then sshd is killed. Once this shell (PID 1)
 # exits, the kernel kills every process left in the namespace: sessions, hanging tools, detached
-# children. (fd 3 because dash redirects only single-digit fds, and gives background jobs
+# children. With a third word "outlive" the host outlives its sshd (a node whose sshd died keeps
+# running what it started) until the bed closes the pipe. (fd 3 because dash redirects only single-digit fds, and gives background jobs
 # /dev/null as their standard input.)
 ns_sshd() {
     exec 3<&0 </dev/null
@@ -170,4 +203,7 @@ ns_sshd() {
     } &
     exec 3<&-
     wait "$sshd" || :
+    if [ "${3:-}" = outlive ]; then
+        wait || :
+    fi
 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from diagnose.benchmarks.expect import expected_busbw, fabric_efficiency, judge_busbw, large_message_busbw
+from diagnose.core.errors import ConfigError
 from diagnose.core.vars import Vars
 
 NDR400_8 = Vars({"line_rate_gbps": 400, "expected_hca_count": 8, "nvlink_busbw_gbps": 360})
@@ -73,3 +74,20 @@ def test_large_message_busbw_ignores_small_rows() -> None:
     ]
     assert large_message_busbw(rows) == (338.5, 256 << 20)
     assert large_message_busbw(rows[:1]) == (None, None)
+
+
+def test_an_operator_figure_per_node_count() -> None:
+    """A fabric without a datasheet (host sockets between two hosts of one lent machine: 4.6 GB/s at 2
+    nodes) gets its own figure per node count; other counts keep the profile's (NVLink inside one node)."""
+    for value in ({2: 4.6}, {"2": "4.6"}, "2:4.6", "1:360, 2:4.6"):
+        host_vars = Vars({**NDR400_8, "expected_busbw_all_reduce_gbps": value})
+        two = expected_busbw("all_reduce", 2, 2, host_vars)
+        assert (two.expected_gbps, two.basis) == (4.6, "set by expected_busbw_all_reduce_gbps for 2 nodes")
+        one = expected_busbw("all_reduce", 1, 2, host_vars)
+        assert one.expected_gbps == 360
+    eight = expected_busbw("all_reduce", 8, 8, Vars({**NDR400_8, "expected_busbw_all_reduce_gbps": {2: 4.6}}))
+    assert eight.basis.startswith("68% of 8 × 400 Gb/s"), "a count the table does not name: the profile's"
+    flat = expected_busbw("all_reduce", 8, 8, Vars({**NDR400_8, "expected_busbw_all_reduce_gbps": 150}))
+    assert (flat.expected_gbps, flat.basis) == (150, "set by expected_busbw_all_reduce_gbps")
+    with pytest.raises(ConfigError, match="expected_busbw_all_reduce_gbps for host n1 must map node counts"):
+        expected_busbw("all_reduce", 2, 2, Vars({"expected_busbw_all_reduce_gbps": "2:fast"}, "n1"))

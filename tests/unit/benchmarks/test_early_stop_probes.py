@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
-from diagnose.benchmarks.early_stop import BROKEN_SAMPLES, probe_bytes, probe_samples, probe_sizes
+import json
+
+from diagnose.benchmarks.early_stop import (
+    BROKEN_SAMPLES,
+    between_nodes_sizes,
+    probe_bytes,
+    probe_samples,
+    probe_sizes,
+)
 from diagnose.inference.model import DEFAULT_TOKENS, KVModel
+from tests.support.paths import FIXTURES
 
 # The stopped_early note the real 4× H200 NET/Socket sweep gives (tests/fixtures/results/h200x4_two_halves_socket).
 SOCKET = {"after_bytes": 256 << 20, "busbw_gbps": 5.768, "plateau_gbps": 5.48, "floor_gbps": 289.0}
@@ -55,3 +64,25 @@ def test_after_a_stopped_sweep_the_kv_probe_leaves_out_requests_too_long_to_repe
     assert probe_sizes(HEALTHY, sizes) == (sizes, None)
     crawling = {"all_reduce": {"stopped_early": {**note, "busbw_gbps": 0.01}}}
     assert probe_sizes(crawling, sizes)[0] == sizes[:1], "the smallest request is always measured"
+
+
+def test_across_nodes_the_kv_probe_keeps_what_the_measured_fabric_moves_in_half_a_second() -> None:
+    """Two hosts carved out of a lent 4x H200, NET/Socket between them (not judged: no RDMA fabric): the
+    sweep reached 4.6 GB/s, and the KV probe's 16k and 32k token requests took 5 of the run's 9 minutes at
+    2.7 s a transfer. Between nodes only the sizes that move in 0.5 s at that rate are kept; a sweep on one
+    node, or an RDMA fabric's rate, leaves the plan as it was."""
+    run = json.loads(
+        (FIXTURES / "gpu_runs" / "h200x4-two-hosts-2026-11-27" / "unjudged_results.json").read_text()
+    )
+    records = {b["collective"]: b for b in run["benchmarks"]}
+    sizes = [KVModel().request_bytes(t) for t in DEFAULT_TOKENS]
+    kept, why = between_nodes_sizes(records, sizes)
+    assert kept == sizes[:2] and sizes[1] < 0.5 * 4.6e9 < sizes[2]
+    assert why == (
+        "across nodes, sizes above 2.28 GB left out (2 of 4): at the 4.56 GB/s the sweep's all_reduce reached "
+        "between the nodes, each would take over 0.5 s"
+    )
+    one_node = {"all_reduce": {**records["all_reduce"], "nodes": 1}}
+    assert between_nodes_sizes(one_node, sizes) == (sizes, None)
+    rdma = {"all_reduce": {"nodes": 2, "rows": [{"bytes": 1 << 30, "busbw_gbps": 45.0}]}}
+    assert between_nodes_sizes(rdma, sizes) == (sizes, None)

@@ -92,6 +92,25 @@ def test_a_second_process_fails_a_sign_off_naming_gpu_pid_name_and_memory() -> N
     assert "ps -o user,etime,args -p <pid>" in (outcome.remediation or "")
 
 
+def test_a_process_on_a_gpu_outside_cuda_visible_devices_is_listed_not_judged() -> None:
+    """The same process seen from a host whose login keeps the GPU out of its scope (the other half of a
+    machine split into two hosts, another job's GPUs): nothing this host measures runs there."""
+    vars_ = lent_h100()
+    outputs = {
+        "compute_apps": out(HOG),
+        "gpu_query": out(H100_QUERY),
+        "gpu_visibility": CommandOutput(stdout="CUDA_VISIBLE_DEVICES=\n", exit_code=0),
+    }
+    outcome = gpu_processes.judge(gpu_processes.parse(outputs, vars_), vars_)
+    assert outcome.status == "PASS"
+    assert outcome.message == (
+        "no compute process on any GPU of h100 in scope (CUDA_VISIBLE_DEVICES=); not judged, on GPUs "
+        "outside CUDA_VISIBLE_DEVICES=: GPU 0 (00000000:00:06.0): pid 461 python3, 1002 MiB"
+    )
+    outputs["gpu_visibility"] = CommandOutput(stdout="CUDA_VISIBLE_DEVICES=0\n", exit_code=0)
+    assert gpu_processes.judge(gpu_processes.parse(outputs, vars_), vars_).status == "FAIL"
+
+
 def test_fail_is_the_default_and_warn_is_the_nightly_choice() -> None:
     assert processes(HOG, lent_h100()).status == "FAIL"
     warned = processes(HOG, lent_h100(foreign_processes_status="warn"))

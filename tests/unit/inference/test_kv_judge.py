@@ -277,3 +277,24 @@ def test_the_link_figure_holds_the_message_not_the_whole_request() -> None:
     assert judge_transfer([slow], LIMITS, "nccl").status == "PASS"
     staging = judge_staging([slow], "nccl")
     assert staging.status == "PASS" and "GPU0->GPU1 (NV18): P2P/CUMEM, 365.0 GB/s" in staging.message
+
+
+def test_between_nodes_without_a_fabric_sockets_are_the_path_not_staging() -> None:
+    """The real cross-node pair of two hosts carved out of a lent 4x H200 (NET/Socket over a veth, no HCA):
+    with a profile that expects no RDMA fabric, the only way between the nodes is no staging to fix;
+    with one that expects a fabric it stays a FAIL."""
+    run = json.loads(
+        (FIXTURES / "gpu_runs" / "h200x4-two-hosts-2026-11-27" / "unjudged_results.json").read_text()
+    )
+    pairs = run["inference"]
+    assert [(p["scope"], p["transport"]) for p in pairs] == [
+        ("intra-node", ["P2P/CUMEM"]),
+        ("inter-node", ["NET/Socket"]),
+    ]
+    why = "profile single-node-nvlink expects no RDMA fabric (expected_hca_count 0)"
+    verdict = judge_staging(pairs, "nccl", why)
+    assert verdict.status == "PASS", verdict.message
+    assert f"node1:GPU0->node2:GPU2 (NET): NET/Socket, 3.9 GB/s vs 52.5 GB/s host copy ({why}: sockets" in (
+        verdict.message
+    )
+    assert judge_staging(pairs, "nccl").status == "FAIL"

@@ -1,0 +1,132 @@
+"""Test hosts with networks of their own (HostSpec.own_network) and the harness that splits one machine into
+cluster nodes with them (tests/support/gpuhosts.py), on CPU hosts: what a lent GPU machine runs, minus GPUs.
+
+Two such hosts must be two nodes to every program that tells nodes apart: their own hostname, an address on
+a network between them that each resolves by name, a /tmp of their own; a host whose sshd died keeps what
+it runs (as a node does); and diagnose's cross-node collective runs between them over that network.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.bedhosts import wait_until
+from tests.support.gpuhosts import Action, leftovers, split, sshd_pids
+from tests.support.paths import REPO
+from tests.support.playbooks import GLOO_BENCH, write_playbook
+from tests.support.testbed import HostSpec, TestBed
+
+pytestmark = pytest.mark.integration
+
+
+def test_two_hosts_with_their_own_network_are_two_nodes(testbed: TestBed) -> None:
+    one, two = testbed.add_many(
+        [
+            HostSpec("alpha", own_network=True, private_tmp=True),
+            HostSpec("beta", own_network=True, private_tmp=True),
+        ]
+    )
+    assert {one.network_address, two.network_address} == {"198.18.0.2", "198.18.0.3"}
+    probe = (
+        "hostname; ip -4 -o addr show eth0 | awk '{print $4}'; getent hosts alpha beta | awk '{print $1, $2}'; "
+        "echo mine > /tmp/only-$(hostname); ls /tmp | grep only-; "
+        f"{sys.executable} -c \"import socket; print(socket.create_connection(('{{peer}}', 22), 5).recv(7))\""
+    )
+    seen = {}
+    for host, peer in ((one, "beta"), (two, "alpha")):
+        done = testbed.ssh(host, probe.replace("{peer}", peer))
+        assert done.returncode == 0, done.stderr
+        seen[host.name] = done.stdout.split("\n")
+    for host in (one, two):
+        name, address, first, second, only, banner = seen[host.name][:6]
+        assert (name, address) == (host.name, f"{host.network_address}/24")
+        assert [first, second] == [f"{one.network_address} alpha", f"{two.network_address} beta"]
+        assert only == f"only-{host.name}", "each host has a /tmp of its own"
+        assert banner == "b'SSH-2.0'", "the other host's sshd answers over the network between them"
+    outside = testbed.ssh(one, "ls /tmp").stdout.split()
+    assert "only-beta" not in outside
+
+
+def test_a_host_outlives_its_sshd_and_the_bed_still_leaves_nothing(testbed: TestBed) -> None:
+    host = testbed.add(HostSpec("gamma", own_network=True))
+    started = testbed.ssh(host, "setsid sleep 600 </dev/null >/dev/null 2>&1 & echo started")
+    assert started.stdout.strip() == "started"
+    for pid in sshd_pids(host):
+        os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: not sshd_pids(host), 10, "the host's sshd to die")
+    time.sleep(0.5)
+    assert any("sleep 600" in line for line in leftovers(host)), "what the node runs survives its sshd"
+    assert host.alive
+    testbed.stop()
+    assert testbed.leftover_pids() == []
+
+
+def test_the_harness_splits_gpus_evenly_and_parses_its_actions() -> None:
+    assert split([0, 1, 2, 3], 2) == [[0, 1], [2, 3]]
+    assert split([0, 1, 2, 3, 4, 5, 6, 7], 4) == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    with pytest.raises(ValueError, match="3 GPUs do not split evenly over 2 hosts"):
+        split([0, 1, 2], 2)
+    action = Action.parse("all_reduce, 4 ranks=kill-sshd:node2+5")
+    assert (action.pattern.pattern, action.what, action.host, action.delay) == (
+        "all_reduce, 4 ranks",
+        "kill-sshd",
+        "node2",
+        5.0,
+    )
+    assert Action.parse("training probe on=sigint").what == "sigint"
+
+
+def test_diagnose_runs_its_collective_across_two_harness_hosts(
+    testbed_available: None, tmp_path: Path
+) -> None:
+    """The harness's command line as on a GPU machine, here with CPU hosts: gloo between two nodes over the
+    veths, the rendezvous at the first host's own address, nothing left on either host afterwards."""
+    playbook = write_playbook(tmp_path, GLOO_BENCH)
+    out = tmp_path / "run"
+    argv = [
+        sys.executable,
+        "-m",
+        "tests.support.gpuhosts",
+        "--hosts",
+        "2",
+        "--workdir",
+        str(tmp_path / "gh"),
+        "-v",
+        "diagnose_profile=cpu-testbed",
+        "-v",
+        "bench_startup_timeout_s=180",
+        "--",
+        sys.executable,
+        "-m",
+        "diagnose",
+        "run",
+        "-i",
+        "{inventory}",
+        "--playbook",
+        str(playbook),
+        "-o",
+        str(out),
+        "--format",
+        "json",
+    ]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=400, env=env, cwd=REPO)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    harness = json.loads((tmp_path / "gh" / "harness.json").read_text())
+    assert [h["name"] for h in harness["hosts"]] == ["node1", "node2"]
+    assert len({h["address"] for h in harness["hosts"]}) == 2
+    assert harness["left_running"] == {"node1": [], "node2": []}
+    inventory = (tmp_path / "gh" / "inventory.yaml").read_text()
+    assert f"bench_master_addr: {harness['hosts'][0]['address']}" in inventory
+    results = json.loads((out / "results.json").read_text())
+    bench = next(b for b in results["benchmarks"] if b["collective"] == "all_reduce")
+    assert (bench["nodes"], bench["backend"], bench["status"]) == (2, "gloo", "PASS"), bench["message"]
+    assert bench["rows"], "sizes measured between the two nodes"
