@@ -59,33 +59,55 @@ class Expectation:
         return self.expected_gbps is not None
 
 
-def busbw_override(host_vars: Vars, collective: str, nodes: int) -> tuple[float, str] | None:
-    """The operator's own figure for ``collective`` on ``nodes`` nodes, with the words that name it, or None.
+def busbw_table(host_vars: Vars, name: str) -> float | dict[int, float] | None:
+    """``expected_busbw_<collective>_gbps`` as set: one figure, or a figure per node count.
 
-    ``expected_busbw_<collective>_gbps`` is one number (every node count) or a figure per node count — a
-    mapping in YAML (``{1: 340, 2: 4.2}``) or ``1:340,2:4.2`` in INI and ``-e`` — since bandwidth falls with
-    the node count and a fabric without a datasheet (host sockets) has no profile curve; a node count it
-    does not name keeps the profile's figure.
+    A mapping in YAML (``{1: 340, 2: 4.2}``) or ``1:340,2:4.2`` in INI and ``-e``. Raises ConfigError naming
+    the variable for anything else, so the run refuses it before any host is touched.
     """
-    name = f"expected_busbw_{collective}_gbps"
     value = host_vars.get(name)
     if value is None or value == "":
         return None
+    where = f" for host {host_vars.host}" if host_vars.host else ""
     if isinstance(value, str) and ":" in value:
         value = dict(item.split(":", 1) for item in value.replace(" ", "").split(",") if item)
     if isinstance(value, dict):
         try:
             table = {int(k): float(v) for k, v in value.items()}
         except (TypeError, ValueError):
+            table = {}
+        if not table or any(nodes < 1 or gbps <= 0 for nodes, gbps in table.items()):
             raise ConfigError(
-                f"variable {name}{' for host ' + host_vars.host if host_vars.host else ''} must map node "
-                f"counts to GB/s (1:340,2:4.2), got {value!r}"
-            ) from None
-        if nodes not in table:
-            return None
-        return table[nodes], f"set by {name} for {nodes} node{'s' if nodes != 1 else ''}"
+                f"variable {name}{where} must map node counts to GB/s (YAML {{1: 340, 2: 4.2}}, or "
+                f"1:340,2:4.2), got {host_vars.get(name)!r}"
+            )
+        return table
     figure = host_vars.float(name)
-    return (figure, f"set by {name}") if figure is not None else None
+    if figure is not None and figure <= 0:
+        raise ConfigError(f"variable {name}{where} must be a positive number of GB/s, got {figure!r}")
+    return figure
+
+
+def check_busbw_setting(host_vars: Vars, name: str) -> str | None:
+    """The run's settings check (diagnose.probes.registry.HOST_SETTINGS) of one busbw override."""
+    busbw_table(host_vars, name)
+    return None
+
+
+def busbw_override(host_vars: Vars, collective: str, nodes: int) -> tuple[float, str] | None:
+    """The operator's own figure for ``collective`` on ``nodes`` nodes, with the words that name it, or None.
+
+    ``expected_busbw_<collective>_gbps`` is one number (every node count) or a figure per node count, since
+    bandwidth falls with the node count and a fabric without a datasheet (host sockets) has no profile
+    curve; a node count the table does not name keeps the profile's figure.
+    """
+    name = f"expected_busbw_{collective}_gbps"
+    value = busbw_table(host_vars, name)
+    if isinstance(value, dict):
+        if nodes not in value:
+            return None
+        return value[nodes], f"set by {name} for {nodes} node{'s' if nodes != 1 else ''}"
+    return (value, f"set by {name}") if value is not None else None
 
 
 def expected_busbw(collective: str, nodes: int, ranks_per_node: int, host_vars: Vars) -> Expectation:

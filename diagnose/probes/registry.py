@@ -15,9 +15,11 @@ import importlib
 from dataclasses import dataclass
 from typing import Any
 
+from diagnose.benchmarks.expect import check_busbw_setting
 from diagnose.benchmarks.setup import Setup
 from diagnose.config import quarantine_settings
 from diagnose.config.host_settings import SETTINGS, Validator
+from diagnose.config.playbook import COLLECTIVES
 from diagnose.probes import kv_settings, perftest_settings, training_settings
 
 
@@ -46,6 +48,7 @@ EXTRAS: tuple[Extra, ...] = (
 #: (diagnose.config.host_settings), then each extra's own, and the bounds on acting on nodes.
 HOST_SETTINGS: dict[str, Validator] = {
     **SETTINGS,
+    **{f"expected_busbw_{c}_gbps": check_busbw_setting for c in COLLECTIVES},
     **kv_settings.SETTINGS,
     **training_settings.SETTINGS,
     **perftest_settings.SETTINGS,

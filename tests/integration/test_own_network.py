@@ -88,7 +88,8 @@ def test_diagnose_runs_its_collective_across_two_harness_hosts(
     testbed_available: None, tmp_path: Path
 ) -> None:
     """The harness's command line as on a GPU machine, here with CPU hosts: gloo between two nodes over the
-    veths, the rendezvous at the first host's own address, nothing left on either host afterwards."""
+    veths (node2's sends shaped by tc), the rendezvous at the first host's own address, nothing left on
+    either host afterwards."""
     playbook = write_playbook(tmp_path, GLOO_BENCH)
     out = tmp_path / "run"
     argv = [
@@ -103,6 +104,8 @@ def test_diagnose_runs_its_collective_across_two_harness_hosts(
         "diagnose_profile=cpu-testbed",
         "-v",
         "bench_startup_timeout_s=180",
+        "--shape",
+        "node2=20gbit",
         "--",
         sys.executable,
         "-m",
@@ -124,6 +127,7 @@ def test_diagnose_runs_its_collective_across_two_harness_hosts(
     assert [h["name"] for h in harness["hosts"]] == ["node1", "node2"]
     assert len({h["address"] for h in harness["hosts"]}) == 2
     assert harness["left_running"] == {"node1": [], "node2": []}
+    assert harness["shaped"]["node2"].startswith("qdisc tbf") and "rate 20Gbit" in harness["shaped"]["node2"]
     inventory = (tmp_path / "gh" / "inventory.yaml").read_text()
     assert f"bench_master_addr: {harness['hosts'][0]['address']}" in inventory
     results = json.loads((out / "results.json").read_text())

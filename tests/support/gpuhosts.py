@@ -16,6 +16,9 @@ and writes ``harness.json``: the hosts (name, address, GPUs, port), the command'
 what was done to the hosts while it ran (``--at``), and every process still alive in each host afterwards
 other than its sshd: a run that left something behind shows it there.
 
+``--shape HOST=RATE`` limits what HOST sends to RATE (``tc`` token bucket on its ``eth0``, e.g. ``2gbit``):
+a slow NIC or a bad cable on one node, before the command starts.
+
 ``--at 'PATTERN=ACTION'`` acts when a line of the command's output matches the regular expression PATTERN:
 ``kill-sshd:HOST`` kills every sshd of HOST (the listener and the sessions; what the sessions started keeps
 running), ``sigint`` or ``sigterm`` signal the command; ``+SECONDS`` after the action word waits first
@@ -28,6 +31,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -39,7 +43,7 @@ from typing import Any
 
 from tests.support.netns import HOST_INTERFACE
 from tests.support.nshost import pids_in
-from tests.support.testbed import HostSpec, TestBed, TestHost
+from tests.support.testbed import BUNDLE_BIN, HostSpec, TestBed, TestHost
 
 #: The driver's nodes every GPU host needs besides its own /dev/nvidia<N>.
 CONTROL_DEVICES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
@@ -209,6 +213,20 @@ def run_command(argv: list[str], actions: list[Action], hosts: dict[str, TestHos
     return outcome
 
 
+def shape(host: TestHost, rate: str) -> str:
+    """Limit what ``host`` sends on its eth0 to ``rate`` (tc's token bucket filter); returns tc's listing."""
+    if not re.fullmatch(r"\d+(\.\d+)?[kmg]?bit", rate):
+        raise ValueError(f"--shape rate {rate!r}: want e.g. 2gbit or 500mbit")
+    enter = ["nsenter", f"--net=/proc/{host.pid}/ns/net"]
+    tc = shutil.which("tc", path=os.pathsep.join([BUNDLE_BIN, "/usr/sbin:/usr/bin:/sbin:/bin"])) or "tc"
+    root = [*enter, tc, "qdisc", "add", "dev", HOST_INTERFACE, "root", "tbf", "rate", rate]
+    subprocess.run([*root, "burst", "4mb", "latency", "100ms"], check=True, capture_output=True, text=True)
+    listing = subprocess.run(
+        [*enter, tc, "qdisc", "show", "dev", HOST_INTERFACE], capture_output=True, text=True
+    )
+    return listing.stdout.strip()
+
+
 def ip_wrapper() -> str | None:
     """A login tool ``ip`` for hosts of a machine without iproute2: the bed's bundled one (toolbundle)."""
     bundle = os.environ.get("DIAGNOSE_TESTBED_BIN", "")
@@ -233,6 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host-env", action="append", default=[], help="HOST:KEY=VALUE for one host's login")
     parser.add_argument("--at", action="append", default=[], type=Action.parse)
     parser.add_argument("--gpu-mode", choices=("nodes", "cvd"), default="nodes")
+    parser.add_argument("--shape", action="append", default=[], help="HOST=RATE: tc rate limit on its eth0")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ({inventory} is replaced)")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -269,6 +288,11 @@ def main(argv: list[str] | None = None) -> int:
             }
             for h in hosts
         ]
+        named = {h.name: h for h in hosts}
+        record["shaped"] = {}
+        for item in args.shape:
+            name, _, rate = item.partition("=")
+            record["shaped"][name] = shape(named[name], rate)
         outcome = Outcome()
         if command:
             argv_ = [word.replace("{inventory}", str(path)) for word in command]

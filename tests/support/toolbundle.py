@@ -1,8 +1,8 @@
 """A folder of the programs the sshd test bed runs, for a machine that ships without them.
 
-The lent GPU machines run a bare Ubuntu without ``sshd``, ``ssh``, ``ssh-keygen`` or ``ip``, and nothing
+The lent GPU machines run a bare Ubuntu without ``sshd``, ``ssh``, ``ssh-keygen``, ``ip`` or ``tc``, and nothing
 may be installed into their ``/``. This copies those programs from a machine that has them (Debian's
-openssh-server, openssh-client and iproute2 packages) with the shared libraries they load, except the C
+openssh-server, openssh-client and iproute2 packages; ``tc`` shapes a host's network) with the shared libraries they load, except the C
 library's own (the target's newer glibc runs binaries built against an older one). Each program gets a
 wrapper in ``bin/`` that sets ``LD_LIBRARY_PATH`` for it alone, so the bundled libraries never reach
 anything else: not the bed's shell tools, not a host's SSH sessions (sshd builds a session's environment
@@ -21,7 +21,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-PROGRAMS = ("sshd", "ssh", "ssh-keygen", "ip")
+PROGRAMS = ("sshd", "ssh", "ssh-keygen", "ip", "tc")
 #: The C library's parts: always the target machine's own.
 GLIBC = re.compile(r"^(libc|libm|libdl|librt|libpthread|libresolv|libutil|ld-linux[\w-]*)\.so")
 

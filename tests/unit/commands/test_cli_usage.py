@@ -111,3 +111,19 @@ def test_format_writes_exactly_the_listed_reports_and_says_so(capsys, tmp_path, 
     readme = _words((REPO / "README.md").read_text(encoding="utf-8"))
     assert "`--format` names exactly the reports written, results.json always among them" in readme
     assert "`--format junit,prom` writes those two and no HTML or PDF" in readme
+
+
+def test_a_bad_busbw_table_is_refused_before_any_host_naming_file_and_line(capsys, tmp_path) -> None:
+    """`2:4.5` in YAML is the sexagesimal 124.5, so `{2:4.5}` reads as {124.5: None}: on a lent GPU machine
+    that stopped the run inside the benchmark stage with a traceback. It is a configuration error at the
+    start, one line naming the variable and where it was set."""
+    inventory = tmp_path / "cluster.yaml"
+    inventory.write_text(
+        "all:\n  hosts:\n    localhost:\n      ansible_connection: local\n"
+        "  vars:\n    expected_busbw_all_reduce_gbps: {2:4.5}\n"
+    )
+    assert main(["run", "-i", str(inventory), "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "cluster.yaml" in err and "expected_busbw_all_reduce_gbps" in err, err
+    assert "must map node counts to GB/s (YAML {1: 340, 2: 4.2}, or 1:340,2:4.2), got {124.5: None}" in err
+    assert "Traceback" not in err and not (tmp_path / "out").exists()
