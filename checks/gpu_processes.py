@@ -15,6 +15,12 @@ bus id of the shared GPU query (the auxiliary command: without it, by bus id alo
 A process on a GPU that ``CUDA_VISIBLE_DEVICES`` keeps out of this host's scope (another job's GPUs on a
 shared node, the other half of a machine split into two hosts) touches nothing diagnose measures here: it is
 listed, not judged. Without the GPU query the scope cannot be told and every process is judged.
+
+nvidia-smi lists only the processes of its own pid namespace: inside a container (or a test host with its own
+namespaces) another container's job is not listed, yet it holds the GPU. So a GPU in scope that the shared GPU
+query finds busy (``utilization.gpu`` at ``BUSY_PCT`` or more, before diagnose has started anything) with no
+process listed counts as held by a process this host cannot see. On a lent 4x H200 split into two hosts a
+matmul loop started outside both left the listing empty, its GPU at 100 %, and halved that GPU's figures.
 """
 
 from __future__ import annotations
@@ -35,6 +41,8 @@ from diagnose.parsers.visible_gpus import ENV_COMMAND, parse_visibility_env, res
 STATUSES = ("FAIL", "WARN")
 DEFAULT_STATUS = "FAIL"
 MIB = 1024 * 1024
+#: A GPU this busy before any measurement, with no process listed, is held by one this host cannot see.
+BUSY_PCT = 50
 
 REMEDIATION = (
     "Find who owns each process (`ps -o user,etime,args -p <pid>`) and stop it, or drain the node in the "
@@ -50,7 +58,7 @@ def parse(outputs: Mapping[str, CommandOutput], host_vars: Vars) -> Facts:
     if query is not None and query.ok:
         try:
             gpus = [
-                {"index": r.get("index"), "bus_id": r.get("pci.bus_id")}
+                {"index": r.get("index"), "bus_id": r.get("pci.bus_id"), "utilization": _percent(r)}
                 for r in parse_gpu_query(query.stdout)
             ]
         except ValueError:
@@ -70,6 +78,26 @@ def parse(outputs: Mapping[str, CommandOutput], host_vars: Vars) -> Facts:
                 "gpus": resolved["visible"],
             }
     return {"processes": processes, "gpus": gpus, "scope": scope}
+
+
+def _percent(row: Mapping[str, Any]) -> int | None:
+    try:
+        return int(str(row.get("utilization.gpu")).strip().rstrip("%").strip())
+    except ValueError:
+        return None
+
+
+def _unseen(facts: Facts, scope: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """GPUs in scope busy at the host stage with no process listed on them: held by one this host cannot see."""
+    listed = {str(p["bus_id"]).lower() for p in facts["processes"]}
+    inside = {str(i) for i in scope["gpus"]} if scope is not None else None
+    return [
+        g
+        for g in facts["gpus"]
+        if (g.get("utilization") or 0) >= BUSY_PCT
+        and str(g["bus_id"]).lower() not in listed
+        and (inside is None or str(g["index"]) in inside)
+    ]
 
 
 def describe(process: dict[str, Any]) -> str:
@@ -113,11 +141,24 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
         if outside and scope
         else ""
     )
-    if not processes:
+    unseen = _unseen(facts, scope)
+    if not processes and not unseen:
         of = f"the {gpus} GPU{'s' if gpus != 1 else ''} of {host}" if gpus else f"any GPU of {host}"
         if scope is not None:
             of += f" in scope ({scope['variable']}={scope['value']})"
         return Outcome("PASS", f"no compute process on {of}{besides}", [], wanted)
+    what = "not a sign-off" if status == "FAIL" else "marked shared_gpu"
+    if not processes:
+        busy = "; ".join(f"GPU {g['index']} ({g['bus_id']}) {g['utilization']} % busy" for g in unseen)
+        return Outcome(
+            status,
+            f"{host}: {busy} before diagnose started anything, and no process on it that this host can see "
+            f"(nvidia-smi lists only its own pid namespace: a job in another container or on the machine "
+            f"itself); measurements on this host are {what}{besides}",
+            [{"bus_id": g["bus_id"], "gpu": g["index"], "utilization_pct": g["utilization"]} for g in unseen],
+            wanted,
+            remediation=REMEDIATION,
+        )
     shared = len({p["bus_id"] for p in processes})
     on = (
         f"{shared} of its {gpus} GPU{'s' if gpus != 1 else ''}"
@@ -125,7 +166,6 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
         else f"{shared} GPU{'s' if shared != 1 else ''}"
     )
     listed = "; ".join(describe(p) for p in processes)
-    what = "not a sign-off" if status == "FAIL" else "marked shared_gpu"
     count = f"{len(processes)} compute process{'es' if len(processes) != 1 else ''}"
     return Outcome(
         status,

@@ -111,6 +111,29 @@ def test_a_process_on_a_gpu_outside_cuda_visible_devices_is_listed_not_judged() 
     assert gpu_processes.judge(gpu_processes.parse(outputs, vars_), vars_).status == "FAIL"
 
 
+def test_a_busy_gpu_with_no_process_in_sight_is_held_by_a_process_in_another_namespace() -> None:
+    """The lent 4x H200 split into two hosts: a matmul loop started outside both, on GPU 2. Inside node2 (its
+    own pid namespace, CUDA_VISIBLE_DEVICES=2,3) nvidia-smi listed no process, yet GPU 2 was 100 % busy at
+    the host stage: the cause of node2's halved GEMM and HBM figures. node1 (0,1) is not accused."""
+    name = "single-node-nvlink"
+    outputs = {
+        "compute_apps": out("compute_apps/h200x4_pidns_foreign_hidden.txt"),
+        "gpu_query": out("gpu_query/h200x4_580_gpu2_busy_foreign.txt"),
+    }
+    node2 = Vars({**load_profile(name).vars, "diagnose_profile": name}, host="node2")
+    outputs["gpu_visibility"] = CommandOutput(stdout="CUDA_VISIBLE_DEVICES=2,3\n", exit_code=0)
+    outcome = gpu_processes.judge(gpu_processes.parse(outputs, node2), node2)
+    assert outcome.status == "FAIL"
+    assert outcome.message.startswith(
+        "node2: GPU 2 (00000000:00:08.0) 100 % busy before diagnose started anything, and no process on it "
+        "that this host can see (nvidia-smi lists only its own pid namespace"
+    )
+    assert outcome.observed == [{"bus_id": "00000000:00:08.0", "gpu": "2", "utilization_pct": 100}]
+    node1 = Vars({**load_profile(name).vars, "diagnose_profile": name}, host="node1")
+    outputs["gpu_visibility"] = CommandOutput(stdout="CUDA_VISIBLE_DEVICES=0,1\n", exit_code=0)
+    assert gpu_processes.judge(gpu_processes.parse(outputs, node1), node1).status == "PASS"
+
+
 def test_fail_is_the_default_and_warn_is_the_nightly_choice() -> None:
     assert processes(HOG, lent_h100()).status == "FAIL"
     warned = processes(HOG, lent_h100(foreign_processes_status="warn"))
