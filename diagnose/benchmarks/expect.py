@@ -146,6 +146,12 @@ def _range(expected: float, tolerance: float, basis: str) -> Expectation:
     )
 
 
+def _gbps(value: float | None) -> str:
+    """A busbw figure in a verdict: whole GB/s from 10 up; below, one decimal (host sockets: 4.5 GB/s expected
+    read as "≈ 4", its range as "4–5")."""
+    return "?" if value is None else f"{value:.0f}" if value >= 10 else f"{value:.1f}"
+
+
 def judge_busbw(
     collective: str,
     measured_gbps: float | None,
@@ -172,8 +178,8 @@ def judge_busbw(
     if not expectation.judged:
         return "WARN", f"{head}; not judged: {expectation.basis}"
     assert expectation.low_gbps is not None and expectation.high_gbps is not None
-    normal = f"normal range {expectation.low_gbps:.0f}–{expectation.high_gbps:.0f} GB/s"
-    explain = f"expected ≈ {expectation.expected_gbps:.0f} GB/s, {expectation.basis}"
+    normal = f"normal range {_gbps(expectation.low_gbps)}–{_gbps(expectation.high_gbps)} GB/s"
+    explain = f"expected ≈ {_gbps(expectation.expected_gbps)} GB/s, {expectation.basis}"
     if measured_gbps < expectation.low_gbps:
         return "FAIL", f"{head}: below the {normal} ({explain})"
     if measured_gbps > expectation.high_gbps:

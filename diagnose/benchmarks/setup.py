@@ -54,6 +54,9 @@ class BenchContext:
     # Appends an entry to a top-level list of results.json (see ResultsStore.add_record).
     emit_record: Callable[[str, dict[str, Any]], None] = lambda section, entry: None
     told: Teller = field(default_factory=Teller)
+    # Puts a result in place of the earlier one of the same check and host (ResultsStore.replace_check): a host
+    # lost during the sweep turns its host.reachable into the one cause of what it no longer answers.
+    replace_check: Callable[[CheckResult], None] | None = None
 
 
 @dataclass
@@ -98,10 +101,6 @@ def choose_setup(hosts: list[Host], facts: Mapping[str, Mapping[str, Facts]]) ->
             )
         return Setup("nccl", nproc, with_gpus, notes)
     procs = hosts[0].vars.int("bench_procs_per_host", 1) if hosts else 1
-    if forced != "gloo" and hosts and not any("gpu.topology" in facts.get(h.name, {}) for h in hosts):
-        # A playbook that lists its checks without gpu.topology counts no GPU: on a GPU cluster that is gloo on
-        # the CPUs (a reference sweep on a lent 4x H200 measured 1.9 GB/s of gloo and looked like NCCL).
-        notes.append("gloo on the CPUs: gpu.topology is not among the playbook's checks, so no GPU was counted")
     return Setup("gloo", max(1, procs or 1), list(hosts), notes)
 
 

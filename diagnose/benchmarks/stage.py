@@ -52,6 +52,7 @@ from diagnose.benchmarks.expect import (
 )
 from diagnose.benchmarks.fabric_nics import nics_phrase, observed_nics, wrong_nics
 from diagnose.benchmarks.leftovers import sweep_leftovers
+from diagnose.benchmarks.lost import lost_host_result, without_lost
 from diagnose.benchmarks.nccl_tests import NcclTestsBench
 from diagnose.benchmarks.setup import (
     CHECKLIST,
@@ -149,6 +150,8 @@ class Stage:
         self.dtype = (self.first.vars.str("bench_dtype", "float32") if self.first else None) or "float32"
         # The benchmark entries of the sweep, by collective, for the extras that judge against them.
         self.records: dict[str, dict[str, Any]] = {}
+        # Hosts that stopped answering during the sweep, with why: the extras after it leave them out.
+        self.lost: dict[str, str] = {}
 
     # -- sizing -------------------------------------------------------------------------------------------
     def expected_rows(self, collectives: list[str], sizes: list[int], ranks: int) -> list[tuple[str, int]]:
@@ -417,8 +420,15 @@ class Stage:
                 ctx.emit_check(CheckResult(check_id, None, CHECKLIST, "SKIP", message=f"not measured: {why}"))
         else:
             self.run_sweep(setup, collectives)
-        run_extras(self, setup)
+        run_extras(self, without_lost(setup, self.lost))
         sweep_leftovers(ctx, this_run=True)
+
+    def host_lost(self, outcome: LaunchOutcome) -> None:
+        """A host that stopped answering during the sweep (:mod:`diagnose.benchmarks.lost`)."""
+        for name in outcome.failed_hosts:
+            self.lost[name] = outcome.message
+            if self.ctx.replace_check is not None:
+                self.ctx.replace_check(lost_host_result(name, outcome.message))
 
     def run_sweep(self, setup: Setup, collectives: list[str]) -> None:
         """The collectives, with the playbook's tool (torch, or nccl-tests handing back what it cannot)."""
@@ -467,6 +477,8 @@ class Stage:
                 )
             return
         outcome = self.launch(setup, setup.hosts, "main", collectives, plan.min_bytes, plan.max_bytes)
+        if outcome.status == "host_lost":
+            self.host_lost(outcome)
         transport = self.transport(outcome) if setup.backend == "nccl" else None
         if judge_transport:
             ctx.emit_check(self.judge_transport(setup, transport, outcome))

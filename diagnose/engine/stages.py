@@ -229,6 +229,7 @@ def run_benchmark_stage(
         out_dir=out_dir,
         run_id=str(store.run["id"]),
         emit_check=store.add_check,
+        replace_check=store.replace_check,
         emit_benchmark=lambda entry: store.add_benchmark(mark_shared(entry, shared)),
         emit_record=lambda section, entry: store.add_record(section, mark_shared(entry, shared)),
         deadline=None if remaining == float("inf") else time.monotonic() + remaining,

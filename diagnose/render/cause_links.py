@@ -98,11 +98,16 @@ def root_of(check_id: str) -> Root | None:
     return next((root for root in ROOTS if root.check == check_id), None)
 
 
+#: took_part's key prefix for the hosts a benchmark names as the ones it failed on (``failed_hosts``).
+FAILED = "failed:"
+
+
 def took_part(document: dict[str, Any], accused: frozenset[str]) -> dict[str, frozenset[str]]:
     """For each benchmark id, the hosts its measurement ran across (every host of the run where the
     record does not say): a cluster-wide result is a consequence only of a fault on one of them. Where
     the straggler search or the link search accused hosts (``accused``), only those: the slow all_reduce
-    is the host it named, not whichever other host also has a finding."""
+    is the host it named, not whichever other host also has a finding. A ``failed:<id>`` key holds the hosts
+    a benchmark failed on (``failed_hosts``: a host lost during the sweep)."""
     everyone = frozenset(
         str(h["name"]) for h in document.get("hosts") or [] if isinstance(h, dict) and h.get("name")
     )
@@ -114,6 +119,9 @@ def took_part(document: dict[str, Any], accused: frozenset[str]) -> dict[str, fr
         named = frozenset(str(h) for h in hosts) if isinstance(hosts, list) and hosts else everyone
         key = f"bench.{entry['collective']}"
         out[key] = out.get(key, frozenset()) | named
+        failed = entry.get("failed_hosts")
+        if isinstance(failed, list) and failed:
+            out[f"{FAILED}{key}"] = out.get(f"{FAILED}{key}", frozenset()) | frozenset(map(str, failed))
     out["*"] = everyone
     if accused:
         out = {key: hosts & accused or hosts for key, hosts in out.items()}
@@ -132,6 +140,7 @@ def in_scope(
     if isinstance(host, str):
         return host in wanted
     if not root.cluster:
-        return False
+        # A host root explains a measurement across hosts only where that host broke it (lost mid-sweep).
+        return bool(wanted & participants.get(f"{FAILED}{row.get('id')}", frozenset()))
     ran_on = participants.get(str(row.get("id")), participants["*"])
     return bool(wanted & ran_on)

@@ -134,3 +134,61 @@ def test_diagnose_runs_its_collective_across_two_harness_hosts(
     bench = next(b for b in results["benchmarks"] if b["collective"] == "all_reduce")
     assert (bench["nodes"], bench["backend"], bench["status"]) == (2, "gloo", "PASS"), bench["message"]
     assert bench["rows"], "sizes measured between the two nodes"
+
+
+def test_a_host_whose_sshd_dies_mid_sweep_is_one_cause_and_nothing_is_left(
+    testbed_available: None, tmp_path: Path
+) -> None:
+    """Issue 34 case 3 on CPU hosts (the GPU machine's time ran out before it): node2's sshd killed during the
+    cross-node all_reduce. Before, every stage after the sweep tried node2 again and failed on it: 12 ERRORs,
+    5 causes. Now node2's host.reachable is the one cause, the sweep's ERROR under it, the extras run on node1
+    alone, and neither host keeps a process of the run."""
+    out = tmp_path / "run"
+    argv = [
+        sys.executable,
+        "-m",
+        "tests.support.gpuhosts",
+        "--hosts",
+        "2",
+        "--workdir",
+        str(tmp_path / "gh"),
+        "-v",
+        "diagnose_profile=cpu-testbed",
+        "-v",
+        "bench_startup_timeout_s=180",
+        "--at",
+        "all_reduce, 2 ranks=kill-sshd:node2+2",
+        "--",
+        sys.executable,
+        "-m",
+        "diagnose",
+        "run",
+        "-i",
+        "{inventory}",
+        "-o",
+        str(out),
+        "--format",
+        "json",
+        "-e",
+        "burnin_minutes=0",
+    ]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=400, env=env, cwd=REPO)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    harness = json.loads((tmp_path / "gh" / "harness.json").read_text())
+    assert [a["detail"] for a in harness["actions"]] == ["killed 2 sshd process(es) of node2"]
+    assert harness["left_running"] == {"node1": [], "node2": []}
+    results = json.loads((out / "results.json").read_text())
+    assert [
+        (c["check"], c["hosts"], [(x["id"], x["host"]) for x in c["consequences"]]) for c in results["causes"]
+    ] == [("host.reachable", ["node2"], [("bench.all_reduce", None)])]
+    reach = next(c for c in results["checks"] if c["id"] == "host.reachable" and c["host"] == "node2")
+    assert reach["message"].startswith(
+        "node2 answered at the start, then stopped answering during the collective"
+    )
+    later = [
+        c["id"]
+        for c in results["checks"]
+        if c["host"] == "node2" and c["id"].startswith(("fleet.", "gpu.gemm"))
+    ]
+    assert later == [], "nothing after the sweep tried node2 again"

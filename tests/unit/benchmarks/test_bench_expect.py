@@ -91,3 +91,17 @@ def test_an_operator_figure_per_node_count() -> None:
     assert (flat.expected_gbps, flat.basis) == (150, "set by expected_busbw_all_reduce_gbps")
     with pytest.raises(ConfigError, match="expected_busbw_all_reduce_gbps for host n1 must map node counts"):
         expected_busbw("all_reduce", 2, 2, Vars({"expected_busbw_all_reduce_gbps": "2:fast"}, "n1"))
+
+
+def test_a_small_expected_figure_keeps_its_decimal() -> None:
+    """The lent 4x H200 split into two hosts, 4.5 GB/s expected between them: the verdict said "normal range
+    4–5 GB/s (expected ≈ 4 GB/s)"."""
+    host_vars = Vars({"expected_busbw_all_reduce_gbps": {2: 4.5}})
+    status, message = judge_busbw(
+        "all_reduce", 3.3, 512 << 20, 2, expected_busbw("all_reduce", 2, 2, host_vars), "nccl"
+    )
+    assert status == "FAIL"
+    assert message == (
+        "all_reduce busbw 3.3 GB/s at 512 MiB on 2 nodes: below the normal range 3.8–5.2 GB/s (expected ≈ 4.5 "
+        "GB/s, set by expected_busbw_all_reduce_gbps for 2 nodes)"
+    )
