@@ -454,9 +454,12 @@ class SlurmBed:
             if held:
                 self._namespaces.add(held[0])
                 self._namespace_fds.append(held[1])
-                break
+                return proc, write_end
             time.sleep(0.005)
-        return proc, write_end
+        # Without its namespace nothing could be said of what runs there: no node rather than one whose
+        # "nothing left running" checks pass unseen.
+        _end(proc, write_end)
+        raise SlurmBedError(f"{init}: the pid namespace of its processes could not be captured (see {log})")
 
     # -- client commands -----------------------------------------------------------------------------
 
