@@ -131,7 +131,7 @@ def _submit(request: Any, rotation: str | None, dry_run: bool) -> int:
 
 def _report_outcome(outcome: Any, request: Any) -> int:
     """The outcome as the operator (or cron) reads it, and the exit code it maps to."""
-    from diagnose.commands.run import summary_lines
+    from diagnose.commands.run import interrupted_lines, summary_lines
     from diagnose.engine import unattended
 
     results = outcome.out_dir / "results.json" if outcome.out_dir else None
@@ -142,15 +142,7 @@ def _report_outcome(outcome: Any, request: Any) -> int:
         print(f"diagnose: {outcome.message}", file=sys.stderr)
         return EXIT_CONFIG
     if outcome.status == "interrupted":
-        print(f"diagnose: interrupted; results so far are in {results}", file=sys.stderr)
-        for line in outcome.stopped:
-            print(f"diagnose: stopped {line}", file=sys.stderr)
-        if outcome.not_stopped:
-            print("diagnose: could not stop everything it started:", file=sys.stderr)
-            for problem in outcome.not_stopped:
-                print(f"  {problem}", file=sys.stderr)
-        else:
-            print("diagnose: everything started on the hosts was stopped", file=sys.stderr)
+        print("\n".join(interrupted_lines(results, outcome.stopped, outcome.not_stopped)), file=sys.stderr)
         sys.stderr.flush()
         os._exit(EXIT_INTERRUPTED)  # worker threads may sit in a network call; do not wait for them
     if outcome.status == "internal":

@@ -246,3 +246,16 @@ def _rest_at(out_dir: Path | None, written: list[Path]) -> str:
     where = [f"the findings of {report}"] if report else []
     where += [f"every result in {results}"] if results else []
     return "; ".join(where) or "results.json"
+
+
+def interrupted_lines(results: Path | None, stopped: list[str], not_stopped: list[str]) -> list[str]:
+    """What the operator reads on stderr after Ctrl-C: where the results so far are, what was stopped, and
+    whether anything started on the hosts may still run (each problem on a line of its own)."""
+    lines = [f"diagnose: interrupted; results so far are in {results}"]
+    lines += [f"diagnose: stopped {line}" for line in stopped]
+    if not_stopped:
+        lines.append("diagnose: could not stop everything it started:")
+        lines += [f"  {problem}" for problem in not_stopped]
+    else:
+        lines.append("diagnose: everything started on the hosts was stopped")
+    return lines

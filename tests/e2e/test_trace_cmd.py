@@ -13,6 +13,8 @@ import pytest
 from tests.support.cli import diagnose
 from tests.support.paths import FIXTURES
 
+pytestmark = pytest.mark.e2e
+
 TRACES = FIXTURES / "traces"
 CPU = TRACES / "cpu"
 

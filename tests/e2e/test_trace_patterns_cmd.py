@@ -9,8 +9,12 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.support.cli import diagnose
 from tests.support.paths import FIXTURES
+
+pytestmark = pytest.mark.e2e
 
 PATTERNS = FIXTURES / "traces" / "patterns"
 DDP_SAMPLING = "DDP runtime statistics: cudaEventSynchronize in DistributedDataParallel.forward"

@@ -8,6 +8,7 @@ and threads it measures while the hosts run must stay within what ``need_of`` sa
 from __future__ import annotations
 
 import os
+import re
 import resource
 import threading
 import time
@@ -15,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -118,6 +120,18 @@ def test_256_hosts_at_256_forks_under_a_low_open_files_limit(testbed: TestBed, t
     assert peak.fds - base_fds >= count  # every connection held its socket until the end
 
 
+def host_verdicts(document: dict[str, Any]) -> dict[str, dict[str, tuple[str, str]]]:
+    """Host -> check id -> (status, message with the host's own name as ``HOST``), of the host checks (the
+    sweep's own rows left out): the figures a message states are compared too, not the status alone."""
+    verdicts: dict[str, dict[str, tuple[str, str]]] = {}
+    for row in document["checks"]:
+        host = row["host"]
+        if host and not row["id"].startswith("bench."):
+            message = re.sub(rf"\b{re.escape(host)}\b", "HOST", row["message"] or "")
+            verdicts.setdefault(host, {})[row["id"]] = (row["status"], message)
+    return verdicts
+
+
 def test_a_simulated_run_answers_like_the_real_host_it_was_captured_from(
     testbed: TestBed, tmp_path: Path
 ) -> None:
@@ -132,17 +146,29 @@ def test_a_simulated_run_answers_like_the_real_host_it_was_captured_from(
         replies = Replies(connection.run_batch(stages.commands_of(checks, real.vars)))
     finally:
         connection.close()
-    # the real host, judged by the real engine, and 24 simulated copies of it with one slow in the fabric
-    lines = ["all:", "  vars:", f"    ansible_ssh_private_key_file: {testbed.client_key}"]
-    lines += [f"    {key}: {value}" for key, value in bed_vars().items()]
-    lines += ["  hosts:", *(f"    sim{i:02d}: {{ansible_host: 10.0.0.{i}}}" for i in range(24))]
-    inventory = tmp_path / "sim.yaml"
-    inventory.write_text("\n".join(lines) + "\n")
     playbook_file = tmp_path / "sweep.yaml"
     playbook_file.write_text(
         "name: sweep\nchecks: ['*']\nbenchmarks:\n  enabled: true\n  workload: dense\n  min_bytes: 1M\n"
         "  max_bytes: 256M\n  step_factor: 4\n  straggler_isolation: true\n"
     )
+    # the real host, judged by the real engine: the verdicts every simulated copy must give
+    real_run = RunOptions(
+        inventories=[str(real_inventory)],
+        playbook=str(playbook_file),
+        out=str(tmp_path / "real"),
+        formats="json",
+        skip_benchmarks=True,
+    )
+    real_outcome = Run(prepare(real_run)).execute()
+    assert real_outcome.status == "done" and real_outcome.document is not None, real_outcome.message
+    expected = host_verdicts(real_outcome.document)["real"]
+    assert len(expected) > 30 and {status for status, _ in expected.values()} == {"PASS", "SKIP"}
+    # 24 simulated copies of it, with one slow in the fabric
+    lines = ["all:", "  vars:", f"    ansible_ssh_private_key_file: {testbed.client_key}"]
+    lines += [f"    {key}: {value}" for key, value in bed_vars().items()]
+    lines += ["  hosts:", *(f"    sim{i:02d}: {{ansible_host: 10.0.0.{i}}}" for i in range(24))]
+    inventory = tmp_path / "sim.yaml"
+    inventory.write_text("\n".join(lines) + "\n")
     options = RunOptions(
         inventories=[str(inventory)],
         playbook=str(playbook_file),
@@ -156,13 +182,14 @@ def test_a_simulated_run_answers_like_the_real_host_it_was_captured_from(
     assert outcome.status == "done", outcome.message
     document = outcome.document
     assert document is not None
-    by_host: dict[str, dict[str, str]] = {}
-    for row in document["checks"]:
-        if row["host"] and not row["id"].startswith("bench."):  # the host checks, judged alike everywhere
-            by_host.setdefault(row["host"], {})[row["id"]] = row["status"]
+    by_host = host_verdicts(document)
     assert len(by_host) == 24
-    assert {name: statuses for name, statuses in by_host.items() if statuses != by_host["sim00"]} == {}
-    assert by_host["sim00"]["host.reachable"] == "PASS"
+    differing = {
+        name: {key: (verdicts.get(key), expected.get(key)) for key in {*verdicts, *expected}}
+        for name, verdicts in by_host.items()
+    }
+    differing = {name: {k: v for k, v in pairs.items() if v[0] != v[1]} for name, pairs in differing.items()}
+    assert {name: pairs for name, pairs in differing.items() if pairs} == {}, "(simulated, real)"
     straggler = [c for c in document["checks"] if c["id"] == "bench.straggler" and c["status"] == "FAIL"]
     assert [c["host"] for c in straggler] == ["sim07"]
     assert fabric.launches[0] == 24  # the sweep across every host, then the localization's groups

@@ -13,6 +13,8 @@ from diagnose.core.hosts import Host
 from tests.support.bedhosts import hosts_of
 from tests.support.testbed import HostSpec, TestBed
 
+pytestmark = pytest.mark.integration
+
 
 def _payload() -> bytes:
     # Every byte value, NULs and newlines included, and enough of it to cross many read chunks.

@@ -32,6 +32,8 @@ from tests.support.cli import diagnose
 from tests.support.paths import FIXTURES
 from tests.support.prerequisites import unavailable
 
+pytestmark = pytest.mark.integration
+
 INVENTORIES = FIXTURES / "inventories"
 VENV = Path(__file__).resolve().parent.parent / ".venv-ansible"
 

@@ -204,15 +204,20 @@ def test_checks_lists_the_catalog(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_ssh_config_supplies_address_port_user_and_key(testbed: TestBed, tmp_path: Path) -> None:
+    """Two aliases of one host that differ only in their User line: root logs in, a user the host does not
+    have is refused, so the line is read (the bed's user and the default one are both root)."""
     host = testbed.add(HostSpec("real-name"))
     home = tmp_path / "home"
     (home / ".ssh").mkdir(parents=True)
     (home / ".ssh" / "config").write_text(
-        f"Host gpu-alias\n  HostName {host.address}\n  Port {host.port}\n  User root\n"
-        f"  IdentityFile {testbed.client_key}\n  UserKnownHostsFile {testbed.known_hosts}\n"
+        "".join(
+            f"Host {alias}\n  HostName {host.address}\n  Port {host.port}\n  User {user}\n"
+            f"  IdentityFile {testbed.client_key}\n  UserKnownHostsFile {testbed.known_hosts}\n"
+            for alias, user in (("gpu-alias", "root"), ("stranger-alias", "diagnose-no-such-user"))
+        )
     )
     inventory = tmp_path / "inv.ini"
-    inventory.write_text("[gpu]\ngpu-alias\n")
+    inventory.write_text("[gpu]\ngpu-alias\nstranger-alias\n")
     out = tmp_path / "out"
     argv = [sys.executable, "-m", "diagnose.cli", "run", "-i", str(inventory), "--playbook"]
     argv += [str(spine_playbook(tmp_path)), "-o", str(out), "--format", "json"]
@@ -220,4 +225,7 @@ def test_ssh_config_supplies_address_port_user_and_key(testbed: TestBed, tmp_pat
         argv, capture_output=True, text=True, env={**os.environ, "HOME": str(home)}, timeout=120
     )
     results = json.loads((out / "results.json").read_text())
-    assert by_host(results, "host.reachable")["gpu-alias"]["status"] == "PASS", done.stderr
+    reach = by_host(results, "host.reachable")
+    assert reach["gpu-alias"]["status"] == "PASS", done.stderr
+    assert reach["stranger-alias"]["status"] == "FAIL", reach["stranger-alias"]
+    assert "authentication failed" in reach["stranger-alias"]["message"]

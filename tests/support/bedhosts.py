@@ -57,7 +57,7 @@ def command_lines(host: TestHost, needle: str) -> list[str]:
     """Command lines inside one test host's pid namespace that contain ``needle``, read from /proc (no SSH
     session of its own, so a frozen or busy host answers too)."""
     found = []
-    for pid in pids_in({host.pid_namespace or ""}):
+    for pid in pids_in({namespace_of(host)}):
         try:
             args = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
@@ -65,6 +65,14 @@ def command_lines(host: TestHost, needle: str) -> list[str]:
         if needle in args:
             found.append(args)
     return found
+
+
+def namespace_of(host: TestHost) -> str:
+    """The host's pid namespace; an error where the bed could not capture it: an empty one would make every
+    "nothing left running" check pass without looking at a single process."""
+    if not host.pid_namespace:
+        raise AssertionError(f"host {host.name!r}: the bed did not capture its pid namespace")
+    return host.pid_namespace
 
 
 def wait_until(condition: Callable[[], object], limit: float, what: str) -> None:

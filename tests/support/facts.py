@@ -2,13 +2,19 @@
 
 A case holds the command that produced the output, where the output came from (``source``), the output itself
 (``fixture``: a file under ``tests/fixtures/captured``, or inline ``output`` lines), its exit code, and either the
-expected ``facts`` or the ``raises`` error. A test module maps its folders to parsers and hands them here, so
-adding an odd firmware's output is adding a file, not code.
+expected ``facts`` (the parser's whole answer), the facts a reader of the capture ``states`` (each one strict,
+the parser free to say more), or the ``raises`` error. A test module maps its folders to parsers and hands them
+here, so adding an odd firmware's output is adding a file, not code.
+
+A ``source`` names where the output came from in a form one can follow (:data:`SOURCE_SHAPES`): a captured
+fixture's folder SOURCE, a repository and path (``owner/repo:path``), an address, a named machine with the date
+of the capture, or ``composed from`` one of those with what was changed. A description alone is refused.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -16,7 +22,7 @@ from typing import Any
 import pytest
 
 from diagnose.core.check import ParseError
-from tests.support.paths import CAPTURED, FACTS
+from tests.support.paths import CAPTURED, FACTS, REPO
 
 Parse = Callable[[str, int | None], Any]
 
@@ -41,16 +47,72 @@ def fixtures_read(paths: Iterable[Path]) -> set[str]:
     return {name for path in paths if (name := json.loads(path.read_text()).get("fixture"))}
 
 
+# Where an output came from, in a form one can follow: a repository and path, an address, a machine and date.
+REFERENCE = (
+    r"(?:[\w.-]+/[\w.-]+:[\w./-]+"  # owner/repo:path
+    r"|https?://\S+"
+    r"|machine: [^,:]+, \d{4}-\d{2}-\d{2}"  # machine: lent nvidia-h100-x1, 2026-11-25
+    r"|tests/fixtures/captured/[\w./-]+\.txt)"  # a capture of this repository, itself sourced
+)
+SOURCE_SHAPES = re.compile(
+    rf"^(?:see tests/fixtures/captured/[\w-]+/SOURCE\b|{REFERENCE}|composed from {REFERENCE})"
+)
+
+
+def source_problem(case: dict[str, Any]) -> str | None:
+    """Why the case's ``source`` does not say where its output came from; None when it does."""
+    source = case.get("source") or ""
+    if not SOURCE_SHAPES.match(source):
+        return f"source {source!r} names no repository and path, address, machine or captured file"
+    if "fixture" in case:
+        folder = Path(case["fixture"]).parent.as_posix()
+        if not source.startswith(f"see tests/fixtures/captured/{folder}/SOURCE"):
+            return f"a captured fixture's source is its folder's SOURCE (tests/fixtures/captured/{folder}/SOURCE)"
+    for named in re.findall(r"tests/fixtures/captured/[\w./-]+", source):
+        if not (REPO / named).exists():
+            return f"source names {named}, which does not exist"
+    return None
+
+
+def differences(expected: Any, actual: Any, where: str = "facts") -> list[str]:
+    """Where ``actual`` departs from the facts ``expected`` states: every key stated must be there with its
+    value, every list must have the stated length and items; keys not stated are the parser's own business
+    (an empty dict or list states emptiness)."""
+    if isinstance(expected, dict) and expected:
+        if not isinstance(actual, dict):
+            return [f"{where}: {actual!r} is not a mapping"]
+        found = [f"{where}.{key}: missing" for key in expected if key not in actual]
+        for key, value in expected.items():
+            if key in actual:
+                found += differences(value, actual[key], f"{where}.{key}")
+        return found
+    if isinstance(expected, list) and expected:
+        if not isinstance(actual, list) or len(actual) != len(expected):
+            return [f"{where}: {actual!r} is not {len(expected)} items"]
+        return [
+            d
+            for i, (e, a) in enumerate(zip(expected, actual, strict=True))
+            for d in differences(e, a, f"{where}[{i}]")
+        ]
+    same = expected == actual and isinstance(expected, bool) == isinstance(actual, bool)
+    return [] if same else [f"{where}: {actual!r}, not {expected!r}"]
+
+
 def check_case(path: Path, parse: Parse) -> None:
-    """One case file against its parser: the facts it expects, or the ParseError it expects."""
+    """One case file against its parser: the facts it expects or states, or the ParseError it expects."""
     case = json.loads(path.read_text())
-    assert case.get("source"), f"{path} must say where its output came from"
+    problem = source_problem(case)
+    assert problem is None, f"{path}: {problem}"
     text = (CAPTURED / case["fixture"]).read_text() if "fixture" in case else "\n".join(case["output"])
     if "raises" in case:
         with pytest.raises(ParseError, match=case["raises"]):
             parse(text, case.get("exit_code", 0))
         return
-    assert parse(text, case.get("exit_code", 0)) == case["facts"]
+    parsed = parse(text, case.get("exit_code", 0))
+    if "states" in case:
+        assert differences(case["states"], parsed) == [], f"{path}: the facts it states"
+        return
+    assert parsed == case["facts"]
 
 
 def fact_suite(

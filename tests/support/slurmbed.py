@@ -454,9 +454,12 @@ class SlurmBed:
             if held:
                 self._namespaces.add(held[0])
                 self._namespace_fds.append(held[1])
-                break
+                return proc, write_end
             time.sleep(0.005)
-        return proc, write_end
+        # Without its namespace nothing could be said of what runs there: no node rather than one whose
+        # "nothing left running" checks pass unseen.
+        _end(proc, write_end)
+        raise SlurmBedError(f"{init}: the pid namespace of its processes could not be captured (see {log})")
 
     # -- client commands -----------------------------------------------------------------------------
 
@@ -537,10 +540,18 @@ class SlurmBed:
     def processes(self, name: str) -> dict[int, str]:
         """Machine pid -> command line of every live process on node ``name`` (its pid namespace)."""
         found = {}
-        for pid in pids_in({self.nodes[name].pid_namespace or ""}):
+        for pid in pids_in({self._namespace_of(name)}):
             with contextlib.suppress(OSError):
                 found[pid] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
         return found
+
+    def _namespace_of(self, name: str) -> str:
+        """Node ``name``'s pid namespace; an error where it was not captured (an empty one would find no
+        process, and every "nothing left running" check would pass unseen)."""
+        namespace = self.nodes[name].pid_namespace
+        if not namespace:
+            raise SlurmBedError(f"node {name!r}: the bed did not capture its pid namespace")
+        return namespace
 
     def step_processes(self, name: str) -> dict[int, str]:
         """The processes of job steps on node ``name``: all but its init shell (and the lifeline reader
@@ -567,7 +578,7 @@ class SlurmBed:
         node = self.nodes[name]
         node._proc, node._lifeline = _end(node._proc, node._lifeline)
         deadline = time.monotonic() + 10
-        while pids_in({node.pid_namespace or ""}) and time.monotonic() < deadline:
+        while pids_in({self._namespace_of(name)}) and time.monotonic() < deadline:
             time.sleep(0.05)
 
     def plant(self, name: str, spec: HostSpec) -> None:

@@ -147,6 +147,14 @@ def test_no_test_module_imports_another_test_module() -> None:
             assert not re.search(r"(^|\.)test_\w+$", target), f"{path}:{line} imports {target}"
 
 
+def test_every_integration_and_e2e_module_carries_its_marker() -> None:
+    """`-m "not integration"` must leave out every test that needs the bed: four modules once had no marker."""
+    for folder in ("integration", "e2e"):
+        wanted = f"pytestmark = pytest.mark.{folder}\n"
+        for path in sorted((REPO / "tests" / folder).glob("test_*.py")):
+            assert wanted in path.read_text(encoding="utf-8"), f"{path} lacks `{wanted.strip()}`"
+
+
 def test_architecture_names_every_room() -> None:
     text = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
     rooms = sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py"))

@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from diagnose.commands.run import summary_lines
+from diagnose.commands.run import interrupted_lines, summary_lines
+from diagnose.engine.results import verdict_of
 from diagnose.render.render import render
 from tests.support.terminal import agrees_with_capture, unwrapped
 
@@ -44,13 +45,18 @@ def test_the_healthy_h100_prints_no_cause() -> None:
 
 def test_ctrl_c_on_the_h100_kept_what_was_measured_and_the_report_says_so(tmp_path: Path) -> None:
     """SIGINT during the fleet probe (exit 130 after 5.4 s, nothing left on the host): the host checks
-    measured before it are in results.json, and the report calls the run interrupted instead of judging it."""
+    measured before it are in results.json, the verdict rule makes them INCOMPLETE, not PASS (none failed),
+    the lines printed are made again from the stop that results.json recorded, and the report calls the run
+    interrupted instead of judging it."""
     document = json.loads((CAPTURED / "interrupted_results.json").read_text())
-    assert document["run"]["interrupted"] is True and "not_stopped" not in document["run"]
-    assert document["verdict"] == "INCOMPLETE" and len(document["checks"]) == 41
+    run = document["run"]
+    assert run["interrupted"] is True and len(document["checks"]) == 41
+    assert not any(c["status"] in ("FAIL", "ERROR") for c in document["checks"])
+    assert verdict_of(document["checks"], document["benchmarks"], run["interrupted"]) == "INCOMPLETE"
+    lines = interrupted_lines(
+        Path("/root/out/run1/results.json"), run.get("stopped", []), run.get("not_stopped", [])
+    )
+    assert lines == (CAPTURED / "interrupted_terminal.txt").read_text().splitlines()
     (tmp_path / "results.json").write_text(json.dumps(document))
     (html,) = render(tmp_path / "results.json", {"html"})
     assert "the run was interrupted: hosts or stages are missing" in html.read_text()
-    assert (CAPTURED / "interrupted_terminal.txt").read_text().splitlines()[1] == (
-        "diagnose: everything started on the hosts was stopped"
-    )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 from diagnose.core.model import CheckResult
@@ -14,24 +13,40 @@ def _check(status: str, host: str = "n1") -> CheckResult:
     return CheckResult(id="net.port_range", host=host, checklist="3", status=status, message="m")
 
 
+def _on_disk(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
 def test_a_result_added_during_the_quiet_interval_still_reaches_disk(tmp_path: Path) -> None:
-    store = ResultsStore(tmp_path / "results.json", {"id": "r"})
+    """The store's own timer is driven: joined, not outwaited by a sleep that a slow fsync could outlast."""
+    path = tmp_path / "results.json"
+    store = ResultsStore(path, {"id": "r"})
     store.add_check(_check("PASS", "a"))
     store.add_check(_check("FAIL", "b"))  # inside the throttle interval
-    time.sleep(1.5)
-    on_disk = json.loads((tmp_path / "results.json").read_text())
+    timer = store._timer
+    assert timer is not None, "results added inside the interval are written by a timer"
+    assert _on_disk(path)["checks"] == []  # held back: the file is the one written on creation
+    timer.join(timeout=30)
+    assert not timer.is_alive()
+    on_disk = _on_disk(path)
     assert [c["host"] for c in on_disk["checks"]] == ["a", "b"]
     assert on_disk["verdict"] == "FAIL" and on_disk["schema"] == 1
 
 
 def test_finish_is_the_last_word(tmp_path: Path) -> None:
-    store = ResultsStore(tmp_path / "results.json", {"id": "r"})
+    """A flush that took its snapshot before finish but writes after it (the timer's, losing the race) never
+    replaces the finished document: the race is driven, not hoped for by a sleep."""
+    path = tmp_path / "results.json"
+    store = ResultsStore(path, {"id": "r"})
     for i in range(50):
         store.add_check(_check("PASS", f"h{i}"))
+    with store._lock:
+        stale = store._snapshot_locked()
     store.finish(finished="now")
-    time.sleep(1.5)
-    on_disk = json.loads((tmp_path / "results.json").read_text())
+    store._write(*stale, durable=False)
+    on_disk = _on_disk(path)
     assert on_disk["run"]["finished"] == "now" and len(on_disk["checks"]) == 50
+    assert "coverage" in on_disk
 
 
 def test_verdict_order() -> None:

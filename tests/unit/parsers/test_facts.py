@@ -15,7 +15,7 @@ from diagnose.parsers.nvidia_presence import parse_nvidia_presence
 from diagnose.parsers.nvidia_smi import parse_smi_summary, parse_topo
 from diagnose.parsers.os_release import parse_os_release
 from diagnose.parsers.visible_gpus import parse_smi_list, parse_visibility_env
-from tests.support.facts import Parse, fact_suite
+from tests.support.facts import Parse, differences, fact_suite, source_problem
 
 PARSERS: dict[str, Parse] = {
     "ibstat": lambda text, rc: parse_ibstat(text),
@@ -37,3 +37,25 @@ PARSERS: dict[str, Parse] = {
 
 
 test_case, test_every_parser_has_cases, test_every_fixture_is_used_and_sourced = fact_suite(PARSERS)
+
+
+def test_a_source_that_only_describes_its_output_is_refused() -> None:
+    """The runner's own rule, shown on the shapes it must refuse: a description, or a captured fixture whose
+    source is not its folder's SOURCE."""
+    assert source_problem({"source": "nvidia-smi when the kernel module and the library differ"})
+    assert source_problem({"source": "see tests/fixtures/captured/ibstat/SOURCE", "fixture": "topo/x.txt"})
+    assert source_problem({"source": "composed from tests/fixtures/captured/ibstat/none.txt: gone"})
+    assert source_problem({"source": "machine: lent nvidia-h100-x1, 2026-11-25: numa_balancing"}) is None
+    assert (
+        source_problem({"source": "linux-rdma/rdma-core:libibverbs/examples/devinfo.c: its message"}) is None
+    )
+
+
+def test_stated_facts_are_strict_on_what_they_state() -> None:
+    stated = [{"index": "1", "pcie.link.width.current": "8"}]
+    assert differences(stated, [{"index": "1", "pcie.link.width.current": "8", "name": "H200"}]) == []
+    assert differences(stated, [{"index": "1", "pcie.link.width.current": "16"}])
+    assert differences(stated, [{"index": "1"}])
+    assert differences(stated, [*stated, *stated])
+    assert differences({}, {"extra": 1}) and differences([], [1])
+    assert differences({"on": True}, {"on": 1})
