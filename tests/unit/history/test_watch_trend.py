@@ -1,0 +1,101 @@
+"""The trend judgement of the watch list on pure series: drift watched, noise and flat counters left alone."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from diagnose.history.watch_trend import HORIZON, Series, judge, judge_fleet
+
+NIGHTS = tuple(float(n) for n in range(30))
+MODEL = "NVIDIA H100 80GB HBM3"
+
+
+def _level(component: str, values: list[float], worse: int = -1, limit: float | None = None) -> Series:
+    return Series(
+        component, "gpu.gemm_tflops", MODEL, NIGHTS[: len(values)], tuple(values), "level", worse, limit
+    )
+
+
+def _counter(component: str, values: list[float], limit: float | None = None) -> Series:
+    return Series(
+        component,
+        "gpu.ecc_corrected_aggregate",
+        MODEL,
+        NIGHTS[: len(values)],
+        tuple(values),
+        "counter",
+        1,
+        limit,
+    )
+
+
+def _noisy(rng: random.Random, center: float, spread: float) -> list[float]:
+    return [rng.gauss(center, spread) for _ in NIGHTS]
+
+
+def _healthy_gemm(rng: random.Random, count: int) -> list[Series]:
+    return [_level(f"gpu:{n}", _noisy(rng, 700.0, 3.5)) for n in range(count)]
+
+
+def test_a_gpu_losing_gemm_night_after_night_is_watched_and_its_noisy_peers_are_not() -> None:
+    rng = random.Random(7)
+    peers = _healthy_gemm(rng, 31)
+    drifting = _level("gpu:sick", [700.0 - 4.0 * max(0, n - 16) + rng.gauss(0, 3.5) for n in range(30)])
+    watches = judge_fleet([*peers, drifting])
+    assert [w.component for w in watches] == ["gpu:sick"]
+    (watch,) = watches
+    assert watch.slope_per_night < 0
+    assert watch.versus_fleet is not None and watch.versus_fleet > 6
+    assert watch.nights == 13
+    assert "gpu.gemm_tflops went from" in watch.reason
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_noisy_healthy_fleet_gives_no_entry(seed: int) -> None:
+    rng = random.Random(seed)
+    fleet = _healthy_gemm(rng, 64)
+    fleet += [_counter(f"gpu:{n}", [float(n % 3)] * 30) for n in range(64)]
+    assert judge_fleet(fleet) == []
+
+
+def test_a_counter_that_stays_flat_is_never_watched_even_near_its_limit() -> None:
+    flat = _counter("gpu:flat", [60.0] * 30, limit=64.0)
+    peers = [_counter(f"gpu:{n}", [0.0] * 30) for n in range(8)]
+    assert judge(flat, peers) is None
+
+
+def test_a_counter_reset_starts_over_instead_of_reading_as_a_trend() -> None:
+    climbing = [float(n * n) for n in range(20)]
+    cleared = climbing + [0.0] * 10
+    peers = [_counter(f"gpu:{n}", [0.0] * 30) for n in range(8)]
+    assert judge(_counter("gpu:cleared", cleared), peers) is None
+    assert judge(_counter("gpu:climbing", [float(n * n) for n in range(30)]), peers) is not None
+
+
+def test_the_projection_of_a_linear_ramp_reaches_the_limit_when_the_line_does() -> None:
+    ramp = _level("cable:MT1", [50.0 + 0.5 * n for n in range(30)], worse=1, limit=75.0)
+    watch = judge(ramp)
+    assert watch is not None
+    assert watch.slope_per_night == pytest.approx(0.5)
+    assert watch.nights_to_limit == pytest.approx((75.0 - 64.5) / 0.5)
+    assert watch.versus_fleet is None
+    far = _level("cable:MT2", [50.0 + 0.1 * n for n in range(30)], worse=1, limit=75.0)
+    assert HORIZON < (75.0 - 52.9) / 0.1
+    assert (
+        judge(far, [_level(f"cable:{n}", [50.0 + 0.1 * n for n in range(30)], worse=1) for n in range(8)])
+        is None
+    )
+
+
+def test_a_counter_rising_where_its_peers_sit_still_stands_out_and_a_steady_fleet_rate_does_not() -> None:
+    rising = _counter("gpu:bad", [float(sum(range(n + 1))) for n in range(30)])
+    quiet = [_counter(f"gpu:{n}", [0.0] * 30) for n in range(15)]
+    watch = judge(rising, quiet)
+    assert watch is not None and watch.versus_fleet is not None and watch.versus_fleet > 6
+    assert watch.acceleration > 0
+    same = [_counter(f"gpu:{n}", [float(sum(range(k + 1))) for k in range(30)]) for n in range(15)]
+    assert judge(rising, same) is None
+    steady = _counter("gpu:steady", [5.0 * n for n in range(30)])
+    assert judge(steady, quiet) is None
