@@ -90,12 +90,14 @@ def test_the_projection_of_a_linear_ramp_reaches_the_limit_when_the_line_does() 
 
 
 def test_a_counter_rising_where_its_peers_sit_still_stands_out_and_a_steady_fleet_rate_does_not() -> None:
-    rising = _counter("gpu:bad", [float(sum(range(n + 1))) for n in range(30)])
+    growing = [float(sum(round(2 * 1.2**k) for k in range(n + 1))) for n in range(30)]
+    rising = _counter("gpu:bad", growing)
     quiet = [_counter(f"gpu:{n}", [0.0] * 30) for n in range(15)]
     watch = judge(rising, quiet)
     assert watch is not None and watch.versus_fleet is not None and watch.versus_fleet > 6
     assert watch.acceleration > 0
-    same = [_counter(f"gpu:{n}", [float(sum(range(k + 1))) for k in range(30)]) for n in range(15)]
+    assert "accelerating" in watch.reason
+    same = [_counter(f"gpu:{n}", growing) for n in range(15)]
     assert judge(rising, same) is None
-    steady = _counter("gpu:steady", [5.0 * n for n in range(30)])
+    steady = _counter("gpu:steady", [20.0 * n + (n % 3) for n in range(30)])
     assert judge(steady, quiet) is None
