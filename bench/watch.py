@@ -18,11 +18,13 @@ the series.
 
     python bench/watch.py --gpus 1024            # about a minute on 2 cores
     python bench/watch.py --gpus 16384 --seed 1  # the table of docs/watch-simulation.md
+    python bench/watch.py --gpus 1024 --failure-scale 16 --sweep   # how each threshold was chosen
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import re
@@ -31,6 +33,7 @@ import statistics
 import subprocess
 import sys
 import time
+import tracemalloc
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,6 +42,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from diagnose.history import watch_trend  # noqa: E402
 from diagnose.history.watch_trend import WINDOW, Series, judge_fleet, judge_matrix  # noqa: E402
 
 CAPTURED = REPO / "tests" / "fixtures" / "captured"
@@ -384,6 +388,8 @@ class Fleet:
         return out
 
 
+#: A trajectory at least this long can be watched 3 nights ahead (MIN_MOVES nights to see, 3 to spare).
+LONG_TREND = 7
 #: The first night the watch list judges (it needs a few nights of history).
 MIN_NIGHT = 7
 
@@ -392,6 +398,7 @@ def score(fleet: Fleet, watched: dict[str, np.ndarray]) -> tuple[list[list[str]]
     """Per-kind recall and lead time over failures with a full window of history, and the overall precision."""
     table = []
     pooled: dict[bool, list[int]] = {True: [], False: []}
+    longer: list[int] = []
     for kind in KINDS:
         leads = []
         for f in fleet.failures:
@@ -400,9 +407,12 @@ def score(fleet: Fleet, watched: dict[str, np.ndarray]) -> tuple[list[list[str]]
             since = max(0, f.night - LOOKAHEAD)
             seen = np.flatnonzero(watched[kind.unit][f.row, since : f.night])
             leads.append(int(f.night - since - seen[0]) if len(seen) else 0)
+            if kind.visible and f.night - f.onset >= LONG_TREND:
+                longer.append(leads[-1])
         pooled[kind.visible] += leads
         table.append(_recall_row(kind.name, "trend" if kind.visible else "none", leads))
     table.append(_recall_row("all with a trend", "trend", pooled[True]))
+    table.append(_recall_row(f"  of them, trend >= {LONG_TREND} nights", "trend", longer))
     table.append(_recall_row("all without one", "none", pooled[False]))
     true = total = 0
     doomed = {unit: {} for unit in fleet.rows}
@@ -455,40 +465,97 @@ def false_entries(fleet: Fleet, watched: dict[str, np.ndarray]) -> list[list[str
     return rows
 
 
-def as_series(fleet: Fleet) -> list[Series]:
-    """The fleet's whole history as the watch list's Series, one per metric and component (the nights shared)."""
-    nights = tuple(float(n) for n in range(fleet.nights))
+def as_series(fleet: Fleet, keep: int) -> list[Series]:
+    """The fleet's newest ``keep`` nights as the watch list's Series, one per metric and component."""
+    nights = tuple(float(n) for n in range(fleet.nights))[-keep:]
     out = []
     for m in METRICS:
         model = {"gpu": "NVIDIA H100 80GB HBM3", "port": "MT4129", "cable": "T-F4GS-BV0", "host": "8x H100"}[
             m.unit
         ]
-        for row, values in enumerate(fleet.values[m.name].tolist()):
+        for row, values in enumerate(fleet.values[m.name][:, -keep:].tolist()):
             out.append(
                 Series(f"{m.unit}:{row}", m.name, model, nights, tuple(values), m.shape, m.worse, m.limit)
             )
     return out
 
 
-def judge_timing(gpus: int, nights: int, seed: int) -> dict[str, float]:
-    """Time ``judge_fleet`` over a healthy fleet's whole history (run in a child: its peak RSS is this alone)."""
+def _rss_mib() -> float:
+    """The process's resident memory now (Linux), in MiB."""
+    pages = int(Path("/proc/self/statm").read_text().split()[1])
+    return pages * resource.getpagesize() / 2**20
+
+
+def judge_timing(gpus: int, nights: int, seed: int, keep: int) -> dict[str, float]:
+    """Time ``judge_fleet`` over a healthy fleet's history held as Series (``keep`` newest nights of each).
+
+    Run in a child process. The simulator's arrays are dropped before the clock starts; the memory figures
+    are the Series' own size (objects, tuples and floats, the shared nights counted once), the peak
+    tracemalloc sees while judging (numpy's arrays included), and the process's resident size once the
+    simulator is gone beside its maximum RSS (the simulator's arrays included).
+    """
     fleet = Fleet(gpus, nights, np.random.default_rng(seed), noise_model())
-    series = as_series(fleet)
+    series = as_series(fleet, keep)
     del fleet
+    gc.collect()
+    rss = _rss_mib()
     start = time.perf_counter()
-    walked = sum(len(s.values) for s in series)
+    walked = sum(sum(s.values) != 0 for s in series)
     walk = time.perf_counter() - start
     start = time.perf_counter()
     found = judge_fleet(series)
     judge = time.perf_counter() - start
+    max_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    tracemalloc.start()
+    judge_fleet(series)
+    peak = tracemalloc.get_traced_memory()[1] / 2**20
+    tracemalloc.stop()
+    shared = {id(s.nights): sys.getsizeof(s.nights) for s in series}
+    held = sum(shared.values()) + sum(
+        sys.getsizeof(s) + sys.getsizeof(s.values) + sum(map(sys.getsizeof, s.values)) for s in series
+    )
     return {
         "series": len(series),
-        "values": walked,
+        "values": sum(len(s.values) for s in series),
+        "nonzero": walked,
         "walk_s": walk,
         "judge_s": judge,
         "watched": len(found),
-        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "series_mib": held / 2**20,
+        "rss_mib": rss,
+        "judge_peak_mib": peak,
+        "max_rss_mib": max_rss,
     }
+
+
+#: One threshold moved at a time around the shipped values: how each was chosen (docs/watch-simulation.md).
+SWEEP = (
+    ("MIN_Z", (3.0, 6.0, 10.0)),
+    ("MIN_RISE_Z", (1.0, 2.0, 3.0, 4.0)),
+    ("MIN_TAU", (0.2, 0.4, 0.6)),
+    ("MIN_MOVES", (2, 3, 5)),
+    ("CAUTION", (0.5, 0.25, 0.1)),
+    ("HORIZON", (14.0, 30.0, 60.0)),
+)
+
+
+def sweep(args: argparse.Namespace, noise: Noise) -> None:
+    """Recall (>= 3 nights, trend kinds pooled) and false entries per 1,000 GPU-nights as each threshold moves."""
+    sick = Fleet(args.gpus, args.nights, np.random.default_rng(args.seed), noise, failures=args.failure_scale)
+    healthy = Fleet(args.gpus, args.nights, np.random.default_rng(args.seed + 1000), noise)
+    rows = []
+    for name, values in SWEEP:
+        shipped = getattr(watch_trend, name)
+        for value in values:
+            setattr(watch_trend, name, value)
+            table, precision = score(sick, sick.watched())
+            pooled = next(r for r in table if r[0] == "all with a trend")
+            false = false_entries(healthy, healthy.watched())[-1][2]
+            mark = " (shipped)" if value == shipped else ""
+            rows.append([f"{name} = {value:g}{mark}", pooled[4], pooled[5], f"{precision:.1%}", false])
+        setattr(watch_trend, name, shipped)
+    headers = ["threshold", "recall >=3 nights", "lead median", "precision", "false per 1,000 GPU-nights"]
+    print(_table(headers, rows))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -506,11 +573,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--timing-gpus", type=int, default=None, help="fleet size of the judge_fleet timing")
     parser.add_argument("--timing-child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--keep", type=int, default=90, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--sweep", action="store_true", help="move each threshold in turn and print the table"
+    )
     args = parser.parse_args(argv)
     if args.timing_child:
-        print(json.dumps(judge_timing(args.gpus, args.nights, args.seed)))
+        print(json.dumps(judge_timing(args.gpus, args.nights, args.seed, args.keep)))
         return 0
     noise = noise_model()
+    if args.sweep:
+        sweep(args, noise)
+        return 0
     print(
         f"fleet: {args.gpus} GPUs, {args.gpus // 8} hosts, {args.nights} nights, seed {args.seed},"
         f" failures at {args.failure_scale:g} x Llama 3's rate"
@@ -542,36 +616,28 @@ def main(argv: list[str] | None = None) -> int:
     print("by metric: " + ", ".join(f"{k} {v}" for k, v in healthy.by_metric.items() if v))
     print(f"(simulation and nightly judgement: {time.perf_counter() - start:.1f} s)")
     timing_gpus = args.timing_gpus or args.gpus
-    child = subprocess.run(
-        [
-            sys.executable,
-            __file__,
-            "--timing-child",
-            "--gpus",
-            str(timing_gpus),
-            "--nights",
-            str(args.nights),
-            "--seed",
-            str(args.seed),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    t = json.loads(child.stdout)
-    print(
-        f"\njudge_fleet over {timing_gpus} GPUs x {args.nights} nights ({t['series']} series, {t['values']} values)"
-    )
-    print(
-        _table(
-            ["step", "seconds"],
-            [["walk every value (baseline)", f"{t['walk_s']:.2f}"], ["judge_fleet", f"{t['judge_s']:.2f}"]],
+    rows = []
+    for keep in (args.nights, WINDOW):
+        command = [sys.executable, __file__, "--timing-child", "--gpus", str(timing_gpus)]
+        command += ["--nights", str(args.nights), "--seed", str(args.seed), "--keep", str(keep)]
+        t = json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
+        label = f"{keep} nights x {t['series']} series"
+        rows.append(
+            [label, "walk every value (baseline)", f"{t['walk_s']:.2f}", f"{t['series_mib']:.0f}", "", ""]
         )
-    )
-    print(
-        f"peak RSS of the process (history as Series + judgement): {t['peak_rss_mib']:.0f} MiB;"
-        f" {t['watched']} watched on the healthy fleet's last night"
-    )
+        rows.append(
+            [
+                label,
+                "judge_fleet",
+                f"{t['judge_s']:.2f}",
+                "",
+                f"{t['judge_peak_mib']:.0f}",
+                f"{t['rss_mib']:.0f} / {t['max_rss_mib']:.0f}",
+            ]
+        )
+    print(f"\njudge_fleet over a healthy {timing_gpus}-GPU fleet's {args.nights}-night history")
+    headers = ["Series held", "step", "seconds", "Series MiB", "judge peak MiB", "RSS / max RSS MiB"]
+    print(_table(headers, rows))
     print("\nnoise sources:")
     for key, source in noise.sources.items():
         print(f"  {key} = {noise[key]:.4g}: {source}")

@@ -67,10 +67,15 @@ def test_a_counter_that_stays_flat_is_never_watched_even_near_its_limit() -> Non
 
 
 def test_a_counter_reset_starts_over_instead_of_reading_as_a_trend() -> None:
-    climbing = [float(n * n) for n in range(20)]
-    cleared = climbing + [0.0] * 10
+    steady = [10.0 * n for n in range(22)]
+    cleared = steady + [10.0 * n for n in range(8)]
     peers = [_counter(f"gpu:{n}", [0.0] * 30) for n in range(8)]
     assert judge(_counter("gpu:cleared", cleared), peers) is None
+    old_part = [5000.0 + n for n in range(18)]
+    new_part = [float(sum(round(2 * 1.4**k) for k in range(n + 1))) for n in range(12)]
+    watch = judge(_counter("gpu:replaced", old_part + new_part), peers)
+    assert watch is not None
+    assert watch.first == new_part[0] and watch.nights == 11
     assert judge(_counter("gpu:climbing", [float(n * n) for n in range(30)]), peers) is not None
 
 
@@ -101,3 +106,37 @@ def test_a_counter_rising_where_its_peers_sit_still_stands_out_and_a_steady_flee
     assert judge(rising, same) is None
     steady = _counter("gpu:steady", [20.0 * n + (n % 3) for n in range(30)])
     assert judge(steady, quiet) is None
+
+
+def test_one_wild_night_and_one_burst_are_steps_not_trends() -> None:
+    rng = random.Random(3)
+    peers = _healthy_gemm(rng, 31)
+    hogged = _level("gpu:hog", [*_noisy(rng, 700.0, 3.5)[:29], 311.0])
+    burst = _counter("gpu:burst", [0.0] * 25 + [40.0] * 5)
+    quiet = [_counter(f"gpu:{n}", [0.0] * 30) for n in range(15)]
+    assert judge_fleet([*peers, hogged]) == []
+    assert judge(burst, quiet) is None
+
+
+def test_missing_nights_and_epoch_days_leave_the_judgement_alone() -> None:
+    rng = random.Random(11)
+    days = [19700.0 + n + rng.uniform(0.0, 0.2) for n in range(30)]
+    kept = [n for n in range(30) if n not in (24, 27)]
+
+    def series(component: str, values: list[float]) -> Series:
+        return Series(
+            component,
+            "cable.temperature_c",
+            "T-F4GS-BV0",
+            tuple(days[n] for n in kept),
+            tuple(values[n] for n in kept),
+            "level",
+            1,
+            75.0,
+        )
+
+    warming = series("cable:hot", [54.0 + 0.8 * max(0, n - 12) + rng.gauss(0, 0.7) for n in range(30)])
+    peers = [series(f"cable:{n}", _noisy(rng, 54.0, 0.7)) for n in range(20)]
+    watches = judge_fleet([*peers, warming])
+    assert [w.component for w in watches] == ["cable:hot"]
+    assert watches[0].nights_to_limit is not None and 0 < watches[0].nights_to_limit < HORIZON
