@@ -1,22 +1,14 @@
 """How well the watch list names degrading components before they fail, on simulated fleets (issue 35).
 
-A fleet of ``--gpus`` GPUs (8 per host, one HCA port and one cable per GPU) is read every night for
-``--nights`` nights. Healthy components carry noise whose size is taken from real captures in
-tests/fixtures (the files are named in :func:`noise_model` and docs/watch-simulation.md); what no capture
-shows night over night (how often a healthy counter jumps, how far a module's temperature wanders) is a
-stated assumption, printed with the tables. Failures arrive at the rate of Llama 3's 54-day run (419
-unexpected interruptions on 16,384 H100s), split over the root causes of its Table 5 by their counts; each
-cause has a trajectory before the failure, or none (a GPU falling off the bus, a software bug).
+A fleet of ``--gpus`` GPUs (8 per host, one HCA port and one cable per GPU) is read every night. Healthy
+noise is sized from real captures in tests/fixtures where one exists, and from stated assumptions
+(bench/watch_data/assumptions.json) where none does; failures arrive at Llama 3's rate, split over its
+Table 5's causes, each with its trajectory before the failure or none. Every night the fleet is judged
+with ``judge_matrix``, the arithmetic ``judge_fleet`` runs per (metric, model) group. Printed: recall and
+lead time per kind, precision, false entries on a healthy fleet, the time and memory of ``judge_fleet``
+over a whole history (docs/watch-simulation.md explains each).
 
-Every night the fleet is judged with :func:`diagnose.history.watch_trend.judge_matrix`, the same arithmetic
-``judge_fleet`` runs per (metric, model) group, on the window ending that night. Printed per failure kind:
-recall (failures whose component was watched 1 and >= 3 nights before), lead time (median and p10 of the
-nights from first watch to failure), and overall precision; then false watch entries per 1,000
-component-nights on a healthy fleet; then the time and peak memory of ``judge_fleet`` over a whole 90-night
-history as Series objects (in a child process, so its peak RSS is its own), beside the time to merely walk
-the series.
-
-    python bench/watch.py --gpus 1024            # about a minute on 2 cores
+    python bench/watch.py --gpus 1024            # about 20 s on 2 cores
     python bench/watch.py --gpus 16384 --seed 1  # the table of docs/watch-simulation.md
     python bench/watch.py --gpus 1024 --failure-scale 16 --sweep   # how each threshold was chosen
 """
@@ -47,6 +39,8 @@ from diagnose.history.watch_trend import WINDOW, Series, judge_fleet, judge_matr
 
 CAPTURED = REPO / "tests" / "fixtures" / "captured"
 GPU_RUNS = REPO / "tests" / "fixtures" / "gpu_runs"
+#: What no capture shows (nightly behaviour of healthy parts), each value with its reason.
+ASSUMED = REPO / "bench" / "watch_data" / "assumptions.json"
 #: Llama 3 (arXiv 2407.21783), Table 5: unexpected interruptions in 54 days on 16,384 H100 GPUs.
 LLAMA3_INTERRUPTIONS, LLAMA3_DAYS, LLAMA3_GPUS = 419, 54, 16384
 #: Nights before a failure within which a watch counts as naming it.
@@ -105,8 +99,7 @@ class Noise:
     sources: dict[str, str] = field(default_factory=dict)
 
     def put(self, key: str, value: float, source: str) -> None:
-        self.values[key] = value
-        self.sources[key] = source
+        self.values[key], self.sources[key] = value, source
 
     def __getitem__(self, key: str) -> float:
         return self.values[key]
@@ -115,6 +108,12 @@ class Noise:
 def _rel_spread(values: list[float]) -> float:
     center = statistics.median(values)
     return 1.4826 * statistics.median(abs(v - center) for v in values) / center
+
+
+def _bf16(path: Path) -> float:
+    """The bf16 GEMM figure of a stress program's progress file."""
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    return next(r["gpus"][0]["tflops"] for r in rows if r.get("collective") == "gemm.bf16" and "gpus" in r)
 
 
 def noise_model() -> Noise:
@@ -133,7 +132,11 @@ def noise_model() -> Noise:
     where = f"{calib.relative_to(REPO)}: {len(gemm)} runs x GPUs of 4 H200"
     n.put("gemm_rel_sigma", _rel_spread(gemm), f"{where}, robust spread of the bf16 medians")
     n.put("hbm_rel_sigma", _rel_spread(hbm), f"{where}, robust spread of the device-copy medians")
-    burn = CAPTURED / "stress" / "h100_all_phases_burnin120.jsonl"
+    hog = CAPTURED / "stress" / "h100_gemm_hbm_with_hog.jsonl"
+    alone = CAPTURED / "stress" / "h100_all_phases_burnin120.jsonl"
+    bf16 = [_bf16(path) for path in (hog, alone)]
+    n.put("hog_ratio", bf16[0] / bf16[1], f"{hog.relative_to(REPO)} over {alone.name}: bf16 {bf16}")
+    burn = alone
     last = [json.loads(line) for line in burn.read_text().splitlines() if '"burnin"' in line][-1]
     fields = last["fields"]
     samples = next(iter(last["samples"].values()))
@@ -155,11 +158,7 @@ def noise_model() -> Noise:
     n.put("module_temp_c", float(t.group(1)), where)
     n.put("module_temp_alarm", float(t.group(3)), where + ", alarm range high end")
     n.put("rx_dbm", min(lanes), where + ", weakest of 4 lanes")
-    n.put(
-        "rx_lane_sigma",
-        statistics.pstdev(lanes),
-        where + ", spread of the 4 lanes, taken as module-to-module",
-    )
+    n.put("rx_lane_sigma", statistics.pstdev(lanes), where + ", spread of its 4 lanes, as module-to-module")
     n.put("rx_alarm", float(rx.group(2)), where + ", low alarm")
     n.put("ber_log10", math.log10(float(ber.group(1))) - float(ber.group(2)), where + ", raw BER")
     ports = (CAPTURED / "ib_counters" / "h100_gpud_sysfs_testdata.txt").read_text()
@@ -167,26 +166,9 @@ def noise_model() -> Noise:
     downed = [int(v) for v in re.findall(r"link_downed (\d+)", ports)]
     where = "tests/fixtures/captured/ib_counters/h100_gpud_sysfs_testdata.txt (8 ports of an H100 node)"
     n.put("rcv_start", statistics.median(rcv), where + ", port_rcv_errors")
-    n.put(
-        "downed_saturated_share", sum(d == 255 for d in downed) / len(downed), where + ", link_downed at 255"
-    )
-    assumed = "assumed: no capture holds nightly readings of it"
-    for key, value in {
-        "gemm_outlier_p": 0.01,  # a night with a foreign process on the GPU (the hog capture: 311 of 711 TFLOP/s)
-        "level_offset_rel": 0.004,
-        "temp_offset_c": 2.0,
-        "module_temp_offset_c": 3.0,
-        "module_temp_sigma": 0.7,
-        "ambient_c": 1.5,
-        "rx_sigma": 0.05,
-        "ber_offset": 0.4,
-        "ber_sigma": 0.15,
-        "burst_p": 0.003,
-        "steady_share": 0.01,
-        "busbw_gbps": 380.0,
-        "busbw_rel_sigma": 0.01,
-    }.items():
-        n.put(key, value, assumed)
+    n.put("downed_saturated_share", sum(d == 255 for d in downed) / len(downed), where + ", link_downed 255")
+    for key, (value, why) in json.loads(ASSUMED.read_text()).items():
+        n.put(key, value, f"assumed ({ASSUMED.relative_to(REPO)}): {why}")
     return n
 
 
@@ -282,22 +264,18 @@ class Fleet:
             offset = center * (1 + n["level_offset_rel"] * rng.standard_normal(rows))
             out = offset[:, None] * (1 + n[f"{key}_rel_sigma"] * rng.standard_normal(shape))
             hog = rng.random(shape) < n["gemm_outlier_p"]
-            return np.where(hog, out * 0.44, out)
-        if m.name == "gpu.burnin_clock_mhz":
-            offset = n["clock_mhz"] + 10 * rng.standard_normal(rows)
-            return offset[:, None] + n["clock_sigma"] * rng.standard_normal(shape)
-        if m.name == "gpu.burnin_temp_c":
-            offset = n["temp_c"] + n["temp_offset_c"] * rng.standard_normal(rows)
-            return offset[:, None] + ambient + n["temp_sigma"] * rng.standard_normal(shape)
-        if m.name == "cable.temperature_c":
-            offset = n["module_temp_c"] + n["module_temp_offset_c"] * rng.standard_normal(rows)
-            return offset[:, None] + ambient + n["module_temp_sigma"] * rng.standard_normal(shape)
-        if m.name == "cable.rx_power_dbm":
-            offset = n["rx_dbm"] + n["rx_lane_sigma"] * rng.standard_normal(rows)
-            return offset[:, None] + n["rx_sigma"] * rng.standard_normal(shape)
-        if m.name == "cable.raw_ber_log10":
-            offset = n["ber_log10"] + n["ber_offset"] * rng.standard_normal(rows)
-            return offset[:, None] + n["ber_sigma"] * rng.standard_normal(shape)
+            return np.where(hog, out * n["hog_ratio"], out)
+        plain = {  # centre, part-to-part deviation, night deviation, follows the ambient temperature
+            "gpu.burnin_clock_mhz": ("clock_mhz", "clock_offset_mhz", "clock_sigma", False),
+            "gpu.burnin_temp_c": ("temp_c", "temp_offset_c", "temp_sigma", True),
+            "cable.temperature_c": ("module_temp_c", "module_temp_offset_c", "module_temp_sigma", True),
+            "cable.rx_power_dbm": ("rx_dbm", "rx_lane_sigma", "rx_sigma", False),
+            "cable.raw_ber_log10": ("ber_log10", "ber_offset", "ber_sigma", False),
+        }
+        if m.name in plain:
+            center, part, night, warm = plain[m.name]
+            offset = n[center] + n[part] * rng.standard_normal(rows)
+            return offset[:, None] + warm * ambient + n[night] * rng.standard_normal(shape)
         fabric = 1 + n["busbw_rel_sigma"] * rng.standard_normal(nights)
         return n["busbw_gbps"] * fabric[None, :] * (1 + n["busbw_rel_sigma"] * rng.standard_normal(shape))
 
@@ -388,10 +366,8 @@ class Fleet:
         return out
 
 
-#: A trajectory at least this long can be watched 3 nights ahead (MIN_MOVES nights to see, 3 to spare).
-LONG_TREND = 7
-#: The first night the watch list judges (it needs a few nights of history).
-MIN_NIGHT = 7
+#: A trajectory this long can be watched 3 nights ahead; the first night the watch list judges.
+LONG_TREND = MIN_NIGHT = 7
 
 
 def score(fleet: Fleet, watched: dict[str, np.ndarray]) -> tuple[list[list[str]], float]:
@@ -405,7 +381,7 @@ def score(fleet: Fleet, watched: dict[str, np.ndarray]) -> tuple[list[list[str]]
             if f.kind is not kind or not (WINDOW + LOOKAHEAD // 2 <= f.night < fleet.nights):
                 continue
             since = max(0, f.night - LOOKAHEAD)
-            seen = np.flatnonzero(watched[kind.unit][f.row, since : f.night])
+            seen = np.flatnonzero(_named(watched, kind.unit)[f.row, since : f.night])
             leads.append(int(f.night - since - seen[0]) if len(seen) else 0)
             if kind.visible and f.night - f.onset >= LONG_TREND:
                 longer.append(leads[-1])
@@ -417,13 +393,19 @@ def score(fleet: Fleet, watched: dict[str, np.ndarray]) -> tuple[list[list[str]]
     true = total = 0
     doomed = {unit: {} for unit in fleet.rows}
     for f in fleet.failures:
-        doomed[f.kind.unit][f.row] = f.night
+        for unit in {f.kind.unit, "port" if f.kind.unit == "cable" else f.kind.unit}:
+            doomed[unit][f.row] = f.night
     for unit, grid in watched.items():
         for row, t in zip(*np.nonzero(grid), strict=True):
             total += 1
             night = doomed[unit].get(int(row))
             true += night is not None and t < night <= t + LOOKAHEAD
     return table, (true / total if total else float("nan"))
+
+
+def _named(watched: dict[str, np.ndarray], unit: str) -> np.ndarray:
+    """The nights a failing unit was named: a cable also through its port's counters (one port per cable)."""
+    return watched[unit] | watched["port"] if unit == "cable" else watched[unit]
 
 
 def _recall_row(name: str, warning: str, leads: list[int]) -> list[str]:
@@ -465,14 +447,15 @@ def false_entries(fleet: Fleet, watched: dict[str, np.ndarray]) -> list[list[str
     return rows
 
 
+MODELS = {"gpu": "NVIDIA H100 80GB HBM3", "port": "MT4129", "cable": "T-F4GS-BV0", "host": "8x H100"}
+
+
 def as_series(fleet: Fleet, keep: int) -> list[Series]:
     """The fleet's newest ``keep`` nights as the watch list's Series, one per metric and component."""
     nights = tuple(float(n) for n in range(fleet.nights))[-keep:]
     out = []
     for m in METRICS:
-        model = {"gpu": "NVIDIA H100 80GB HBM3", "port": "MT4129", "cable": "T-F4GS-BV0", "host": "8x H100"}[
-            m.unit
-        ]
+        model = MODELS[m.unit]
         for row, values in enumerate(fleet.values[m.name][:, -keep:].tolist()):
             out.append(
                 Series(f"{m.unit}:{row}", m.name, model, nights, tuple(values), m.shape, m.worse, m.limit)
@@ -480,27 +463,16 @@ def as_series(fleet: Fleet, keep: int) -> list[Series]:
     return out
 
 
-def _rss_mib() -> float:
-    """The process's resident memory now (Linux), in MiB."""
-    pages = int(Path("/proc/self/statm").read_text().split()[1])
-    return pages * resource.getpagesize() / 2**20
-
-
 def judge_timing(gpus: int, nights: int, seed: int, keep: int) -> dict[str, float]:
-    """Time ``judge_fleet`` over a healthy fleet's history held as Series (``keep`` newest nights of each).
-
-    Run in a child process. The simulator's arrays are dropped before the clock starts; the memory figures
-    are the Series' own size (objects, tuples and floats, the shared nights counted once), the peak
-    tracemalloc sees while judging (numpy's arrays included), and the process's resident size once the
-    simulator is gone beside its maximum RSS (the simulator's arrays included).
-    """
+    """Time ``judge_fleet`` over a healthy fleet's history as Series (``keep`` newest nights), in a child
+    process; the memory figures are described in docs/watch-simulation.md."""
     fleet = Fleet(gpus, nights, np.random.default_rng(seed), noise_model())
     series = as_series(fleet, keep)
     del fleet
     gc.collect()
-    rss = _rss_mib()
+    rss = int(Path("/proc/self/statm").read_text().split()[1]) * resource.getpagesize() / 2**20
     start = time.perf_counter()
-    walked = sum(sum(s.values) != 0 for s in series)
+    walked = sum(sum(s.values) != 0 for s in series)  # the baseline: touch every value once
     walk = time.perf_counter() - start
     start = time.perf_counter()
     found = judge_fleet(series)
@@ -514,29 +486,19 @@ def judge_timing(gpus: int, nights: int, seed: int, keep: int) -> dict[str, floa
     held = sum(shared.values()) + sum(
         sys.getsizeof(s) + sys.getsizeof(s.values) + sum(map(sys.getsizeof, s.values)) for s in series
     )
-    return {
+    out = {
         "series": len(series),
         "values": sum(len(s.values) for s in series),
-        "nonzero": walked,
         "walk_s": walk,
         "judge_s": judge,
-        "watched": len(found),
-        "series_mib": held / 2**20,
-        "rss_mib": rss,
-        "judge_peak_mib": peak,
-        "max_rss_mib": max_rss,
     }
+    out |= {"watched": len(found), "series_mib": held / 2**20, "rss_mib": rss, "judge_peak_mib": peak}
+    return out | {"max_rss_mib": max_rss, "nonzero": walked}
 
 
 #: One threshold moved at a time around the shipped values: how each was chosen (docs/watch-simulation.md).
-SWEEP = (
-    ("MIN_Z", (3.0, 6.0, 10.0)),
-    ("MIN_RISE_Z", (1.0, 2.0, 3.0, 4.0)),
-    ("MIN_TAU", (0.2, 0.4, 0.6)),
-    ("MIN_MOVES", (2, 3, 5)),
-    ("CAUTION", (0.5, 0.25, 0.1)),
-    ("HORIZON", (14.0, 30.0, 60.0)),
-)
+SWEEP = (("MIN_Z", (3.0, 6.0, 10.0)), ("MIN_RISE_Z", (1.0, 2.0, 3.0, 4.0)), ("MIN_TAU", (0.2, 0.4, 0.6)))
+SWEEP += (("MIN_MOVES", (2, 3, 5)), ("CAUTION", (0.5, 0.25, 0.1)), ("HORIZON", (14.0, 30.0, 60.0)))
 
 
 def sweep(args: argparse.Namespace, noise: Noise) -> None:
@@ -558,6 +520,35 @@ def sweep(args: argparse.Namespace, noise: Noise) -> None:
     print(_table(headers, rows))
 
 
+RECALL_HEADERS = [
+    "kind",
+    "warning",
+    "failures",
+    "recall >=1 night",
+    "recall >=3 nights",
+    "lead median",
+    "lead p10",
+]
+TIMING_HEADERS = ["Series held", "step", "seconds", "Series MiB", "judge peak MiB", "RSS / max RSS MiB"]
+
+
+def print_timing(args: argparse.Namespace) -> None:
+    """The judge_fleet timing table, each case in a child process of its own."""
+    rows = []
+    for keep in (args.nights, WINDOW):
+        command = [sys.executable, __file__, "--timing-child", "--gpus", str(args.gpus), "--keep", str(keep)]
+        command += ["--nights", str(args.nights), "--seed", str(args.seed)]
+        t = json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
+        label = f"{keep} nights x {t['series']} series"
+        rows.append(
+            [label, "walk every value (baseline)", f"{t['walk_s']:.2f}", f"{t['series_mib']:.0f}", "", ""]
+        )
+        rss = f"{t['rss_mib']:.0f} / {t['max_rss_mib']:.0f}"
+        rows.append([label, "judge_fleet", f"{t['judge_s']:.2f}", "", f"{t['judge_peak_mib']:.0f}", rss])
+    print(f"\njudge_fleet over a healthy {args.gpus}-GPU fleet's {args.nights}-night history")
+    print(_table(TIMING_HEADERS, rows))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -566,17 +557,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nights", type=int, default=90)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
-        "--failure-scale",
-        type=float,
-        default=1.0,
-        help="failures at this many times Llama 3's rate (more samples)",
+        "--failure-scale", type=float, default=1.0, help="failures at this many x Llama 3's rate"
     )
-    parser.add_argument("--timing-gpus", type=int, default=None, help="fleet size of the judge_fleet timing")
-    parser.add_argument("--timing-child", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--keep", type=int, default=90, help=argparse.SUPPRESS)
     parser.add_argument(
         "--sweep", action="store_true", help="move each threshold in turn and print the table"
     )
+    parser.add_argument("--timing-child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--keep", type=int, default=90, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.timing_child:
         print(json.dumps(judge_timing(args.gpus, args.nights, args.seed, args.keep)))
@@ -586,58 +573,23 @@ def main(argv: list[str] | None = None) -> int:
         sweep(args, noise)
         return 0
     print(
-        f"fleet: {args.gpus} GPUs, {args.gpus // 8} hosts, {args.nights} nights, seed {args.seed},"
-        f" failures at {args.failure_scale:g} x Llama 3's rate"
+        f"fleet: {args.gpus} GPUs, {args.gpus // 8} hosts, {args.nights} nights, seed {args.seed},", end=" "
     )
+    print(f"failures at {args.failure_scale:g} x Llama 3's rate")
     start = time.perf_counter()
     sick = Fleet(args.gpus, args.nights, np.random.default_rng(args.seed), noise, failures=args.failure_scale)
     table, precision = score(sick, sick.watched())
-    headers = [
-        "kind",
-        "warning",
-        "failures",
-        "recall >=1 night",
-        "recall >=3 nights",
-        "lead median",
-        "lead p10",
-    ]
-    print(_table(headers, table))
+    print(_table(RECALL_HEADERS, table))
     print(
-        f"precision (watched component-nights followed by that component's failure within {LOOKAHEAD} nights):"
-        f" {precision:.1%}"
+        f"precision (watched component-nights followed by its failure within {LOOKAHEAD} nights): {precision:.1%}"
     )
     healthy = Fleet(args.gpus, args.nights, np.random.default_rng(args.seed + 1000), noise)
     print("\nhealthy fleet, false watch entries (components watched per night)")
-    print(
-        _table(
-            ["component", "entries", "per 1,000 component-nights"], false_entries(healthy, healthy.watched())
-        )
-    )
+    entries = false_entries(healthy, healthy.watched())
+    print(_table(["component", "entries", "per 1,000 component-nights"], entries))
     print("by metric: " + ", ".join(f"{k} {v}" for k, v in healthy.by_metric.items() if v))
     print(f"(simulation and nightly judgement: {time.perf_counter() - start:.1f} s)")
-    timing_gpus = args.timing_gpus or args.gpus
-    rows = []
-    for keep in (args.nights, WINDOW):
-        command = [sys.executable, __file__, "--timing-child", "--gpus", str(timing_gpus)]
-        command += ["--nights", str(args.nights), "--seed", str(args.seed), "--keep", str(keep)]
-        t = json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
-        label = f"{keep} nights x {t['series']} series"
-        rows.append(
-            [label, "walk every value (baseline)", f"{t['walk_s']:.2f}", f"{t['series_mib']:.0f}", "", ""]
-        )
-        rows.append(
-            [
-                label,
-                "judge_fleet",
-                f"{t['judge_s']:.2f}",
-                "",
-                f"{t['judge_peak_mib']:.0f}",
-                f"{t['rss_mib']:.0f} / {t['max_rss_mib']:.0f}",
-            ]
-        )
-    print(f"\njudge_fleet over a healthy {timing_gpus}-GPU fleet's {args.nights}-night history")
-    headers = ["Series held", "step", "seconds", "Series MiB", "judge peak MiB", "RSS / max RSS MiB"]
-    print(_table(headers, rows))
+    print_timing(args)
     print("\nnoise sources:")
     for key, source in noise.sources.items():
         print(f"  {key} = {noise[key]:.4g}: {source}")
