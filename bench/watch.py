@@ -185,8 +185,8 @@ METRICS = (
     Metric("ib.link_downed", "port", "counter", 1),
     Metric("ib.rcv_errors", "port", "counter", 1),
     Metric("cable.raw_ber_log10", "cable", "level", 1, -5.0),
-    Metric("cable.temperature_c", "cable", "level", 1),
-    Metric("cable.rx_power_dbm", "cable", "level", -1),
+    Metric("cable.temperature_c", "cable", "level", 1, 75.0),  # the mlxlink capture's alarm range
+    Metric("cable.rx_power_dbm", "cable", "level", -1, -10.41),  # and its Rx power low alarm
     Metric("host.busbw_gbps", "host", "level", -1),
 )
 
