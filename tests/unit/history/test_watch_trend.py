@@ -1,0 +1,142 @@
+"""The trend judgement of the watch list on pure series: drift watched, noise and flat counters left alone."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from diagnose.history.watch_trend import HORIZON, Series, judge, judge_fleet
+
+NIGHTS = tuple(float(n) for n in range(30))
+MODEL = "NVIDIA H100 80GB HBM3"
+
+
+def _level(component: str, values: list[float], worse: int = -1, limit: float | None = None) -> Series:
+    return Series(
+        component, "gpu.gemm_tflops", MODEL, NIGHTS[: len(values)], tuple(values), "level", worse, limit
+    )
+
+
+def _counter(component: str, values: list[float], limit: float | None = None) -> Series:
+    return Series(
+        component,
+        "gpu.ecc_corrected_aggregate",
+        MODEL,
+        NIGHTS[: len(values)],
+        tuple(values),
+        "counter",
+        1,
+        limit,
+    )
+
+
+def _noisy(rng: random.Random, center: float, spread: float) -> list[float]:
+    return [rng.gauss(center, spread) for _ in NIGHTS]
+
+
+def _healthy_gemm(rng: random.Random, count: int) -> list[Series]:
+    return [_level(f"gpu:{n}", _noisy(rng, 700.0, 3.5)) for n in range(count)]
+
+
+def test_a_gpu_losing_gemm_night_after_night_is_watched_and_its_noisy_peers_are_not() -> None:
+    rng = random.Random(7)
+    peers = _healthy_gemm(rng, 31)
+    drifting = _level("gpu:sick", [700.0 - 4.0 * max(0, n - 16) + rng.gauss(0, 3.5) for n in range(30)])
+    watches = judge_fleet([*peers, drifting])
+    assert [w.component for w in watches] == ["gpu:sick"]
+    (watch,) = watches
+    assert watch.slope_per_night < 0
+    assert watch.versus_fleet is not None and watch.versus_fleet > 6
+    assert watch.nights == 13
+    assert "gpu.gemm_tflops went from" in watch.reason
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_noisy_healthy_fleet_gives_no_entry(seed: int) -> None:
+    rng = random.Random(seed)
+    fleet = _healthy_gemm(rng, 64)
+    fleet += [_counter(f"gpu:{n}", [float(n % 3)] * 30) for n in range(64)]
+    assert judge_fleet(fleet) == []
+
+
+def test_a_counter_that_stays_flat_is_never_watched_even_near_its_limit() -> None:
+    flat = _counter("gpu:flat", [60.0] * 30, limit=64.0)
+    peers = [_counter(f"gpu:{n}", [0.0] * 30) for n in range(8)]
+    assert judge(flat, peers) is None
+
+
+def test_a_counter_reset_starts_over_instead_of_reading_as_a_trend() -> None:
+    steady = [10.0 * n for n in range(22)]
+    cleared = steady + [10.0 * n for n in range(8)]
+    peers = [_counter(f"gpu:{n}", [0.0] * 30) for n in range(8)]
+    assert judge(_counter("gpu:cleared", cleared), peers) is None
+    old_part = [5000.0 + n for n in range(18)]
+    new_part = [float(sum(round(2 * 1.4**k) for k in range(n + 1))) for n in range(12)]
+    watch = judge(_counter("gpu:replaced", old_part + new_part), peers)
+    assert watch is not None
+    assert watch.first == new_part[0] and watch.nights == 11
+    assert judge(_counter("gpu:climbing", [float(n * n) for n in range(30)]), peers) is not None
+
+
+def test_the_projection_of_a_linear_ramp_reaches_the_limit_when_the_line_does() -> None:
+    ramp = _level("cable:MT1", [50.0 + 0.5 * n for n in range(30)], worse=1, limit=75.0)
+    watch = judge(ramp)
+    assert watch is not None
+    assert watch.slope_per_night == pytest.approx(0.5)
+    assert watch.nights_to_limit == pytest.approx((75.0 - 64.5) / 0.5)
+    assert watch.versus_fleet is None
+    far = _level("cable:MT2", [50.0 + 0.1 * n for n in range(30)], worse=1, limit=75.0)
+    assert HORIZON < (75.0 - 52.9) / 0.1
+    assert (
+        judge(far, [_level(f"cable:{n}", [50.0 + 0.1 * n for n in range(30)], worse=1) for n in range(8)])
+        is None
+    )
+
+
+def test_a_counter_rising_where_its_peers_sit_still_stands_out_and_a_steady_fleet_rate_does_not() -> None:
+    growing = [float(sum(round(2 * 1.2**k) for k in range(n + 1))) for n in range(30)]
+    rising = _counter("gpu:bad", growing)
+    quiet = [_counter(f"gpu:{n}", [0.0] * 30) for n in range(15)]
+    watch = judge(rising, quiet)
+    assert watch is not None and watch.versus_fleet is not None and watch.versus_fleet > 6
+    assert watch.acceleration > 0
+    assert "accelerating" in watch.reason
+    same = [_counter(f"gpu:{n}", growing) for n in range(15)]
+    assert judge(rising, same) is None
+    steady = _counter("gpu:steady", [20.0 * n + (n % 3) for n in range(30)])
+    assert judge(steady, quiet) is None
+
+
+def test_one_wild_night_and_one_burst_are_steps_not_trends() -> None:
+    rng = random.Random(3)
+    peers = _healthy_gemm(rng, 31)
+    hogged = _level("gpu:hog", [*_noisy(rng, 700.0, 3.5)[:29], 311.0])
+    burst = _counter("gpu:burst", [0.0] * 25 + [40.0] * 5)
+    quiet = [_counter(f"gpu:{n}", [0.0] * 30) for n in range(15)]
+    assert judge_fleet([*peers, hogged]) == []
+    assert judge(burst, quiet) is None
+
+
+def test_missing_nights_and_epoch_days_leave_the_judgement_alone() -> None:
+    rng = random.Random(11)
+    days = [19700.0 + n + rng.uniform(0.0, 0.2) for n in range(30)]
+    kept = [n for n in range(30) if n not in (24, 27)]
+
+    def series(component: str, values: list[float]) -> Series:
+        return Series(
+            component,
+            "cable.temperature_c",
+            "T-F4GS-BV0",
+            tuple(days[n] for n in kept),
+            tuple(values[n] for n in kept),
+            "level",
+            1,
+            75.0,
+        )
+
+    warming = series("cable:hot", [54.0 + 0.8 * max(0, n - 12) + rng.gauss(0, 0.7) for n in range(30)])
+    peers = [series(f"cable:{n}", _noisy(rng, 54.0, 0.7)) for n in range(20)]
+    watches = judge_fleet([*peers, warming])
+    assert [w.component for w in watches] == ["cable:hot"]
+    assert watches[0].nights_to_limit is not None and 0 < watches[0].nights_to_limit < HORIZON
