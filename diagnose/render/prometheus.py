@@ -5,7 +5,7 @@ Nightly runs drop this file into the collector's folder, so that the same alerti
 cluster's nodes also sees "ib.port_state went to FAIL on gpu042" or "all_reduce busbw fell". A status is a
 number on the scale of :data:`diagnose.core.model.SEVERITY` rather than a label, so that a series keeps its
 identity when the status changes and ``max by (check)`` finds the worst host. The per-check and
-per-benchmark series carry the result's ``action`` (docs/actions.md) as a label: one of nine words, ``none``
+per-benchmark series carry the result's ``action`` (docs/actions.md) as a label: one of eleven words, ``none``
 on a PASS, so alert routes can send ``rma_gpu`` to the vendor queue and ``check_config`` to the team; the
 series of a check changes its action label when its verdict changes, as an alert on it does anyway.
 """
@@ -66,7 +66,7 @@ class _Family:
 
 def action_label(entry: dict[str, Any]) -> str:
     """The ``action`` label of a result: its recorded action, ``none`` on PASS; empty (no label) where an
-    older file recorded none or a hand-made one holds a word outside the nine, so the label stays bounded."""
+    older file recorded none or a hand-made one holds a word outside the eleven, so the label stays bounded."""
     if entry.get("status") == "PASS":
         return "none"
     action = entry.get("action")

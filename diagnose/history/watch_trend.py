@@ -1,0 +1,407 @@
+"""Whether a component is getting worse night after night: the pure trend judgement behind ``history.watch``.
+
+Regressions compare one night with the last good one and catch steps; this module reads the slow drift that
+stays inside every limit until the night it does not (a GPU's correctable ECC climbing toward a row-remap
+failure, an optical module warming toward its alarm, a port's symbol errors accelerating). One series is one
+metric of one physical component; the caller (the watch list's wiring) decides the metric catalog and passes
+``shape``, ``worse`` and ``limit`` in each :class:`Series`.
+
+How a series is judged, over its newest :data:`WINDOW` nights only (bounded work, and an old history does not
+dilute a new trend):
+
+* **counters** are cumulative readings judged on their increase: a counter that stays flat is never watched,
+  and a reading lower than the one before is a reset (a cleared counter or a new part under the same name),
+  so only the nights after the last reset count;
+* **slope** is Theil–Sen's (the median of all pairwise slopes), robust to a single wild night; for a counter
+  it is its typical increase per night; **acceleration** is the change of that slope between the window's
+  halves, per night²;
+* **sustained**: at least :data:`MIN_MOVES` of the newest :data:`RECENT` nights moved the worse way (a
+  counter rose; a level stood beyond its own first-half median by :data:`MOVE_SIGMA` noise deviations) and
+  Kendall's tau of the window, signed the worse way, is at least :data:`MIN_TAU`;
+* **watched** when sustained and either the projection to ``limit`` falls within :data:`HORIZON` nights, or
+  the slope stands out of the same metric+model peers' slopes by :data:`MIN_Z` robust deviations while the
+  component still gets worse (a level's newer half still moves the worse way; a counter's nightly increase
+  still rises: Kendall's tau of the increases reaches :data:`MIN_RISE_TAU`).
+  Without peers (fewer than :data:`MIN_PEERS`) the component is held against its own noise instead: its drift
+  over the window must reach :data:`MIN_OWN` noise deviations.
+
+Every threshold was measured by ``bench/watch.py`` on simulated fleets; docs/watch-simulation.md gives the
+tables and why each value was chosen.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+#: Nights judged: the newest ones of the series (calendar nights, gaps allowed).
+WINDOW = 14
+#: The newest nights in which movement the worse way is counted.
+RECENT = 7
+#: Moves the worse way needed among the :data:`RECENT` nights.
+MIN_MOVES = 3
+#: Kendall's tau of the window, signed the worse way, needed: the movement is monotone, not noise.
+MIN_TAU = 0.4
+#: A level night moved when beyond its window's first-half median by this many noise deviations.
+MOVE_SIGMA = 2.0
+#: Nights ahead within which a projected limit crossing is watched.
+HORIZON = 30.0
+#: Robust z of the slope among peers that counts as standing out.
+MIN_Z = 6.0
+#: Peers (other components of the same metric and model) needed for a fleet comparison.
+MIN_PEERS = 4
+#: Without peers: the drift over the window, in own noise deviations, that counts as standing out.
+MIN_OWN = 8.0
+#: A counter's rate still rises when Kendall's tau of its nightly increases reaches this.
+MIN_RISE_TAU = 0.4
+#: Points a series needs in the window to be judged at all.
+MIN_POINTS = 5
+#: 1.4826 × MAD estimates the standard deviation of normally distributed values.
+MAD_SCALE = 1.4826
+#: Rows judged at once: bounds the pairwise-slope arrays (rows × pairs) whatever the fleet's size.
+CHUNK = 4096
+
+
+@dataclass(frozen=True)
+class Series:
+    """One metric of one physical component over the nights it was read."""
+
+    component: str  # stable id: "gpu:<serial>", "port:<guid>/<n>", "cable:<serial>"
+    metric: str  # e.g. "gpu.ecc_corrected_volatile", "ib.symbol_errors", "cable.rx_power_dbm"
+    model: str  # peer group for the fleet comparison
+    nights: tuple[float, ...]  # ascending night index or epoch days; gaps allowed
+    values: tuple[float, ...]  # same length; cumulative for counters, readings for levels
+    shape: str  # "counter" | "level"
+    worse: int  # +1: higher is worse; -1: lower is worse
+    limit: float | None = None  # the value at which the component fails or alarms, if known
+
+
+@dataclass(frozen=True)
+class Watch:
+    """A component on the watch list: what moved, how fast, and how soon it reaches its limit."""
+
+    component: str
+    metric: str
+    first: float  # value at the start of the window judged
+    last: float  # latest value
+    nights: int  # nights the window spans
+    slope_per_night: float  # robust slope, as measured (sign of the data)
+    acceleration: float  # change of slope between window halves, per night²; 0 when unknown
+    nights_to_limit: float | None  # projection where a limit is set and approached, else None
+    versus_fleet: float | None  # robust z of the slope among peers, None without enough peers
+    reason: str  # one sentence an operator reads
+
+
+@dataclass(frozen=True)
+class Trends:
+    """The judgement of a matrix of aligned series (rows), each array one value per row (NaN: not known)."""
+
+    watched: np.ndarray  # bool
+    slope: np.ndarray
+    acceleration: np.ndarray
+    nights_to_limit: np.ndarray
+    versus_fleet: np.ndarray
+    first: np.ndarray
+    last: np.ndarray
+    span: np.ndarray
+
+
+def _pairs(columns: int) -> tuple[np.ndarray, np.ndarray]:
+    i, j = np.triu_indices(columns, k=1)
+    return i, j
+
+
+def _nanmedian(a: np.ndarray) -> np.ndarray:
+    """Row medians ignoring NaN; all-NaN rows give NaN without numpy's warning."""
+    out = np.full(a.shape[0], np.nan)
+    ok = ~np.all(np.isnan(a), axis=1)
+    if ok.any():
+        out[ok] = np.nanmedian(a[ok], axis=1)
+    return out
+
+
+def _tau(values: np.ndarray) -> np.ndarray:
+    """Kendall's tau of each row against time (ties count zero), NaN ignored: how monotone the row is."""
+    i, j = _pairs(values.shape[1])
+    diff = values[:, j] - values[:, i]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.nansum(np.sign(diff), axis=1) / np.sum(~np.isnan(diff), axis=1)
+
+
+def _drop_before_reset(nights: np.ndarray, values: np.ndarray) -> None:
+    """Blank (NaN) a counter's readings before its last reset, in place: after it, a new count begins."""
+    valid = ~np.isnan(values)
+    cols = np.arange(values.shape[1])
+    last_seen = np.maximum.accumulate(np.where(valid, cols, -1), axis=1)
+    prev = np.concatenate([np.full((values.shape[0], 1), -1), last_seen[:, :-1]], axis=1)
+    prev_value = np.take_along_axis(values, np.maximum(prev, 0), axis=1)
+    reset = valid & (prev >= 0) & (values < prev_value)
+    start = np.where(reset, cols, 0).max(axis=1)
+    before = cols[None, :] < start[:, None]
+    values[before] = np.nan
+    nights[before] = np.nan
+
+
+def _judge_rows(nights: np.ndarray, values: np.ndarray, counter: bool, worse: np.ndarray, half: int) -> dict:
+    """Own-series statistics of a chunk of rows (columns ordered oldest first, ``half`` columns in the older half)."""
+    rows, columns = values.shape
+    i, j = _pairs(columns)
+    dv = values[:, j] - values[:, i]
+    dn = nights[:, j] - nights[:, i]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        slopes = dv / dn
+    slope = _nanmedian(slopes)
+    older = (i < half) & (j < half)
+    newer = (i >= half) & (j >= half)
+    slope_old = _nanmedian(slopes[:, older])
+    slope_new = _nanmedian(slopes[:, newer])
+    tau = _tau(values) * worse
+    mid_old = _nanmedian(nights[:, :half])
+    mid_new = _nanmedian(nights[:, half:])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        acceleration = np.where(mid_new > mid_old, (slope_new - slope_old) / (mid_new - mid_old), 0.0)
+    acceleration = np.nan_to_num(acceleration)
+    recent = values[:, -RECENT:]
+    if counter:
+        valid = ~np.isnan(values)
+        previous = np.maximum.accumulate(np.where(valid, values, -np.inf), axis=1)[:, :-1]
+        night_before = np.maximum.accumulate(np.where(valid, nights, -np.inf), axis=1)[:, :-1]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            step = np.where(
+                np.isfinite(previous), (values[:, 1:] - previous) / (nights[:, 1:] - night_before), np.nan
+            )
+        moves = np.sum((step[:, -RECENT:] * worse[:, None]) > 0, axis=1)
+        noise = np.zeros(rows)
+        still = _tau(step) * worse >= MIN_RISE_TAU
+    else:
+        intercept = _nanmedian(values - slope[:, None] * nights)
+        residual = values - slope[:, None] * nights - intercept[:, None]
+        noise = MAD_SCALE * _nanmedian(np.abs(residual))
+        baseline = _nanmedian(values[:, :half])
+        floor = np.maximum(noise, 1e-12 * np.maximum(np.abs(baseline), 1.0))
+        beyond = (recent - baseline[:, None]) * worse[:, None] > MOVE_SIGMA * floor[:, None]
+        moves = np.sum(beyond, axis=1)
+        still = slope_new * worse > 0
+    return {
+        "slope": slope,
+        "acceleration": acceleration,
+        "tau": tau,
+        "moves": moves,
+        "noise": noise,
+        "still": still,
+        "slope_new": slope_new,
+    }
+
+
+def judge_matrix(
+    nights: np.ndarray,
+    values: np.ndarray,
+    shape: str,
+    worse: int,
+    limits: np.ndarray | None = None,
+    peers: bool = True,
+) -> Trends:
+    """Judge aligned series of one metric and model at once: row r of ``nights``/``values`` (rows × columns,
+    oldest column first, NaN where a night is missing) is one component over the window.
+
+    The vectorised form of :func:`judge_fleet`, which calls it per group; a simulation of a whole fleet calls
+    it directly night after night. ``peers`` False judges each row against its own noise only.
+    """
+    nights = np.array(nights, dtype=float)
+    values = np.array(values, dtype=float)
+    rows, columns = values.shape
+    counter = shape == "counter"
+    if counter:
+        _drop_before_reset(nights, values)
+    limit = np.full(rows, np.nan) if limits is None else np.asarray(limits, dtype=float)
+    sign = np.full(rows, float(worse))
+    points = np.sum(~np.isnan(values), axis=1)
+    first_col = np.argmax(~np.isnan(values), axis=1)
+    last_col = columns - 1 - np.argmax(~np.isnan(values[:, ::-1]), axis=1)
+    take = np.arange(rows)
+    first = np.where(points > 0, values[take, first_col], np.nan)
+    last = np.where(points > 0, values[take, last_col], np.nan)
+    span = np.where(points > 0, nights[take, last_col] - nights[take, first_col], 0.0)
+    judged = points >= MIN_POINTS
+    moving = judged & ((last != first) if counter else judged)
+    stats = {key: np.zeros(rows) for key in ("slope", "acceleration", "tau", "moves", "noise", "slope_new")}
+    stats["still"] = np.zeros(rows, dtype=bool)
+    half = columns // 2
+    index = np.flatnonzero(moving)
+    for start in range(0, len(index), CHUNK):
+        part = index[start : start + CHUNK]
+        got = _judge_rows(nights[part], values[part], counter, sign[part], half)
+        for key, array in got.items():
+            stats[key][part] = array
+    slope = np.where(judged, stats["slope"], np.nan)
+    versus = np.full(rows, np.nan)
+    if peers and judged.sum() > MIN_PEERS:
+        versus = _versus_fleet(slope, stats, span, points, counter, worse)
+    sustained = (stats["moves"] >= MIN_MOVES) & (stats["tau"] >= MIN_TAU) & moving
+    to_limit = _nights_to_limit(last, limit, stats, counter, worse)
+    own = np.abs(slope) * span / np.maximum(stats["noise"], 1e-300)
+    out_of_fleet = np.where(np.isnan(versus), ~counter & (own >= MIN_OWN), versus >= MIN_Z)
+    watched = sustained & ((to_limit <= HORIZON) | (out_of_fleet & stats["still"]))
+    return Trends(watched, slope, stats["acceleration"], to_limit, versus, first, last, span)
+
+
+def _versus_fleet(
+    slope: np.ndarray, stats: dict, span: np.ndarray, points: np.ndarray, counter: bool, worse: int
+) -> np.ndarray:
+    """Robust z of each row's slope among all rows' (signed the worse way), with a floor on the spread.
+
+    Peers that all sit still (the usual counter: zero) have no spread; the floor is what one row's own slope
+    could not tell apart from nothing: a single count over the window for counters, the slope's standard error
+    from its own noise for levels (the median over peers).
+    """
+    known = ~np.isnan(slope)
+    center = float(np.median(slope[known]))
+    spread = MAD_SCALE * float(np.median(np.abs(slope[known] - center)))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if counter:
+            floor = float(np.median(1.0 / np.maximum(span[known], 1.0)))
+        else:
+            k = np.maximum(points[known], 3).astype(float)
+            floor = float(np.median(stats["noise"][known] * np.sqrt(12.0 / (k * (k * k - 1.0)))))
+    scale = max(spread, floor, 1e-300)
+    return (slope - center) * worse / scale
+
+
+def _nights_to_limit(
+    last: np.ndarray, limit: np.ndarray, stats: dict, counter: bool, worse: int
+) -> np.ndarray:
+    """Nights until ``limit`` at the current rate (a counter's with its acceleration); NaN when not approached."""
+    gap = (limit - last) * worse
+    rate = stats["slope_new"] if counter else stats["slope"]
+    rate = np.nan_to_num(rate) * worse
+    out = np.full(last.shape, np.nan)
+    reached = gap <= 0
+    out[reached] = 0.0
+    if counter:
+        accel = np.maximum(np.nan_to_num(stats["acceleration"]) * worse, 0.0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            quad = np.where(
+                accel > 0,
+                (-rate + np.sqrt(rate * rate + 2.0 * accel * np.maximum(gap, 0)))
+                / np.where(accel > 0, accel, 1),
+                gap / rate,
+            )
+        approach = ~reached & ((rate > 0) | (accel > 0)) & (gap > 0)
+        out[approach] = quad[approach]
+    else:
+        approach = ~reached & (rate > 0) & (gap > 0)
+        out[approach] = gap[approach] / rate[approach]
+    return out
+
+
+def _window(series: Sequence[Series], latest: float) -> tuple[np.ndarray, np.ndarray]:
+    """Align series on window columns by age in nights (column 0 oldest); the newest reading of a night wins."""
+    nights = np.full((len(series), WINDOW), np.nan)
+    values = np.full((len(series), WINDOW), np.nan)
+    reference: tuple[float, ...] | None = None
+    fast: list[int] = []
+    for row, s in enumerate(series):
+        tail = _tail(s.nights, latest)
+        if tail == 0:
+            continue
+        ns = s.nights[-tail:]
+        if reference is None and tail == WINDOW and ns[-1] == latest:
+            reference = ns
+        if ns == reference:
+            fast.append(row)
+            continue
+        for n, v in zip(ns, s.values[-tail:], strict=True):
+            col = WINDOW - 1 - min(math.floor(latest - n), WINDOW - 1)
+            nights[row, col] = n
+            values[row, col] = v
+    if fast and reference is not None:
+        nights[fast] = np.asarray(reference)
+        values[fast] = np.asarray([series[r].values[-WINDOW:] for r in fast], dtype=float)
+    return nights, values
+
+
+def _tail(nights: tuple[float, ...], latest: float) -> int:
+    """How many of the newest readings fall within the window ending at ``latest``."""
+    count = 0
+    for n in reversed(nights):
+        if latest - n >= WINDOW or count == WINDOW:
+            break
+        count += 1
+    return count
+
+
+def _reason(s: Series, trends: Trends, row: int) -> str:
+    """The operator's sentence: what moved, from what to what, over how many nights, and where it is heading."""
+    first, last, span = float(trends.first[row]), float(trends.last[row]), round(float(trends.span[row]))
+    slope = float(trends.slope[row])
+    unit = "per night"
+    words = f"{s.metric} went from {first:.4g} to {last:.4g} over {span} nights ({slope:+.3g} {unit}"
+    if trends.acceleration[row] * s.worse > 0 and s.shape == "counter":
+        words += ", accelerating"
+    words += ")"
+    to_limit = float(trends.nights_to_limit[row])
+    if not math.isnan(to_limit) and s.limit is not None:
+        words += (
+            f"; at or past its limit {s.limit:.4g}"
+            if to_limit <= 0
+            else f"; reaches its limit {s.limit:.4g} in about {max(1, round(to_limit))} nights"
+        )
+    z = float(trends.versus_fleet[row])
+    if not math.isnan(z):
+        words += f"; {z:.1f} robust deviations off its peers' trend"
+    return words
+
+
+def _watches(group: Sequence[Series], peers: bool) -> list[Watch | None]:
+    latest = max(s.nights[-1] for s in group if s.nights)
+    nights, values = _window(group, latest)
+    limits = np.array([np.nan if s.limit is None else s.limit for s in group])
+    head = group[0]
+    trends = judge_matrix(nights, values, head.shape, head.worse, limits, peers=peers)
+    out: list[Watch | None] = []
+    for row, s in enumerate(group):
+        if not trends.watched[row]:
+            out.append(None)
+            continue
+        to_limit = float(trends.nights_to_limit[row])
+        z = float(trends.versus_fleet[row])
+        out.append(
+            Watch(
+                component=s.component,
+                metric=s.metric,
+                first=float(trends.first[row]),
+                last=float(trends.last[row]),
+                nights=round(float(trends.span[row])),
+                slope_per_night=float(trends.slope[row]),
+                acceleration=float(trends.acceleration[row]),
+                nights_to_limit=None if math.isnan(to_limit) else to_limit,
+                versus_fleet=None if math.isnan(z) else z,
+                reason=_reason(s, trends, row),
+            )
+        )
+    return out
+
+
+def judge(series: Series, peers: Sequence[Series] = ()) -> Watch | None:
+    """The watch entry of one series judged against its peers (same metric and model), or None."""
+    if not series.nights:
+        return None
+    group = [series, *(p for p in peers if p.nights and p.shape == series.shape)]
+    return _watches(group, peers=len(group) > MIN_PEERS)[0]
+
+
+def judge_fleet(series: Sequence[Series]) -> list[Watch]:
+    """Every watched series of a fleet: grouped by (metric, model), each judged against its group."""
+    groups: dict[tuple[str, str, str, int], list[Series]] = defaultdict(list)
+    for s in series:
+        if s.nights:
+            groups[(s.metric, s.model, s.shape, s.worse)].append(s)
+    found: list[Watch] = []
+    for key in sorted(groups):
+        group = groups[key]
+        found.extend(w for w in _watches(group, peers=len(group) > MIN_PEERS) if w is not None)
+    return found
