@@ -114,7 +114,9 @@ def _check_trend(conn: sqlite3.Connection, check_id: str, host: str | None, limi
         shown = ", ".join(odd[:5]) + (f", +{len(odd) - 5} more" if len(odd) > 5 else "")
         table.append([started, run_id, *(str(tally[s]) for s in STATUSES), shown])
     if host is not None:
-        return f"{check_id} on {host}\n" + text_table(["started", "run", "status", "observed", "message"], table)
+        return f"{check_id} on {host}\n" + text_table(
+            ["started", "run", "status", "observed", "message"], table
+        )
     return f"{check_id}\n" + text_table(["started", "run", *STATUSES, "not passing"], table)
 
 

@@ -183,7 +183,9 @@ def watch_table(db_path: str | Path) -> str:
         if newest is None:
             return f"no watch list readings in {db_path} (each run recorded with --history adds a night)"
         run_id, started, night = newest
-        read = conn.execute("SELECT COUNT(*) FROM watch_components WHERE last_night = ?", (night,)).fetchone()[0]
+        read = conn.execute(
+            "SELECT COUNT(*) FROM watch_components WHERE last_night = ?", (night,)
+        ).fetchone()[0]
         rows = conn.execute(
             "SELECT host, observed FROM checks WHERE run_id = ? AND check_id = ? ORDER BY host",
             (run_id, WATCH_ID),

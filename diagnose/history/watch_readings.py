@@ -39,18 +39,34 @@ class Metric:
 
 
 _CATALOG = (
-    Metric("gpu.ecc_corrected_volatile", "counter", 1, "drain_at_next_window", "corrected ECC since driver load"),
+    Metric(
+        "gpu.ecc_corrected_volatile", "counter", 1, "drain_at_next_window", "corrected ECC since driver load"
+    ),
     Metric("gpu.ecc_corrected_aggregate", "counter", 1, "drain_at_next_window", "corrected ECC, lifetime"),
-    Metric("gpu.ecc_uncorrected_aggregate", "counter", 1, "drain_at_next_window", "uncorrectable ECC, lifetime"),
-    Metric("gpu.rows_remapped_correctable", "counter", 1, "drain_at_next_window", "rows remapped (correctable)"),
-    Metric("gpu.rows_remapped_uncorrectable", "counter", 1, "drain_at_next_window", "rows remapped (uncorrectable)"),
+    Metric(
+        "gpu.ecc_uncorrected_aggregate", "counter", 1, "drain_at_next_window", "uncorrectable ECC, lifetime"
+    ),
+    Metric(
+        "gpu.rows_remapped_correctable", "counter", 1, "drain_at_next_window", "rows remapped (correctable)"
+    ),
+    Metric(
+        "gpu.rows_remapped_uncorrectable",
+        "counter",
+        1,
+        "drain_at_next_window",
+        "rows remapped (uncorrectable)",
+    ),
     Metric("gpu.retired_pages", "counter", 1, "drain_at_next_window", "retired pages (SBE + DBE)"),
     Metric("ib.symbol_error", "counter", 1, "reseat_or_replace_cable", "port symbol errors"),
     Metric("ib.link_error_recovery", "counter", 1, "reseat_or_replace_cable", "port link recoveries"),
     Metric("ib.link_downed", "counter", 1, "reseat_or_replace_cable", "port link downs"),
     Metric("ib.port_rcv_errors", "counter", 1, "reseat_or_replace_cable", "port receive errors"),
-    Metric("ib.local_link_integrity_errors", "counter", 1, "reseat_or_replace_cable", "link integrity errors"),
-    Metric("link.effective_ber_log10", "level", 1, "reseat_or_replace_cable", "log10 effective BER (after FEC)"),
+    Metric(
+        "ib.local_link_integrity_errors", "counter", 1, "reseat_or_replace_cable", "link integrity errors"
+    ),
+    Metric(
+        "link.effective_ber_log10", "level", 1, "reseat_or_replace_cable", "log10 effective BER (after FEC)"
+    ),
     Metric("link.raw_ber_log10", "level", 1, "reseat_or_replace_cable", "log10 raw BER (before FEC)"),
     Metric("cable.temperature_c", "level", 1, "check_cooling", "module temperature, °C"),
     Metric("gpu.gemm_tflops", "level", -1, "drain_at_next_window", "GEMM TFLOP/s"),
@@ -145,8 +161,10 @@ def _port_guids(facts: Mapping[str, Any]) -> tuple[dict[tuple[str, int], str], d
 
 
 def _port_component(host: str, device: str, port: Any, guids: Mapping[tuple[str, int], str]) -> str:
-    guid = guids.get((device, port)) if isinstance(port, int) else None
-    return f"port:{guid}/{port}" if guid else f"slot:{host}/{device}/{port}"
+    """``port:<guid>/<n>``; sysfs names the port ``"1"`` where ibstat counts it as 1."""
+    number = int(port) if str(port).isdigit() else None
+    guid = guids.get((device, number)) if number is not None else None
+    return f"port:{guid}/{number}" if guid else f"slot:{host}/{device}/{port}"
 
 
 def _ib_readings(host: str, facts: Mapping[str, Any]) -> Iterable[Reading]:
@@ -189,7 +207,9 @@ def _optics_readings(host: str, facts: Mapping[str, Any]) -> Iterable[Reading]:
         if serial and isinstance(temperature.get("value"), int | float):
             high = temperature.get("high")
             limit = float(high) if isinstance(high, int | float) and high > 0 else None
-            yield Reading(component, host, slot, model, "cable.temperature_c", float(temperature["value"]), limit)
+            yield Reading(
+                component, host, slot, model, "cable.temperature_c", float(temperature["value"]), limit
+            )
 
 
 def _by_gpu(observed: Any) -> Iterable[tuple[str, str, float]]:
@@ -205,7 +225,9 @@ def _by_gpu(observed: Any) -> Iterable[tuple[str, str, float]]:
                 yield str(kind), bus.group(1).upper(), float(value)
 
 
-def _stress_readings(host: str, checks: Sequence[Mapping[str, Any]], gpus: Mapping[str, _Gpu]) -> Iterable[Reading]:
+def _stress_readings(
+    host: str, checks: Sequence[Mapping[str, Any]], gpus: Mapping[str, _Gpu]
+) -> Iterable[Reading]:
     for row in checks:
         if row.get("host") != host or row.get("status") not in ("PASS", "WARN", "FAIL"):
             continue
@@ -214,15 +236,22 @@ def _stress_readings(host: str, checks: Sequence[Mapping[str, Any]], gpus: Mappi
             metric = "gpu.gemm_tflops" if row["id"] == GPU_GEMM else "gpu.hbm_gbps"
             for kind, bus, value in _by_gpu(observed):
                 where = gpus.get(bus) or _Gpu(f"slot:{host}/{bus}", f"{host} GPU {bus}", "GPU")
-                yield Reading(where.component, host, where.slot, where.model, f"{metric}.{kind.split('.')[-1]}", value)
+                yield Reading(
+                    where.component, host, where.slot, where.model, f"{metric}.{kind.split('.')[-1]}", value
+                )
         elif row.get("id") == GPU_BURNIN and isinstance(observed, Mapping):
             for label, figures in observed.items():
                 bus = _BUS_IN_LABEL.search(str(label))
                 if not bus or not isinstance(figures, Mapping):
                     continue
                 where = gpus.get(bus.group(1).upper())
-                where = where or _Gpu(f"slot:{host}/{bus.group(1).upper()}", f"{host} GPU {bus.group(1)}", "GPU")
-                for metric, key in (("gpu.burnin_sm_mhz", "median_sm_mhz"), ("gpu.burnin_temp_c", "max_temp_c")):
+                where = where or _Gpu(
+                    f"slot:{host}/{bus.group(1).upper()}", f"{host} GPU {bus.group(1)}", "GPU"
+                )
+                for metric, key in (
+                    ("gpu.burnin_sm_mhz", "median_sm_mhz"),
+                    ("gpu.burnin_temp_c", "max_temp_c"),
+                ):
                     value = figures.get(key)
                     if isinstance(value, int | float):
                         yield Reading(where.component, host, where.slot, where.model, metric, float(value))
