@@ -27,7 +27,7 @@ from diagnose.render.prometheus import render_prometheus
 from diagnose.render.view import build_report
 from tests.support.nightly import make_results, night
 from tests.support.paths import CAPTURED
-from tests.support.watchkit import IB_COUNTERS, IBSTAT, SERIAL, gpu_query, ib_counters
+from tests.support.watchkit import IBSTAT, SERIAL, gpu_query, ib_counters
 
 H100 = "NVIDIA H100 80GB HBM3"
 BUS = "00000000:00:06.0"
