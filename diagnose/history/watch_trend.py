@@ -20,8 +20,12 @@ dilute a new trend):
   Kendall's tau of the window, signed the worse way, is at least :data:`MIN_TAU`;
 * **watched** when sustained and either the projection to ``limit`` falls within :data:`HORIZON` nights, or
   the slope stands out of the same metric+model peers' slopes by :data:`MIN_Z` robust deviations while the
-  component still gets worse (a level's newer half still moves the worse way; a counter's nightly increase
-  still rises: Kendall's tau of the increases reaches :data:`MIN_RISE_TAU`).
+  component still gets worse (a level's newer half still moves the worse way; a counter's rate in the newer
+  half exceeds the older half's by :data:`MIN_RISE_Z` Poisson deviations: a steady rate, however far above
+  the peers', is a known condition, not a trend).
+* **projection** of a level uses a cautious slope, the :data:`CAUTION` quantile of the pairwise slopes
+  toward the limit, so a short, noisy window does not project a near crossing; a counter's projection uses
+  its newer half's rate and the acceleration.
   Without peers (fewer than :data:`MIN_PEERS`) the component is held against its own noise instead: its drift
   over the window must reach :data:`MIN_OWN` noise deviations.
 
@@ -56,8 +60,10 @@ MIN_Z = 6.0
 MIN_PEERS = 4
 #: Without peers: the drift over the window, in own noise deviations, that counts as standing out.
 MIN_OWN = 8.0
-#: A counter's rate still rises when Kendall's tau of its nightly increases reaches this.
-MIN_RISE_TAU = 0.4
+#: A counter's rate still rises when the newer half's exceeds the older half's by this many Poisson deviations.
+MIN_RISE_Z = 3.0
+#: Quantile of the pairwise slopes (toward the limit) a level's projection uses.
+CAUTION = 0.25
 #: Points a series needs in the window to be judged at all.
 MIN_POINTS = 5
 #: 1.4826 × MAD estimates the standard deviation of normally distributed values.
@@ -117,8 +123,11 @@ def _pairs(columns: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _nanmedian(a: np.ndarray) -> np.ndarray:
     """Row medians ignoring NaN; all-NaN rows give NaN without numpy's warning."""
+    gaps = np.isnan(a)
+    if not gaps.any():
+        return np.median(a, axis=1) if a.shape[1] else np.full(a.shape[0], np.nan)
     out = np.full(a.shape[0], np.nan)
-    ok = ~np.all(np.isnan(a), axis=1)
+    ok = ~np.all(gaps, axis=1)
     if ok.any():
         out[ok] = np.nanmedian(a[ok], axis=1)
     return out
@@ -146,7 +155,9 @@ def _drop_before_reset(nights: np.ndarray, values: np.ndarray) -> None:
     nights[before] = np.nan
 
 
-def _judge_rows(nights: np.ndarray, values: np.ndarray, counter: bool, worse: np.ndarray, half: int) -> dict:
+def _judge_rows(
+    nights: np.ndarray, values: np.ndarray, counter: bool, worse: np.ndarray, half: int, limited: np.ndarray
+) -> dict:
     """Own-series statistics of a chunk of rows (columns ordered oldest first, ``half`` columns in the older half)."""
     rows, columns = values.shape
     i, j = _pairs(columns)
@@ -176,7 +187,11 @@ def _judge_rows(nights: np.ndarray, values: np.ndarray, counter: bool, worse: np
             )
         moves = np.sum((step[:, -RECENT:] * worse[:, None]) > 0, axis=1)
         noise = np.zeros(rows)
-        still = _tau(step) * worse >= MIN_RISE_TAU
+        h = np.maximum(mid_new - mid_old, 1.0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rise = (slope_new - slope_old) * worse / np.sqrt((np.abs(slope_new) + np.abs(slope_old)) / h)
+        still = np.nan_to_num(rise) >= MIN_RISE_Z
+        cautious = slope_new
     else:
         intercept = _nanmedian(values - slope[:, None] * nights)
         residual = values - slope[:, None] * nights - intercept[:, None]
@@ -186,6 +201,10 @@ def _judge_rows(nights: np.ndarray, values: np.ndarray, counter: bool, worse: np
         beyond = (recent - baseline[:, None]) * worse[:, None] > MOVE_SIGMA * floor[:, None]
         moves = np.sum(beyond, axis=1)
         still = slope_new * worse > 0
+        cautious = np.full(rows, np.nan)
+        if limited.any():
+            toward = slopes[limited] * worse[limited, None]
+            cautious[limited] = np.nanquantile(toward, CAUTION, axis=1) * worse[limited]
     return {
         "slope": slope,
         "acceleration": acceleration,
@@ -194,6 +213,7 @@ def _judge_rows(nights: np.ndarray, values: np.ndarray, counter: bool, worse: np
         "noise": noise,
         "still": still,
         "slope_new": slope_new,
+        "cautious": cautious,
     }
 
 
@@ -228,13 +248,16 @@ def judge_matrix(
     span = np.where(points > 0, nights[take, last_col] - nights[take, first_col], 0.0)
     judged = points >= MIN_POINTS
     moving = judged & ((last != first) if counter else judged)
-    stats = {key: np.zeros(rows) for key in ("slope", "acceleration", "tau", "moves", "noise", "slope_new")}
+    stats = {
+        key: np.zeros(rows)
+        for key in ("slope", "acceleration", "tau", "moves", "noise", "slope_new", "cautious")
+    }
     stats["still"] = np.zeros(rows, dtype=bool)
     half = columns // 2
     index = np.flatnonzero(moving)
     for start in range(0, len(index), CHUNK):
         part = index[start : start + CHUNK]
-        got = _judge_rows(nights[part], values[part], counter, sign[part], half)
+        got = _judge_rows(nights[part], values[part], counter, sign[part], half, ~np.isnan(limit[part]))
         for key, array in got.items():
             stats[key][part] = array
     slope = np.where(judged, stats["slope"], np.nan)
@@ -244,7 +267,7 @@ def judge_matrix(
     sustained = (stats["moves"] >= MIN_MOVES) & (stats["tau"] >= MIN_TAU) & moving
     to_limit = _nights_to_limit(last, limit, stats, counter, worse)
     own = np.abs(slope) * span / np.maximum(stats["noise"], 1e-300)
-    out_of_fleet = np.where(np.isnan(versus), ~counter & (own >= MIN_OWN), versus >= MIN_Z)
+    out_of_fleet = np.where(np.isnan(versus), (own >= MIN_OWN) & (not counter), versus >= MIN_Z)
     watched = sustained & ((to_limit <= HORIZON) | (out_of_fleet & stats["still"]))
     return Trends(watched, slope, stats["acceleration"], to_limit, versus, first, last, span)
 
@@ -276,7 +299,7 @@ def _nights_to_limit(
 ) -> np.ndarray:
     """Nights until ``limit`` at the current rate (a counter's with its acceleration); NaN when not approached."""
     gap = (limit - last) * worse
-    rate = stats["slope_new"] if counter else stats["slope"]
+    rate = stats["cautious"]
     rate = np.nan_to_num(rate) * worse
     out = np.full(last.shape, np.nan)
     reached = gap <= 0

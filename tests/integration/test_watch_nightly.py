@@ -1,7 +1,7 @@
 """The watch list across successive nightly runs on real sshd hosts (issue 35).
 
 Three 4-GPU hosts answer a nightly of the fast per-host checks (gpu.memory, ib.port_state, ib.counters)
-seven times. Between nights only counters change: on node1 one GPU's corrected ECC climbs faster each
+nine times. Between nights only counters change: on node1 one GPU's corrected ECC climbs faster each
 night (its fake nvidia-smi prints the lent H100's real query with the counter cells edited, see
 tests/support/watchkit.py); on node2 one InfiniBand port's symbol_error accelerates (its sysfs file
 rewritten through TestHost.set_ib_counter); everywhere else counters tick by one now and then, as on a
@@ -25,7 +25,7 @@ from tests.support.watchkit import gpu_rows, ibstat_of_host, port_guid, query_fr
 
 pytestmark = pytest.mark.integration
 
-NIGHTS = 7
+NIGHTS = 9
 HOSTS = ("node1", "node2", "node3")
 SYMBOL_PORT = "mlx5_4"
 

@@ -144,7 +144,7 @@ def test_history_watch_names_the_climbing_gpu_and_every_output_shows_it(tmp_path
     db = tmp_path / "h.sqlite3"
     serials = [f"17525240225{i:02d}" for i in range(8)]
     climbing = serials[5]
-    for n in range(7):
+    for n in range(9):
         results = make_results(f"run{n:02d}", night(n))
         found = history.watch(db, results, fleet_night(n, climbing, serials))
         results["checks"] += [dataclasses.asdict(c) for c in found.results]
@@ -158,15 +158,15 @@ def test_history_watch_names_the_climbing_gpu_and_every_output_shows_it(tmp_path
     (row,) = [c for c in results["checks"] if c["id"] == history.WATCH_ID]
     assert (row["host"], row["status"], row["action"]) == ("node5", "WARN", "drain_at_next_window")
     assert row["message"].startswith(f"gpu:{climbing} at node5 GPU {BUS} ({H100}) is getting worse: ")
-    assert "gpu.ecc_corrected_volatile went from 0 to 126 over 6 nights" in row["message"]
+    assert "gpu.ecc_corrected_volatile went from 0 to 216 over 8 nights" in row["message"]
     assert results["history"]["watch"]["components"] == 8
 
     line = summary_line({**results, "verdict": "PASS"}, [])
     assert line.endswith(f"no regressions, 1 watched (gpu:{climbing} on node5)"), line
 
     table = history.watch_table(db).splitlines()
-    assert table[0] == f"watch list of run run06 ({results['run']['started']}): 1 component watched of 8 read"
-    assert table[3].split()[:6] == [f"gpu:{climbing}", "node5", "gpu.ecc_corrected_volatile", "0", "→", "126"]
+    assert table[0] == f"watch list of run run08 ({results['run']['started']}): 1 component watched of 8 read"
+    assert table[3].split()[:6] == [f"gpu:{climbing}", "node5", "gpu.ecc_corrected_volatile", "0", "→", "216"]
     assert table[3].split()[-1] == "drain_at_next_window"
 
     prom = render_prometheus(results).decode().splitlines()
@@ -179,4 +179,4 @@ def test_history_watch_names_the_climbing_gpu_and_every_output_shows_it(tmp_path
     assert "Watch list: components getting worse night after night" in html
     chapter = html[html.index('class="plot watch"') :]
     assert f"gpu:{climbing}" in chapter and "<svg" in chapter[: chapter.index("</div>")]
-    assert "0 → 126 over 6 nights" in chapter and "drain at the next maintenance window" in chapter
+    assert "0 → 216 over 8 nights" in chapter and "drain at the next maintenance window" in chapter
