@@ -21,7 +21,7 @@ from diagnose.core.check import Check, Facts
 from diagnose.core.model import CommandOutput, Outcome
 from diagnose.core.units import counted, noun_for
 from diagnose.core.vars import Vars
-from diagnose.parsers.gpu_query import GPU_QUERY, flag, gpu_label, integer, parse_gpu_query
+from diagnose.parsers.gpu_query import GPU_QUERY, NOT_APPLICABLE, flag, gpu_label, integer, parse_gpu_query
 
 _FIELDS = {
     "ecc_mode": "ecc.mode.current",
@@ -36,6 +36,8 @@ _FIELDS = {
     "remapped_uncorrectable": "remapped_rows.uncorrectable",
     "remap_pending": "remapped_rows.pending",
     "remap_failure": "remapped_rows.failure",
+    "corrected_volatile": "ecc.errors.corrected.volatile.total",
+    "corrected_aggregate": "ecc.errors.corrected.aggregate.total",
 }
 _FLAGS = ("ecc_mode", "retired_pending", "remap_pending", "remap_failure")
 
@@ -49,6 +51,11 @@ RMA = (
 )
 
 
+def _identity(value: str | None) -> str | None:
+    """A serial or UUID as printed, None where the board has none (``[N/A]``)."""
+    return None if value is None or value.strip().lower() in NOT_APPLICABLE else value.strip()
+
+
 def parse(outputs: Mapping[str, CommandOutput], host_vars: Vars) -> Facts:
     gpus = []
     for row in parse_gpu_query(outputs["gpu_query"].stdout):
@@ -57,6 +64,9 @@ def parse(outputs: Mapping[str, CommandOutput], host_vars: Vars) -> Facts:
             "bus_id": row.get("pci.bus_id"),
             "name": row.get("name"),
             "vbios": row.get("vbios_version"),  # for versions.firmware
+            # the physical GPU whichever slot it sits in: the watch list's series key (issue 35)
+            "serial": _identity(row.get("serial")),
+            "uuid": _identity(row.get("uuid")),
         }
         for key, field in _FIELDS.items():
             gpu[key] = flag(row.get(field)) if key in _FLAGS else integer(row.get(field))

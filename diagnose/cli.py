@@ -273,7 +273,7 @@ def cmd_history(args: argparse.Namespace) -> int:
         print("diagnose: warning: history --limit is deprecated; use --last N (N runs)", file=sys.stderr)
         last = args.limit_runs
     try:
-        text = history_text(args.history, args.check, args.collective, args.host, last)
+        text = history_text(args.history, args.check, args.collective, args.host, last, args.watch)
     except ConfigError as exc:
         return _config_error(exc)
     print(text)
@@ -511,13 +511,18 @@ def build_parser() -> Parser:
     checks = sub.add_parser("checks", help="list the check catalog")
     checks.set_defaults(func=cmd_checks, parser=checks)
 
-    hist = sub.add_parser("history", help="list past runs, or the trend of a check or a benchmark")
+    hist = sub.add_parser(
+        "history", help="list past runs, the trend of a check or a benchmark, or the watch list"
+    )
     hist.add_argument("--history", help="history database (default: the user data dir)")
     hist.add_argument("--last", type=int, default=20, metavar="N", help="the N latest runs (default 20)")
     hist.add_argument("--limit", type=int, dest="limit_runs", help=argparse.SUPPRESS)  # deprecated: --last
     hist.add_argument("--check", help="trend of this check id")
     hist.add_argument("--host", help="with --check: only this host")
     hist.add_argument("--collective", help="busbw trend of this collective")
+    hist.add_argument(
+        "--watch", action="store_true", help="the watch list: components getting worse night after night"
+    )
     hist.set_defaults(func=cmd_history, parser=hist)
 
     base = sub.add_parser("baseline", help="pin a run as the baseline that regressions are measured against")

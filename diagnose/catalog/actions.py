@@ -21,6 +21,9 @@ MEANING: dict[str, str] = {
     "none": "nothing to do now (advisory, or not applicable)",
     "check_config": "fix a setting, a package or the connection (host, driver, NCCL, Kubernetes, the inventory)",
     "check_user_app": "look at the job: its code, its launch or its data path, not the hardware",
+    "check_cooling": "look at the airflow, fans and inlet temperature of the named part's node or rack",
+    "drain_at_next_window": "the named part is getting worse: drain its node at the next maintenance window "
+    "and replace or repair the part before it stops a job",
     "reset_gpu": "drain the GPU's jobs and reset it (nvidia-smi -r), then run the checks again",
     "reboot": "drain the node and reboot it (power-cycle through the BMC if it does not answer)",
     "reseat_or_replace_cable": "reseat the cable or transceiver of the named port or link, replace it if "

@@ -41,6 +41,7 @@ IB_LATENCY = "ib.latency"
 HISTORY_PREFIX = "history."
 HISTORY_REGRESSION = "history.regression"
 HISTORY_UNSTABLE = "history.unstable"
+HISTORY_WATCH = "history.watch"
 CUSTOM_PREFIX = "custom."
 QUARANTINE_CAP = "quarantine.cap"
 
@@ -298,6 +299,14 @@ STAGE_IDS: tuple[StageId, ...] = (
         "a check flipping PASS↔FAIL over the last runs",
         "No check flipping PASS↔FAIL between runs",
         action="check_config",
+    ),
+    StageId(
+        HISTORY_WATCH,
+        "–",
+        "--history database",
+        "a component getting worse night after night (ECC, row remaps, port errors, BER, optics, GEMM, clocks)",
+        "No component degrading night after night",
+        action="drain_at_next_window",
     ),
     StageId(
         QUARANTINE_CAP,

@@ -16,15 +16,23 @@ def database(path: str | None) -> Path:
 
 
 def history_text(
-    path: str | None, check: str | None, collective: str | None, host: str | None, limit: int
+    path: str | None,
+    check: str | None,
+    collective: str | None,
+    host: str | None,
+    limit: int,
+    watch: bool = False,
 ) -> str:
-    """The trend of a check or a collective's busbw when one is named, else the list of recent runs.
+    """The watch list (``--watch``), the trend of a check or a collective's busbw when one is named, else the
+    list of recent runs.
 
     Reading never creates the database: a ``--history`` that names no file is refused (exit 2); the default
     one not made yet only means no nightly run has recorded anything on this account."""
     db = database(path)
     if path is None and not db.is_file():
         return f"no runs recorded yet: no history at {db} (a nightly run, or a run given --history, makes it)"
+    if watch:
+        return history.watch_table(db)
     if check or collective:
         return history.history_trend(db, check, collective, host, limit)
     return history.history_list(db, limit)

@@ -14,6 +14,8 @@ ACTIONS = (
     "none",
     "check_config",
     "check_user_app",
+    "check_cooling",
+    "drain_at_next_window",
     "reset_gpu",
     "reboot",
     "reseat_or_replace_cable",
@@ -24,7 +26,7 @@ ACTIONS = (
 
 
 def check_action(action: str | None) -> None:
-    """Refuse a word outside :data:`ACTIONS`: dashboards and drain scripts match on these nine."""
+    """Refuse a word outside :data:`ACTIONS`: dashboards and drain scripts match on these eleven."""
     if action is not None and action not in ACTIONS:
         raise ValueError(f"unknown action {action!r} (one of {', '.join(ACTIONS)})")
 

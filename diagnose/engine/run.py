@@ -215,6 +215,7 @@ class Run:
         self.started = datetime.now(timezone.utc)
         self.run_id = new_run_id(self.started)
         self.states: dict[str, engine.HostState] = {}
+        self.watched = history.WatchFindings()
 
     def execute(self) -> RunOutcome:
         """The run under the history lock (when it keeps history); never raises for a host's trouble."""
@@ -358,8 +359,12 @@ class Run:
             regressions = history.regressions(db, store.document(), drop)
             first = request.hosts[0].vars if request.hosts else None
             regressions, unstable = history.instability(db, store.document(), regressions, first)
-            store.add_checks([r.result for r in regressions] + unstable)
-            store.extra["history"] = {"trend": history.trend_for_report(db, store.document())}
+            self.watched = history.watch(db, store.document(), {n: s.facts for n, s in self.states.items()})
+            store.add_checks([r.result for r in regressions] + unstable + self.watched.results)
+            store.extra["history"] = {
+                "trend": history.trend_for_report(db, store.document()),
+                "watch": self.watched.summary,
+            }
         return regressions
 
     def _suggest_profile(self, store: engine.ResultsStore) -> None:
@@ -395,6 +400,7 @@ class Run:
         """History, reports and retention, once the record is complete."""
         if db is not None:
             history.record_run(db, document, out_dir)
+            history.record_watch(db, document, self.watched)
             record_coverage(db, document)
         outcome = RunOutcome("done", out_dir=out_dir, document=document, regressions=regressions)
         try:

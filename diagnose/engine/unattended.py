@@ -167,7 +167,9 @@ def summary_line(
     """One line for cron mail: verdict, what failed, the regressions, where the report is.
 
     e.g. ``diagnose nightly prod: FAIL — 2 FAIL, 1 ERROR, 3 regressions (node07 ib.port_state PASS→FAIL;
-    all_reduce ≥64MiB busbw -18%; +1 more) — report: /srv/nightly/20261121T020000Z-cb43/report.html``.
+    all_reduce ≥64MiB busbw -18%; +1 more), 1 watched (gpu:1652923001234 on node03) — report:
+    /srv/nightly/20261121T020000Z-cb43/report.html``: "watched" counts the components on the watch list
+    (``history.watch``), named as their series are.
     The regressions are counted apart from the run's other results, which they would otherwise double;
     the rest is counted as everywhere else (:mod:`diagnose.render.tally`), and a PASS with limited
     coverage says so.
@@ -193,6 +195,11 @@ def summary_line(
         tally.append(f"{len(found)} {noun} ({'; '.join(listed)})")
     else:
         tally.append("no regressions")
+    watched = [c for c in results.get("checks", []) if c.get("id") == history.WATCH_ID]
+    if watched:
+        named = [f"{(c.get('observed') or {}).get('component', '?')} on {c.get('host')}" for c in watched]
+        more = [f"+{len(named) - max_listed} more"] if len(named) > max_listed else []
+        tally.append(f"{len(watched)} watched ({'; '.join(named[:max_listed] + more)})")
     line = f"{name}: {results.get('verdict', 'ERROR')} — {', '.join(tally)}"
     if report is not None:
         line += f" — report: {report}"

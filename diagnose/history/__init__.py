@@ -16,7 +16,11 @@ One module per job; ``counts`` and ``storage`` are at the bottom and no module i
 * ``comparison`` — the comparison rules: snapshots of a run, the findings, ``regressions()``;
 * ``trends`` — the tables of ``diagnose history`` and the report's trend data;
 * ``retention`` — pruning old runs, and the run folders that folder retention must keep;
-* ``stability`` — checks that keep flipping between PASS and FAIL on a host (``history.unstable``).
+* ``stability`` — checks that keep flipping between PASS and FAIL on a host (``history.unstable``);
+* ``watch_readings`` — what the watch list reads from a run: a number per physical component and metric,
+  keyed by serial, GUID or module serial (pure); ``watch_trend`` — whether one series gets worse (pure);
+  ``watch_store`` — the readings night by night, identity (moved, replaced) and the cap; ``watch_list`` —
+  ``history.watch`` for each degrading component and ``diagnose history --watch``.
 
 The names below are what the rest of diagnose uses (``from diagnose import history``). The other public
 names of ``storage`` and ``bands`` (``open_db``, ``series_key``, ``run_references``, ``busbw_by_size`` ...)
@@ -39,13 +43,16 @@ from diagnose.history.storage import (
     set_baseline,
 )
 from diagnose.history.trends import history_list, history_trend, trend_for_report
+from diagnose.history.watch_list import WATCH_ID, WatchFindings, record_watch, watch, watch_table
 
 __all__ = [
     "REGRESSION_ID",
     "SCHEMA_VERSION",
     "UNSTABLE_ID",
+    "WATCH_ID",
     "PrunedRun",
     "Regression",
+    "WatchFindings",
     "check_db_path",
     "create_db",
     "default_db_path",
@@ -58,8 +65,11 @@ __all__ = [
     "protected_run_dirs",
     "prune",
     "record_run",
+    "record_watch",
     "regressions",
     "schema_version",
     "set_baseline",
     "trend_for_report",
+    "watch",
+    "watch_table",
 ]

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from diagnose.history.storage import baseline_ids, last_good_ids, open_db, series_key
+from diagnose.history.watch_store import forget_orphans
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ def prune(
         ]
         with conn:
             conn.executemany("DELETE FROM runs WHERE id = ?", [(p.run_id,) for p in doomed])
+            forget_orphans(conn)  # the watch list's parts whose every night went with those runs
     return doomed
 
 

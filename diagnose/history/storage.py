@@ -113,6 +113,40 @@ _MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE runs ADD COLUMN regressions INTEGER;
     """,
+    # 4: the watch list (diagnose.history.watch_store): one number per component, metric and night, in
+    # integers where it can (a night is a recorded run with readings; metric names once). A pruned run takes
+    # its night's readings with it (the cascade to watch_runs, then the trigger).
+    """
+    CREATE TABLE watch_runs (
+        run_id TEXT PRIMARY KEY REFERENCES runs (id) ON DELETE CASCADE,
+        night INTEGER NOT NULL UNIQUE
+    );
+    CREATE TABLE watch_metrics (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE
+    );
+    CREATE TABLE watch_components (
+        id INTEGER PRIMARY KEY,
+        component TEXT NOT NULL UNIQUE,
+        model TEXT NOT NULL,
+        host TEXT NOT NULL,
+        slot TEXT NOT NULL,
+        first_night INTEGER NOT NULL,
+        last_night INTEGER NOT NULL
+    );
+    CREATE INDEX watch_components_slot ON watch_components (slot);
+    CREATE TABLE watch_readings (
+        component INTEGER NOT NULL,
+        metric INTEGER NOT NULL,
+        night INTEGER NOT NULL,
+        value REAL NOT NULL,
+        lim REAL,
+        PRIMARY KEY (component, metric, night)
+    ) WITHOUT ROWID;
+    CREATE TRIGGER watch_night_forgotten AFTER DELETE ON watch_runs BEGIN
+        DELETE FROM watch_readings WHERE night = old.night;
+    END;
+    """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 

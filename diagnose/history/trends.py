@@ -24,7 +24,7 @@ from diagnose.history.storage import (
 )
 
 
-def _table(headers: list[str], rows: Iterable[list[str]]) -> str:
+def text_table(headers: list[str], rows: Iterable[list[str]]) -> str:
     """A plain aligned table: cron mail, pipes and grep read it as well as a terminal does."""
     rows = [headers, *rows]
     widths = [max(len(row[i]) for row in rows) for i in range(len(headers))]
@@ -74,7 +74,7 @@ def history_list(db_path: str | Path, limit: int = 20) -> str:
         return f"no runs recorded in {db_path}"
     headers = ["run", "started", "verdict", "FAIL", "ERROR", "WARN", "regressions", "hosts", "note"]
     parts = [
-        f"{playbook or '?'} on {inventory or '?'}\n" + _table(headers, table)
+        f"{playbook or '?'} on {inventory or '?'}\n" + text_table(headers, table)
         for (playbook, inventory), table in series.items()
     ]
     if len(series) > 1:
@@ -114,8 +114,10 @@ def _check_trend(conn: sqlite3.Connection, check_id: str, host: str | None, limi
         shown = ", ".join(odd[:5]) + (f", +{len(odd) - 5} more" if len(odd) > 5 else "")
         table.append([started, run_id, *(str(tally[s]) for s in STATUSES), shown])
     if host is not None:
-        return f"{check_id} on {host}\n" + _table(["started", "run", "status", "observed", "message"], table)
-    return f"{check_id}\n" + _table(["started", "run", *STATUSES, "not passing"], table)
+        return f"{check_id} on {host}\n" + text_table(
+            ["started", "run", "status", "observed", "message"], table
+        )
+    return f"{check_id}\n" + text_table(["started", "run", *STATUSES, "not passing"], table)
 
 
 def _band_median(sizes: Mapping[int, float], band: Band) -> float | None:
@@ -177,7 +179,7 @@ def _collective_trend(conn: sqlite3.Connection, collective: str, limit: int) -> 
             ]
         )
     headers = ["started", "run", "tool", "nodes×ranks/node", *(b.label for b in BANDS), "peak", "status"]
-    return f"{collective} busbw (GB/s, median per size band)\n" + _table(headers, table)
+    return f"{collective} busbw (GB/s, median per size band)\n" + text_table(headers, table)
 
 
 def history_trend(

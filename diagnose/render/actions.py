@@ -16,6 +16,8 @@ ACTION_WORDS: dict[str, str] = {
     "none": "nothing to do",
     "check_config": "fix the configuration",
     "check_user_app": "check the application or job settings",
+    "check_cooling": "check the cooling",
+    "drain_at_next_window": "drain at the next maintenance window",
     "reset_gpu": "reset the GPU",
     "reboot": "reboot the host",
     "reseat_or_replace_cable": "reseat or replace the cable",

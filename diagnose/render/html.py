@@ -15,12 +15,13 @@ from markupsafe import Markup, escape
 
 import diagnose
 from diagnose.core.units import MISSING
-from diagnose.render.plots import burnin_svg, busbw_svg, heatmap_svg, trend_svg
+from diagnose.render.plots import burnin_svg, busbw_svg, heatmap_svg, trend_svg, watch_svg
 from diagnose.render.text import count_of
 from diagnose.render.view import Report
 from diagnose.render.view_environment import ENV_FIELDS
 from diagnose.render.view_fabric import FabricView
 from diagnose.render.view_stress import StressView
+from diagnose.render.view_watch import WatchView
 
 _STATUS_CLASSES = {
     "PASS": "st-pass",
@@ -83,6 +84,10 @@ def render_html(report: Report) -> str:
                 plot.svg = Markup(burnin_svg(plot.series, salt=f"burnin{index}"))
         elif isinstance(data, FabricView) and data.ratios:
             data.svg = Markup(heatmap_svg(data.ratios, len(data.rails), salt="fabric"))
+        elif isinstance(data, WatchView):
+            for index, item in enumerate(data.items, start=1):
+                drawn = [(m.metric, m.nights, m.values, m.limit) for m in item.metrics if m.values]
+                item.svg = Markup(watch_svg(drawn, salt=f"watch{index}")) if drawn else ""
     template = _environment().get_template("report.html.j2")
     return template.render(
         cover=report.cover,

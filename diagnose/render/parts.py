@@ -1,6 +1,6 @@
 """Report chapters that read their own top-level lists of results.json (``training``, ``inference``,
-``localization``, ``fleet``, ``stress``, ``fabric``, ``quarantine`` with ``bug_report``), shown after the
-benchmarks.
+``localization``, ``fleet``, ``stress``, ``fabric``, ``quarantine`` with ``bug_report``) or their own rows
+(``watch``: the ``history.watch`` results), shown after the benchmarks.
 
 Each part is a builder (results dict → its view model, or None when the run has nothing for it) and a
 partial template under ``reports/`` that receives the view model as ``data``. Adding a chapter is one
@@ -20,6 +20,7 @@ from diagnose.render.view_localization import build_localization
 from diagnose.render.view_quarantine import build_quarantine
 from diagnose.render.view_stress import build_stress
 from diagnose.render.view_training import build_training
+from diagnose.render.view_watch import build_watch
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ PARTS: tuple[Part, ...] = (
     Part("fleet", "Fleet: hosts against their peers", "fleet.html.j2", build_fleet),
     Part("fabric", "Fabric: RDMA write bandwidth of every NIC, by rail", "fabric.html.j2", build_fabric),
     Part("stress", "GPUs under load: GEMM, HBM, memory test, SDC, burn-in", "stress.html.j2", build_stress),
+    Part("watch", "Watch list: components getting worse night after night", "watch.html.j2", build_watch),
     Part(
         "quarantine",
         "Nodes diagnose acted on: cordons, drains, bug reports",

@@ -1,5 +1,5 @@
 """The report's plots as inline SVG: busbw by message size, busbw trends, GPU clocks and heat under burn-in,
-the NICs of every host by rail.
+the NICs of every host by rail, the watch list's components night by night.
 
 matplotlib's object API (``Figure``, no pyplot) keeps no global state, so rendering is safe to call from
 any thread and leaves no figures behind. Text is written as SVG ``<text>`` (escaped by matplotlib's XML
@@ -135,6 +135,26 @@ def burnin_svg(series: dict[str, dict[str, list[Any]]], salt: str) -> str:
         for ax in (clock, heat):
             ax.grid(True, lw=0.3, color="#bbbbbb")
         clock.legend(loc="lower left", fontsize=6, frameon=False, ncol=min(8, max(1, len(series))))
+        fig.tight_layout(pad=0.4)
+        buffer = io.StringIO()
+        fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
+    return _finish(buffer.getvalue(), salt)
+
+
+def watch_svg(series: list[tuple[str, list[float], list[float], float | None]], salt: str) -> str:
+    """One small panel per watched metric of a component: its readings night by night, its limit dashed
+    where one is known; ``series`` holds (metric, nights, values, limit)."""
+    with matplotlib.rc_context({**_STYLE, "svg.hashsalt": salt}):
+        fig = Figure(figsize=(3.4 * min(2, len(series)), 1.7 * math.ceil(len(series) / 2)))
+        for index, (metric, nights, values, limit) in enumerate(series, start=1):
+            ax = fig.add_subplot(math.ceil(len(series) / 2), min(2, len(series)), index)
+            ax.plot(nights, values, marker="o", ms=2.4, lw=1.0)
+            if limit is not None:
+                ax.axhline(limit, ls="--", lw=0.8, color="#c0392b")
+            ax.set_title(metric, fontsize=7)
+            ax.set_xlabel("night", fontsize=6.5)
+            ax.tick_params(labelsize=6)
+            ax.grid(True, lw=0.3, color="#bbbbbb")
         fig.tight_layout(pad=0.4)
         buffer = io.StringIO()
         fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})

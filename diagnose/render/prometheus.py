@@ -1,11 +1,11 @@
-"""A node_exporter textfile-collector file: check statuses, the run's counts and coverage, benchmark busbw
-and every NIC's RDMA write bandwidth as gauges.
+"""A node_exporter textfile-collector file: check statuses, the run's counts and coverage, benchmark busbw,
+every NIC's RDMA write bandwidth and the watch list's components as gauges.
 
 Nightly runs drop this file into the collector's folder, so that the same alerting that watches the
 cluster's nodes also sees "ib.port_state went to FAIL on gpu042" or "all_reduce busbw fell". A status is a
 number on the scale of :data:`diagnose.core.model.SEVERITY` rather than a label, so that a series keeps its
 identity when the status changes and ``max by (check)`` finds the worst host. The per-check and
-per-benchmark series carry the result's ``action`` (docs/actions.md) as a label: one of nine words, ``none``
+per-benchmark series carry the result's ``action`` (docs/actions.md) as a label: one of eleven words, ``none``
 on a PASS, so alert routes can send ``rma_gpu`` to the vendor queue and ``check_config`` to the team; the
 series of a check changes its action label when its verdict changes, as an alert on it does anyway.
 """
@@ -16,7 +16,7 @@ import math
 from datetime import datetime
 from typing import Any
 
-from diagnose.catalog.stage_ids import bench_id
+from diagnose.catalog.stage_ids import HISTORY_WATCH, bench_id
 from diagnose.core.model import ACTIONS, SEVERITY, strongest
 from diagnose.render.acted import outcome_counts
 from diagnose.render.hostlist import natural_key
@@ -66,7 +66,7 @@ class _Family:
 
 def action_label(entry: dict[str, Any]) -> str:
     """The ``action`` label of a result: its recorded action, ``none`` on PASS; empty (no label) where an
-    older file recorded none or a hand-made one holds a word outside the nine, so the label stays bounded."""
+    older file recorded none or a hand-made one holds a word outside the eleven, so the label stays bounded."""
     if entry.get("status") == "PASS":
         return "none"
     action = entry.get("action")
@@ -177,6 +177,8 @@ def render_prometheus(results: dict[str, Any]) -> bytes:
     for family in _stress_families(results):
         lines += family.lines()
     lines += _quarantine_family(results).lines()
+    for family in _watch_families(results):
+        lines += family.lines()
     return ("\n".join(lines) + "\n").encode("utf-8")
 
 
@@ -281,3 +283,45 @@ def _quarantine_family(results: dict[str, Any]) -> _Family:
     for (scheduler, outcome), count in sorted(outcome_counts(results).items()):
         nodes.add({"scheduler": scheduler, "state": outcome}, count)
     return nodes
+
+
+def _watch_families(results: dict[str, Any]) -> list[_Family]:
+    """The watch list (``history.watch``): one series per watched component and metric, labelled so an alert
+    can route on the action and a dashboard can list the parts; the projection where a limit is known."""
+    watched = _Family(
+        "diagnose_watch_component",
+        "1 for each metric of a component on the watch list (getting worse night after night).",
+    )
+    to_limit = _Family(
+        "diagnose_watch_nights_to_limit", "Nights until a watched metric reaches its limit at its trend."
+    )
+    slope = _Family("diagnose_watch_slope_per_night", "Robust slope of a watched metric, per night.")
+    for row in results.get("checks") or []:
+        observed = row.get("observed") if isinstance(row, dict) else None
+        if row.get("id") != HISTORY_WATCH or not isinstance(observed, dict):
+            continue
+        for entry in observed.get("metrics") or []:
+            if not isinstance(entry, dict):
+                continue
+            labels = {
+                "component": observed.get("component"),
+                "host": row.get("host"),
+                "metric": entry.get("metric"),
+            }
+            action = entry.get("action")
+            watched.add({**labels, "action": action if action in ACTIONS else ""}, 1.0)
+            if isinstance(entry.get("nights_to_limit"), int | float):
+                to_limit.add(labels, entry["nights_to_limit"])
+            if isinstance(entry.get("slope_per_night"), int | float):
+                slope.add(labels, entry["slope_per_night"])
+    counts = _Family(
+        "diagnose_watch_components", "Components the watch list read in the run, and how many it watches."
+    )
+    summary = (
+        (results.get("history") or {}).get("watch") if isinstance(results.get("history"), dict) else None
+    )
+    if isinstance(summary, dict):
+        for state, key in (("read", "components"), ("watched", "watched")):
+            if isinstance(summary.get(key), int):
+                counts.add({"state": state}, summary[key])
+    return [watched, to_limit, slope, counts]

@@ -112,13 +112,16 @@ def _cells(line: str) -> list[str]:
 
 def _query_tiers(text: str) -> dict[str, str]:
     """The fake's answer to each tier of GPU_QUERY_SCRIPT: the full output for the first, and the same
-    output cut to the tier's columns for the fallbacks (a driver answers any tier it accepts; this node's
-    565 driver accepts the first, so the fallbacks only run if the script changes)."""
+    output cut to the tier's columns for the fallbacks (a driver answers any tier it accepts). A tier asking
+    for a field the capture lacks (the watch list's serial and corrected ECC, asked since issue 35) gets no
+    answer, as from a driver that rejects the field, so the next tier answers."""
     lines = text.splitlines()
     header = _cells(lines[0])
     names = [canonical(column) for column in header]
     replies = {}
     for fields in FIELD_TIERS:
+        if any(canonical(field) not in names for field in fields):
+            continue
         wanted = [names.index(canonical(field)) for field in fields]
         rows = [", ".join(_cells(line)[i] for i in wanted) for line in lines]
         replies[query_arguments(fields)] = "\n".join(rows) + "\n"

@@ -1,0 +1,182 @@
+"""The watch list's wiring (issue 35): identity and readings from real captures, the store (moves,
+replacements, pruning, the cap), ``history.watch`` over successive nights, and what each output shows of it:
+the nightly line, ``diagnose history --watch``, the Prometheus gauges and the report's chapter."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from checks import gpu_memory
+from diagnose import history
+from diagnose.core.model import CommandOutput
+from diagnose.core.vars import Vars
+from diagnose.engine.unattended import summary_line
+from diagnose.history import watch_store
+from diagnose.history.watch_readings import Reading, readings
+from diagnose.parsers.ib_counters import parse_ib_counters
+from diagnose.parsers.ibstat import parse_ibstat
+from diagnose.parsers.mlxlink import parse_mlxlink
+from diagnose.render.html import render_html
+from diagnose.render.prometheus import render_prometheus
+from diagnose.render.view import build_report
+from tests.support.nightly import make_results, night
+from tests.support.paths import CAPTURED
+from tests.support.watchkit import IBSTAT, SERIAL, gpu_query, ib_counters
+
+H100 = "NVIDIA H100 80GB HBM3"
+BUS = "00000000:00:06.0"
+
+
+def gpu_facts(text: str) -> dict[str, Any]:
+    return gpu_memory.parse({"gpu_query": CommandOutput(text, "", 0)}, Vars())
+
+
+def test_a_gpu_is_its_serial_then_its_uuid_then_its_slot() -> None:
+    by_serial = readings({"node1": {"gpu.memory": gpu_facts(gpu_query())}})
+    assert {r.component for r in by_serial} == {f"gpu:{SERIAL}"}
+    ecc = next(r for r in by_serial if r.metric == "gpu.ecc_corrected_volatile")
+    assert (ecc.host, ecc.slot, ecc.model, ecc.value) == ("node1", f"node1 GPU {BUS}", H100, 0.0)
+    by_uuid = readings({"node1": {"gpu.memory": gpu_facts(gpu_query(serial="[N/A]"))}})
+    assert {r.component for r in by_uuid} == {"gpu:GPU-341dabbe-bc90-01d1-83d5-a67268c99404"}
+    composed = (CAPTURED / "hostkit/h100x8_gpu_query_healthy.txt").read_text()  # no serial or UUID column
+    by_slot = readings({"node1": {"gpu.memory": gpu_facts(composed)}})
+    assert "slot:node1/00000000:18:00.0" in {r.component for r in by_slot}
+    # no corrected ECC column: that metric is not read rather than read as zero
+    assert "gpu.ecc_corrected_volatile" not in {r.metric for r in by_slot}
+
+
+def test_a_port_is_its_guid_and_a_cable_its_module_serial() -> None:
+    facts = {
+        "ib.counters": parse_ib_counters(ib_counters({("mlx5_0", "symbol_error"): 17})),
+        "ib.port_state": parse_ibstat((CAPTURED / IBSTAT).read_text()),
+        "ib.optics": parse_mlxlink((CAPTURED / "mlxlink/osfp_400g_optic_sichek.txt").read_text()),
+    }
+    found = {(r.component, r.metric): r for r in readings({"node1": facts})}
+    symbols = found[("port:0x58a2e10300a7820e/1", "ib.symbol_error")]
+    assert (symbols.value, symbols.model, symbols.slot) == (17.0, "MT4129", "node1 mlx5_0/1")
+    heat = found[("cable:CWJH05025502589", "cable.temperature_c")]
+    assert (heat.value, heat.limit, heat.model) == (54.0, 75.0, "T-F4GS-BV0")
+    ber = found[("cable:CWJH05025502589", "link.effective_ber_log10")]
+    assert ber.limit == pytest.approx(-12.0) and ber.value < -200
+
+
+def test_stress_figures_follow_the_gpu_by_its_bus_id() -> None:
+    document = json.loads((Path(CAPTURED).parents[0] / "results/h100_stress_clean.json").read_text())
+    facts = {"localhost": {"gpu.memory": gpu_facts(gpu_query())}}
+    found = {r.metric: r for r in readings(facts, document["checks"])}
+    assert found["gpu.gemm_tflops.bf16"].value == 709.81
+    assert found["gpu.gemm_tflops.bf16"].component == f"gpu:{SERIAL}"
+    assert found["gpu.hbm_gbps.triad"].value == 3049.02
+    assert (found["gpu.burnin_sm_mhz"].value, found["gpu.burnin_temp_c"].value) == (1372.5, 70.0)
+
+
+def reading(serial: str, host: str, value: float, slot: str | None = None) -> Reading:
+    return Reading(
+        f"gpu:{serial}", host, slot or f"{host} GPU {BUS}", H100, "gpu.ecc_corrected_volatile", value
+    )
+
+
+def store(db: Path, tmp_path: Path, n: int, now: list[Reading]) -> dict[str, Any]:
+    """Night ``n``'s run recorded with ``now`` as its readings."""
+    results = make_results(f"run{n:02d}", night(n))
+    run_dir = tmp_path / "runs" / results["run"]["id"]
+    run_dir.mkdir(parents=True)
+    history.record_run(db, results, run_dir)
+    history.record_watch(db, results, history.WatchFindings(readings=now))
+    return results
+
+
+def test_a_moved_gpu_keeps_its_series_and_a_new_one_in_its_slot_is_a_replacement(tmp_path: Path) -> None:
+    db = tmp_path / "h.sqlite3"
+    store(db, tmp_path, 0, [reading("A", "node1", 3), reading("B", "node2", 0)])
+    tonight = [
+        reading("A", "node2", 4, slot="node2 GPU 00000000:2A:00.0"),  # A moved into node2's other slot
+        reading("C", "node1", 0),  # in A's old slot, A still here: a swap, no replacement
+        reading("D", "node2", 0),  # in B's slot, B gone: B was replaced
+    ]
+    known = watch_store.identity(db, tonight)
+    assert known.moved == (("gpu:A", "node1", "node2"),)
+    assert known.replaced == (("gpu:D", "gpu:B", f"node2 GPU {BUS}"),)
+    store(db, tmp_path, 1, tonight)
+    (past,) = watch_store.load_past(db, [reading("A", "node2", 5)], "run02", 30)
+    assert (past.nights, past.values, past.host) == ((1, 2), (3.0, 4.0), "node2")
+
+
+def test_pruned_runs_take_their_readings_and_the_cap_holds_whatever_the_retention(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "h.sqlite3"
+    for n in range(4):
+        store(db, tmp_path, n, [reading("A", "node1", n), *([reading("B", "node1", 0)] if n == 0 else [])])
+    history.prune(db, make_results("run03", night(3)), keep_runs=2, keep_days=None)
+    with sqlite3.connect(db) as conn:
+        nights = [r[0] for r in conn.execute("SELECT night FROM watch_readings ORDER BY night")]
+        components = [r[0] for r in conn.execute("SELECT component FROM watch_components")]
+    # runs 0 and 1 went (run 3 is the last good run and this one; run 2 the newest beyond it): their
+    # readings with them, and B, read on night 1 only, is forgotten
+    assert nights == [3, 4] and components == ["gpu:A"]
+    monkeypatch.setattr(watch_store, "KEEP_NIGHTS", 2)
+    store(db, tmp_path, 4, [reading("A", "node1", 9)])
+    with sqlite3.connect(db) as conn:
+        assert [r[0] for r in conn.execute("SELECT night FROM watch_readings ORDER BY night")] == [4, 5]
+
+
+def fleet_night(n: int, climbing: str, serials: list[str]) -> dict[str, dict[str, Any]]:
+    """Eight one-GPU hosts; ``climbing``'s corrected ECC grows faster every night, the others tick by one
+    now and then (a healthy fleet's background), and one of them is reset to zero by a driver reload."""
+    hosts = {}
+    for index, serial in enumerate(serials):
+        if serial == climbing:
+            count = 3 * n * (n + 1)
+        else:
+            count = (n + index) // 3 if not (index == 2 and n == 4) else 0
+        hosts[f"node{index}"] = {"gpu.memory": gpu_facts(gpu_query(serial=serial, corrected_volatile=count))}
+    return hosts
+
+
+def test_history_watch_names_the_climbing_gpu_and_every_output_shows_it(tmp_path: Path) -> None:
+    db = tmp_path / "h.sqlite3"
+    serials = [f"17525240225{i:02d}" for i in range(8)]
+    climbing = serials[5]
+    for n in range(9):
+        results = make_results(f"run{n:02d}", night(n))
+        found = history.watch(db, results, fleet_night(n, climbing, serials))
+        results["checks"] += [dataclasses.asdict(c) for c in found.results]
+        results["history"] = {"watch": found.summary}
+        run_dir = tmp_path / "runs" / results["run"]["id"]
+        run_dir.mkdir(parents=True)
+        history.record_run(db, results, run_dir)
+        history.record_watch(db, results, found)
+        if n < 4:  # five nights before a trend is judged at all
+            assert found.results == [], n
+    (row,) = [c for c in results["checks"] if c["id"] == history.WATCH_ID]
+    assert (row["host"], row["status"], row["action"]) == ("node5", "WARN", "drain_at_next_window")
+    assert row["message"].startswith(f"gpu:{climbing} at node5 GPU {BUS} ({H100}) is getting worse: ")
+    assert "gpu.ecc_corrected_volatile went from 0 to 216 over 8 nights" in row["message"]
+    assert results["history"]["watch"]["components"] == 8
+
+    line = summary_line({**results, "verdict": "PASS"}, [])
+    assert line.endswith(f"no regressions, 1 watched (gpu:{climbing} on node5)"), line
+
+    table = history.watch_table(db).splitlines()
+    assert table[0] == f"watch list of run run08 ({results['run']['started']}): 1 component watched of 8 read"
+    assert table[3].split()[:6] == [f"gpu:{climbing}", "node5", "gpu.ecc_corrected_volatile", "0", "→", "216"]
+    assert table[3].split()[-1] == "drain_at_next_window"
+
+    prom = render_prometheus(results).decode().splitlines()
+    labels = f'component="gpu:{climbing}",host="node5",metric="gpu.ecc_corrected_volatile"'
+    assert f'diagnose_watch_component{{{labels},action="drain_at_next_window"}} 1.0' in prom
+    assert 'diagnose_watch_components{state="watched"} 1.0' in prom
+    assert any(line.startswith(f"diagnose_watch_slope_per_night{{{labels}}} ") for line in prom)
+
+    html = render_html(build_report(results, tmp_path))
+    assert "Watch list: components getting worse night after night" in html
+    chapter = html[html.index('class="plot watch"') :]
+    assert f"gpu:{climbing}" in chapter and "<svg" in chapter[: chapter.index("</div>")]
+    assert "0 → 216 over 8 nights" in chapter and "drain at the next maintenance window" in chapter
