@@ -676,11 +676,15 @@ class TestBed:
                 if host._port_map is not None:
                     host._port_map.start()
                 held = hold_pid_namespace(proc.pid)
+                if not held:
+                    # Without it leftover_pids() would find nothing in this host, and every "nothing left
+                    # running" check would pass without looking.
+                    self._kill(host)
+                    raise TestbedError(f"host {host.name!r}: its pid namespace could not be captured")
                 with self._lock:
-                    if held:
-                        host.pid_namespace = held[0]
-                        self._namespaces.add(held[0])
-                        self._namespace_fds.append(held[1])
+                    host.pid_namespace = held[0]
+                    self._namespaces.add(held[0])
+                    self._namespace_fds.append(held[1])
                     self._write_known_hosts()
                 return
             busy = "Address already in use" in host.log.read_text(errors="replace")
