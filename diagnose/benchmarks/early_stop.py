@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from diagnose.benchmarks.expect import busbw_override, expected_busbw
+from diagnose.benchmarks.expect import LARGE_BYTES, busbw_override, expected_busbw
 from diagnose.core.units import decimal_bytes, human_bytes
 from diagnose.core.vars import Vars
 
@@ -129,12 +129,18 @@ def probe_sizes(
 
 
 def between_nodes_gbps(records: dict[str, dict[str, Any]]) -> tuple[str, float] | None:
-    """The slowest multi-node collective of the sweep by the best busbw it reached, or None without one."""
-    best = {
-        collective: max(row["busbw_gbps"] for row in record["rows"])
-        for collective, record in records.items()
-        if (record.get("nodes") or 0) >= 2 and any(row.get("busbw_gbps") for row in record.get("rows") or [])
-    }
+    """The slowest multi-node collective of the sweep by the best busbw it reached at bandwidth-bound sizes
+    (LARGE_BYTES and up, as the verdict reads it), or None: a sweep of small sizes measures latency, which
+    says nothing of how long a large transfer takes."""
+    best = {}
+    for collective, record in records.items():
+        rows = [
+            row["busbw_gbps"]
+            for row in record.get("rows") or []
+            if row.get("busbw_gbps") and (row.get("bytes") or 0) >= LARGE_BYTES
+        ]
+        if (record.get("nodes") or 0) >= 2 and rows:
+            best[collective] = max(rows)
     return min(best.items(), key=lambda item: item[1]) if best else None
 
 

@@ -86,3 +86,7 @@ def test_across_nodes_the_kv_probe_keeps_what_the_measured_fabric_moves_in_half_
     assert between_nodes_sizes(one_node, sizes) == (sizes, None)
     rdma = {"all_reduce": {"nodes": 2, "rows": [{"bytes": 1 << 30, "busbw_gbps": 45.0}]}}
     assert between_nodes_sizes(rdma, sizes) == (sizes, None)
+    small = {"all_reduce": {"nodes": 2, "rows": [{"bytes": 16384, "busbw_gbps": 0.01}]}}
+    assert between_nodes_sizes(small, sizes) == (sizes, None), (
+        "latency-bound sizes say nothing of a transfer's time"
+    )
