@@ -10,9 +10,9 @@ hosts still answering, saying who was left out.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping, Sequence
 
-from diagnose.benchmarks.setup import Setup
+from diagnose.benchmarks.setup import BenchContext, Setup
 from diagnose.core.model import CheckResult
 
 #: host.reachable's checklist mark (no checklist item: the precondition of all of them).
@@ -35,6 +35,14 @@ def lost_host_result(name: str, why: str) -> CheckResult:
             "load may have a failing NIC or kernel: read its kernel log"
         ),
     )
+
+
+def note_lost(ctx: BenchContext, lost: MutableMapping[str, str], hosts: Sequence[str], why: str) -> None:
+    """Remember the hosts a launch lost and turn each one's host.reachable into the ERROR that says so."""
+    for name in hosts:
+        lost[name] = why
+        if ctx.replace_check is not None:
+            ctx.replace_check(lost_host_result(name, why))
 
 
 def without_lost(setup: Setup, lost: Mapping[str, str]) -> Setup:

@@ -52,7 +52,7 @@ from diagnose.benchmarks.expect import (
 )
 from diagnose.benchmarks.fabric_nics import nics_phrase, observed_nics, wrong_nics
 from diagnose.benchmarks.leftovers import sweep_leftovers
-from diagnose.benchmarks.lost import lost_host_result, without_lost
+from diagnose.benchmarks.lost import note_lost, without_lost
 from diagnose.benchmarks.nccl_tests import NcclTestsBench
 from diagnose.benchmarks.setup import (
     CHECKLIST,
@@ -423,13 +423,6 @@ class Stage:
         run_extras(self, without_lost(setup, self.lost))
         sweep_leftovers(ctx, this_run=True)
 
-    def host_lost(self, outcome: LaunchOutcome) -> None:
-        """A host that stopped answering during the sweep (:mod:`diagnose.benchmarks.lost`)."""
-        for name in outcome.failed_hosts:
-            self.lost[name] = outcome.message
-            if self.ctx.replace_check is not None:
-                self.ctx.replace_check(lost_host_result(name, outcome.message))
-
     def run_sweep(self, setup: Setup, collectives: list[str]) -> None:
         """The collectives, with the playbook's tool (torch, or nccl-tests handing back what it cannot)."""
         judge_transport = True
@@ -478,7 +471,7 @@ class Stage:
             return
         outcome = self.launch(setup, setup.hosts, "main", collectives, plan.min_bytes, plan.max_bytes)
         if outcome.status == "host_lost":
-            self.host_lost(outcome)
+            note_lost(ctx, self.lost, outcome.failed_hosts, outcome.message)
         transport = self.transport(outcome) if setup.backend == "nccl" else None
         if judge_transport:
             ctx.emit_check(self.judge_transport(setup, transport, outcome))
