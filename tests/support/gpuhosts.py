@@ -3,9 +3,10 @@ of the machine's GPUs, for running diagnose across hosts on one lent GPU machine
 
 Each host is a test-bed host (tests/support/testbed.py) with ``own_network``: its own hostname, an ``eth0`` on
 the bed's switch (so NCCL counts separate nodes and goes between them over its network transport, NET/Socket
-over the veth), a private /tmp, and in its /dev only its share of ``/dev/nvidia<N>`` plus the driver's control
-nodes, as a container runtime passes GPUs (``NVIDIA_VISIBLE_DEVICES`` in its login says which). The machine's
-login, Python and torch serve every host. On CPU machines (CI) the hosts get no GPUs and the same code runs.
+over the veth), a private /tmp, and its share of the GPUs: by default every ``/dev/nvidia<N>`` with the share
+named in its login's ``CUDA_VISIBLE_DEVICES`` (``--gpu-mode cvd``); with ``--gpu-mode nodes`` only its own
+``/dev/nvidia<N>`` plus the driver's control nodes, as a container runtime passes GPUs (on the lent H200 VMs
+CUDA and NVML still reached the other GPUs that way). The machine's login, Python and torch serve every host. On CPU machines (CI) the hosts get no GPUs and the same code runs.
 
     python -m tests.support.gpuhosts --hosts 2 --workdir /tmp/gh -- \\
         python3 -m diagnose run -i {inventory} -o /tmp/gh/run
@@ -77,7 +78,7 @@ def host_specs(
     prefix: str = "node",
     env: dict[str, str] | None = None,
     ip_tool: str | None = None,
-    mode: str = "nodes",
+    mode: str = "cvd",
 ) -> list[HostSpec]:
     """One HostSpec per share: own network, private /tmp, its GPUs. ``mode`` "nodes": only the share's
     /dev/nvidia<N> in the host, as a container runtime passes GPUs (``NVIDIA_VISIBLE_DEVICES`` says which);
@@ -250,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--host-env", action="append", default=[], help="HOST:KEY=VALUE for one host's login")
     parser.add_argument("--at", action="append", default=[], type=Action.parse)
-    parser.add_argument("--gpu-mode", choices=("nodes", "cvd"), default="nodes")
+    parser.add_argument("--gpu-mode", choices=("nodes", "cvd"), default="cvd")
     parser.add_argument("--shape", action="append", default=[], help="HOST=RATE: tc rate limit on its eth0")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ({inventory} is replaced)")
     args = parser.parse_args(argv)
