@@ -549,8 +549,11 @@ class TestBed:
         if spec.own_network:
             lines.append(shell_join("ns_hostname", spec.name))
         if spec.private_tmp:
-            kept = str(self.workdir) if self.workdir.is_relative_to("/tmp") else ""
-            lines.append(shell_join("ns_private_tmp", kept))
+            # What the host must still see under /tmp: its own files, and the Python on its login PATH (a
+            # checkout's virtual environment under /tmp on a CI machine).
+            needed = {str(self.workdir), sys.prefix}
+            kept = sorted(p for p in needed if Path(p).resolve().is_relative_to("/tmp"))
+            lines.append(shell_join("ns_private_tmp", *kept))
         if spec.devices:
             for device in spec.devices:
                 if not re.fullmatch(r"[\w.-]+", device):

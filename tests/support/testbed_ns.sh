@@ -99,17 +99,18 @@ ns_hostname() {
     printf '%s\n' "$1" >/proc/sys/kernel/hostname
 }
 
-# ns_private_tmp [KEEP]: a tmpfs over /tmp, as separate machines have their own; KEEP (a directory
-# under /tmp: the bed's work directory, this scratch included) is bound into it first, so the host
-# still reads its own files there. Built aside and moved over /tmp in one step.
+# ns_private_tmp [KEEP]...: a tmpfs over /tmp, as separate machines have their own; each KEEP (a directory
+# under /tmp the host still needs: the bed's work directory, this scratch included; the Python the hosts'
+# logins run when it lives under /tmp, as in a CI checkout) is bound into it first. Built aside and moved
+# over /tmp in one step.
 ns_private_tmp() {
     new=$SCRATCH/tmp
     mkdir "$new"
     mount -t tmpfs -o mode=1777,nosuid,nodev testbed-tmp "$new"
-    if [ -n "${1:-}" ]; then
-        mkdir -p "$new${1#/tmp}"
-        mount --rbind "$1" "$new${1#/tmp}"
-    fi
+    for keep in "$@"; do
+        mkdir -p "$new${keep#/tmp}"
+        mount --rbind "$keep" "$new${keep#/tmp}"
+    done
     mount --move "$new" /tmp
 }
 
