@@ -27,6 +27,18 @@ from tests.support.testbed import HostSpec, TestBed
 pytestmark = pytest.mark.integration
 
 
+def _harness(tmp_path: Path, harness: list[str], run: list[str]) -> subprocess.CompletedProcess[str]:
+    """``python -m tests.support.gpuhosts`` with two CPU hosts (and ``harness`` options) around ``diagnose run``
+    (with ``run`` options), as a user runs it on a GPU machine; its work folder is tmp_path/gh."""
+    argv = [
+        *(sys.executable, "-m", "tests.support.gpuhosts", "--hosts", "2", "--workdir", str(tmp_path / "gh")),
+        *("-v", "diagnose_profile=cpu-testbed", "-v", "bench_startup_timeout_s=180", *harness, "--"),
+        *(sys.executable, "-m", "diagnose", "run", "-i", "{inventory}", *run),
+    ]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run(argv, capture_output=True, text=True, timeout=400, env=env, cwd=REPO)
+
+
 def test_two_hosts_with_their_own_network_are_two_nodes(testbed: TestBed) -> None:
     one, two = testbed.add_many(
         [
@@ -92,36 +104,11 @@ def test_diagnose_runs_its_collective_across_two_harness_hosts(
     either host afterwards."""
     playbook = write_playbook(tmp_path, GLOO_BENCH)
     out = tmp_path / "run"
-    argv = [
-        sys.executable,
-        "-m",
-        "tests.support.gpuhosts",
-        "--hosts",
-        "2",
-        "--workdir",
-        str(tmp_path / "gh"),
-        "-v",
-        "diagnose_profile=cpu-testbed",
-        "-v",
-        "bench_startup_timeout_s=180",
-        "--shape",
-        "node2=20gbit",
-        "--",
-        sys.executable,
-        "-m",
-        "diagnose",
-        "run",
-        "-i",
-        "{inventory}",
-        "--playbook",
-        str(playbook),
-        "-o",
-        str(out),
-        "--format",
-        "json",
-    ]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=400, env=env, cwd=REPO)
+    done = _harness(
+        tmp_path,
+        ["--shape", "node2=20gbit"],
+        ["--playbook", str(playbook), "-o", str(out), "--format", "json"],
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     harness = json.loads((tmp_path / "gh" / "harness.json").read_text())
     assert [h["name"] for h in harness["hosts"]] == ["node1", "node2"]
@@ -144,36 +131,11 @@ def test_a_host_whose_sshd_dies_mid_sweep_is_one_cause_and_nothing_is_left(
     5 causes. Now node2's host.reachable is the one cause, the sweep's ERROR under it, the extras run on node1
     alone, and neither host keeps a process of the run."""
     out = tmp_path / "run"
-    argv = [
-        sys.executable,
-        "-m",
-        "tests.support.gpuhosts",
-        "--hosts",
-        "2",
-        "--workdir",
-        str(tmp_path / "gh"),
-        "-v",
-        "diagnose_profile=cpu-testbed",
-        "-v",
-        "bench_startup_timeout_s=180",
-        "--at",
-        "all_reduce, 2 ranks=kill-sshd:node2+2",
-        "--",
-        sys.executable,
-        "-m",
-        "diagnose",
-        "run",
-        "-i",
-        "{inventory}",
-        "-o",
-        str(out),
-        "--format",
-        "json",
-        "-e",
-        "burnin_minutes=0",
-    ]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=400, env=env, cwd=REPO)
+    done = _harness(
+        tmp_path,
+        ["--at", "all_reduce, 2 ranks=kill-sshd:node2+2"],
+        ["-o", str(out), "--format", "json", "-e", "burnin_minutes=0"],
+    )
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     harness = json.loads((tmp_path / "gh" / "harness.json").read_text())
     assert [a["detail"] for a in harness["actions"]] == ["killed 2 sshd process(es) of node2"]
