@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from tests.support.netns import HOST_INTERFACE
 from tests.support.nshost import pids_in
 from tests.support.testbed import BUNDLE_BIN, HostSpec, TestBed, TestHost
@@ -256,8 +258,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ({inventory} is replaced)")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    import yaml
-
     extra = {key: yaml.safe_load(value) for key, _, value in (v.partition("=") for v in args.var)}
     env = dict(item.partition("=")[::2] for item in args.env)
     specs = host_specs(
@@ -267,11 +267,15 @@ def main(argv: list[str] | None = None) -> int:
         ip_tool=ip_wrapper(),
         mode=args.gpu_mode,
     )
+    by_name = {s.name: s for s in specs}
+    named = [i.partition(":")[0] for i in args.host_env] + [i.partition("=")[0] for i in args.shape]
+    unknown = sorted({n for n in [*named, *(a.host for a in args.at if a.host)] if n not in by_name})
+    if unknown:
+        parser.error(f"no host named {', '.join(unknown)} (the hosts: {', '.join(by_name)})")
     for item in args.host_env:
         name, _, pair = item.partition(":")
         key, _, value = pair.partition("=")
-        spec = next(s for s in specs if s.name == name)
-        spec.env = {**spec.env, key: value}
+        by_name[name].env = {**by_name[name].env, key: value}
     workdir = args.workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     record: dict[str, Any] = {"interface": HOST_INTERFACE}
@@ -289,15 +293,17 @@ def main(argv: list[str] | None = None) -> int:
             }
             for h in hosts
         ]
-        named = {h.name: h for h in hosts}
+        started = {h.name: h for h in hosts}
         record["shaped"] = {}
         for item in args.shape:
             name, _, rate = item.partition("=")
-            record["shaped"][name] = shape(named[name], rate)
+            record["shaped"][name] = shape(started[name], rate)
         outcome = Outcome()
         if command:
             argv_ = [word.replace("{inventory}", str(path)) for word in command]
-            outcome = run_command(argv_, args.at, {h.name: h for h in hosts}, workdir / "command.log")
+            outcome = run_command(argv_, args.at, started, workdir / "command.log")
+        # Left running is judged as a user would look: a moment after the command returned, not at once
+        # (a rank SIGKILLed as the run ended takes its GPU context down in a second or so).
         time.sleep(2)
         record.update(rc=outcome.rc, wall_s=outcome.wall_s, actions=outcome.actions)
         record["left_running"] = {h.name: leftovers(h) for h in hosts}
