@@ -41,6 +41,12 @@ from diagnose.parsers.visible_gpus import ENV_COMMAND, parse_visibility_env, res
 STATUSES = ("FAIL", "WARN")
 DEFAULT_STATUS = "FAIL"
 MIB = 1024 * 1024
+#: For a GPU busy with no process in sight: the pid is only to be had where every process shows.
+UNSEEN_REMEDIATION = (
+    "Run `nvidia-smi --query-compute-apps=gpu_bus_id,pid,process_name --format=csv` on the machine itself (not in "
+    "the container or pod): it lists every process on the GPU; find its owner and stop it, or drain the node and "
+    "wait for its jobs to end. Then run again."
+)
 #: A GPU this busy before any measurement, with no process listed, is held by one this host cannot see.
 BUSY_PCT = 50
 
@@ -157,7 +163,7 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
             f"itself); measurements on this host are {what}{besides}",
             [{"bus_id": g["bus_id"], "gpu": g["index"], "utilization_pct": g["utilization"]} for g in unseen],
             wanted,
-            remediation=REMEDIATION,
+            remediation=UNSEEN_REMEDIATION,
         )
     shared = len({p["bus_id"] for p in processes})
     on = (
