@@ -86,6 +86,9 @@ def test_the_harness_splits_gpus_evenly_and_parses_its_actions() -> None:
     assert split([0, 1, 2, 3, 4, 5, 6, 7], 4) == [[0, 1], [2, 3], [4, 5], [6, 7]]
     with pytest.raises(ValueError, match="3 GPUs do not split evenly over 2 hosts"):
         split([0, 1, 2], 2)
+    assert split([0, 1], 4, shared=True) == [[0], [1], [0], [1]]
+    with pytest.raises(ValueError, match="3 hosts do not share 2 GPUs evenly"):
+        split([0, 1], 3, shared=True)
     action = Action.parse("all_reduce, 4 ranks=kill-sshd:node2+5")
     assert (action.pattern.pattern, action.what, action.host, action.delay) == (
         "all_reduce, 4 ranks",

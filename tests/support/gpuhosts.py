@@ -6,7 +6,8 @@ the bed's switch (so NCCL counts separate nodes and goes between them over its n
 over the veth), a private /tmp, and its share of the GPUs: by default every ``/dev/nvidia<N>`` with the share
 named in its login's ``CUDA_VISIBLE_DEVICES`` (``--gpu-mode cvd``); with ``--gpu-mode nodes`` only its own
 ``/dev/nvidia<N>`` plus the driver's control nodes, as a container runtime passes GPUs (on the lent H200 VMs
-CUDA and NVML still reached the other GPUs that way). The machine's login, Python and torch serve every host. On CPU machines (CI) the hosts get no GPUs and the same code runs.
+CUDA and NVML still reached the other GPUs that way). ``--share-gpus`` makes more hosts than GPUs, one GPU
+each in turn, for the cross-node searches that need three hosts or more on a two-GPU machine. The machine's login, Python and torch serve every host. On CPU machines (CI) the hosts get no GPUs and the same code runs.
 
     python -m tests.support.gpuhosts --hosts 2 --workdir /tmp/gh -- \\
         python3 -m diagnose run -i {inventory} -o /tmp/gh/run
@@ -63,11 +64,17 @@ def machine_gpus(dev: Path = Path("/dev")) -> list[int]:
     return sorted(int(p.name[6:]) for p in dev.glob("nvidia*") if re.fullmatch(r"nvidia\d+", p.name))
 
 
-def split(gpus: list[int], hosts: int) -> list[list[int]]:
+def split(gpus: list[int], hosts: int, shared: bool = False) -> list[list[int]]:
     """Equal consecutive shares (GPUs 0-1 to the first of two hosts, 2-3 to the second); refuses an uneven
-    split, which would make hosts of different shapes."""
+    split, which would make hosts of different shapes. ``shared``: more hosts than GPUs, one GPU each in
+    turn (four hosts on GPUs 0, 1, 0, 1), for cross-node work whose bottleneck is the hosts' network
+    (their GPU checks would measure each other)."""
     if hosts < 1:
         raise ValueError("at least one host")
+    if shared:
+        if not gpus or hosts % len(gpus):
+            raise ValueError(f"{hosts} hosts do not share {len(gpus)} GPUs evenly")
+        return [[gpus[i % len(gpus)]] for i in range(hosts)]
     if len(gpus) % hosts:
         raise ValueError(f"{len(gpus)} GPUs do not split evenly over {hosts} hosts")
     size = len(gpus) // hosts
@@ -89,7 +96,7 @@ def host_specs(
     of a machine without iproute2, as cluster nodes have it."""
     if mode not in ("nodes", "cvd"):
         raise ValueError(f"unknown GPU mode {mode!r}")
-    every = [n for share in shares for n in share]
+    every = sorted({n for share in shares for n in share})
     specs = []
     for index, share in enumerate(shares):
         login = {**MULTICAST_OFF, **(env or {})}
@@ -254,6 +261,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host-env", action="append", default=[], help="HOST:KEY=VALUE for one host's login")
     parser.add_argument("--at", action="append", default=[], type=Action.parse)
     parser.add_argument("--gpu-mode", choices=("nodes", "cvd"), default="cvd")
+    parser.add_argument(
+        "--share-gpus", action="store_true", help="more hosts than GPUs: one GPU each, in turn"
+    )
     parser.add_argument("--shape", action="append", default=[], help="HOST=RATE: tc rate limit on its eth0")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ({inventory} is replaced)")
     args = parser.parse_args(argv)
@@ -261,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     extra = {key: yaml.safe_load(value) for key, _, value in (v.partition("=") for v in args.var)}
     env = dict(item.partition("=")[::2] for item in args.env)
     specs = host_specs(
-        split(machine_gpus(), args.hosts) if machine_gpus() else [[]] * args.hosts,
+        split(machine_gpus(), args.hosts, args.share_gpus) if machine_gpus() else [[]] * args.hosts,
         prefix=args.prefix,
         env=env,
         ip_tool=ip_wrapper(),
