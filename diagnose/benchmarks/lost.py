@@ -14,6 +14,7 @@ from collections.abc import Mapping, MutableMapping, Sequence
 
 from diagnose.benchmarks.setup import BenchContext, Setup
 from diagnose.core.model import CheckResult
+from diagnose.launchers.remote import LEASE_S
 
 #: host.reachable's checklist mark (no checklist item: the precondition of all of them).
 CHECKLIST = "\u2013"
@@ -28,7 +29,8 @@ def lost_host_result(name: str, why: str) -> CheckResult:
         "ERROR",
         message=(
             f"{name} answered at the start, then stopped answering during the collective sweep ({why}); the "
-            f"measurements after it leave {name} out"
+            f"measurements after it leave {name} out; what the sweep started there stops itself once "
+            f"{LEASE_S} s pass without word from this run"
         ),
         remediation=(
             f"Check that {name} is up and its sshd runs (console, BMC); a host that drops its connections under "

@@ -67,6 +67,7 @@ from diagnose.benchmarks.straggler import (
     LaunchMeasure,
     localization_record,
     localize_settings,
+    refuse_shared_master,
     straggler_checks,
 )
 from diagnose.catalog.stage_ids import BENCH_CLEANUP, BENCH_STRAGGLER, NCCL_TRANSPORT, bench_id
@@ -541,6 +542,8 @@ class Stage:
         two = expected_busbw(collective, 2, setup.nproc, host_vars)
         try:
             settings = localize_settings(host_vars)
+            if launch is None:  # torchrun meets at bench_master_addr; nccl-tests' mpirun does not
+                refuse_shared_master(setup.hosts)
         except ConfigError as exc:
             ctx.emit_check(
                 CheckResult(BENCH_STRAGGLER, None, CHECKLIST, "ERROR", message=f"localization not run: {exc}")

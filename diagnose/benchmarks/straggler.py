@@ -4,6 +4,7 @@ The search itself is pure and lives in :mod:`diagnose.localize` (the simulator d
 this module gives it what a real run has:
 
 * :func:`localize_settings`: the search's settings from the first host's variables;
+  :func:`refuse_shared_master`: a rendezvous address the search's groups cannot use;
 * :class:`LaunchMeasure`: its Measure — one launch of the collective per host group, the groups of a
   wave launched at once (they share no host, and every launch picks its own rendezvous port on its own
   first host), each value the launch's busbw at the largest size, None when it failed or hung;
@@ -23,6 +24,7 @@ smallest shortfall named (0.05).
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -30,6 +32,7 @@ from diagnose.benchmarks.expect import Expectation, large_message_busbw
 from diagnose.benchmarks.setup import CHECKLIST, PairLaunch, Setup
 from diagnose.catalog.stage_ids import BENCH_LINK, BENCH_STRAGGLER
 from diagnose.core.errors import ConfigError
+from diagnose.core.hosts import Host
 from diagnose.core.model import CheckResult
 from diagnose.core.units import counted
 from diagnose.core.vars import Vars
@@ -62,6 +65,25 @@ def localize_settings(host_vars: Vars) -> Settings:
         )
     except ValueError as exc:
         raise ConfigError(f"localize_* variables: {exc}") from None
+
+
+def refuse_shared_master(hosts: Sequence[Host]) -> None:
+    """ConfigError where one ``bench_master_addr`` is set for several hosts (a group variable): the search's
+    groups are led by other hosts than the first, and a torchrun agent led elsewhere would wait at that
+    address for a rendezvous store nobody opened there until the launch's startup timeout (300 s each)."""
+    by_value: dict[str, list[str]] = {}
+    for host in hosts:
+        value = host.vars.str("bench_master_addr")
+        if value:
+            by_value.setdefault(value, []).append(host.name)
+    shared = {value: names for value, names in by_value.items() if len(names) > 1}
+    if shared:
+        value, names = next(iter(shared.items()))
+        raise ConfigError(
+            f"bench_master_addr is one value ({value}) for {', '.join(names)}; the search's pair tests are "
+            "led by other hosts than the first and cannot meet there: set it per host, to each host's own "
+            "address (host_vars), or leave it unset"
+        )
 
 
 def busbw_of(rows: list[dict[str, Any]], status: str) -> float | None:

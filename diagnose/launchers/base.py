@@ -23,7 +23,7 @@ Each kind of launch is one short module with a subclass of :class:`Launch`:
 :mod:`diagnose.launchers.torchrun` (torchrun on every host, over each host's connection) and
 :mod:`diagnose.launchers.mpirun` (one command on the first host: the program itself on one node, or
 mpirun starting the ranks across nodes). A new kind (srun, kubectl exec) is a new such module: it sets
-``runner`` and implements :meth:`Launch.start` (with :func:`detached_script`) and
+``runner`` and implements :meth:`Launch.start` (with :func:`~diagnose.launchers.remote.detached_script`) and
 :meth:`Launch.failure_detail`, overriding :meth:`Launch.decode`, :meth:`Launch.stop_targets` or
 :meth:`Launch.place` only where its job differs. :func:`run_launch` gives every kind the same follow, stop
 and cleanup discipline and registers the job where an interrupt stops it
@@ -47,11 +47,18 @@ from typing import TYPE_CHECKING, Any
 from diagnose.core.hosts import Host, safe_name
 from diagnose.core.model import CommandOutput
 from diagnose.launchers.progress import LaunchProgress, Teller
+from diagnose.launchers.remote import (
+    COLLECTED,
+    collect_script,
+    poll_script,
+    remote_dir,
+    remove_script,
+    split_files,
+)
 from diagnose.launchers.stopping import (
     LIVE,
     LIVE_LOCK,
     TERM_GRACE_S,
-    TOKEN_VAR,
     Stopped,
     kill_script,
     said,
@@ -68,7 +75,6 @@ POLL_TIMEOUT_S = 20.0
 FAILURE_GRACE_S = 10.0
 # After the last row, how long the job may take to tear down before it is stopped.
 EXIT_GRACE_S = 60.0
-_FILE_MARK = "@@diagnose-file "
 
 
 @dataclass
@@ -122,73 +128,6 @@ class LaunchOutcome:
     # Files brought home from ``fetch_dir``, by "host:name"; the problems met fetching them.
     files: dict[str, Path] = field(default_factory=dict)
     fetch_errors: list[str] = field(default_factory=list)
-
-
-def remote_dir(run_id: str, tag: str, node: int) -> str:
-    return f"/tmp/diagnose-{run_id}-{tag}-n{node}"
-
-
-def detached_script(
-    folder: str, token: str, command: str, env: Mapping[str, str], *, merge_stderr: bool = False
-) -> str:
-    """Shell that starts ``command`` (a shell command line; ``$0`` is the folder) detached in a session of
-    its own, with the token, ``env`` and TMPDIR (torch's ``torchelastic_*``: gone with the folder) exported.
-
-    Its stdout goes to ``out.txt``, its stderr to ``err.txt`` (or into ``out.txt`` with ``merge_stderr``,
-    where the order of both matters), its exit status to ``rc`` once it ends.
-    """
-    exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
-    errors = "2>&1" if merge_stderr else '2> "$0/err.txt"'
-    inner = f'{command} > "$0/out.txt" {errors}; echo $? > "$0/rc.tmp"; mv "$0/rc.tmp" "$0/rc"'
-    return (
-        f"d={shlex.quote(folder)}\n"
-        'mkdir -p "$d/logs" "$d/tmp" || exit 1\n'
-        "command -v setsid >/dev/null 2>&1 || { echo 'setsid (util-linux) is not installed' >&2; exit 127; }\n"
-        f'export {TOKEN_VAR}={shlex.quote(token)} TMPDIR="$d/tmp"\n'
-        f"{exports}"
-        f'setsid sh -c {shlex.quote(inner)} "$d" </dev/null >/dev/null 2>&1 &\n'
-        "exit 0\n"
-    )
-
-
-def poll_script(folder: str, offset: int | None, progress: str = "results.jsonl") -> str:
-    """Exit status (empty while running) and, with ``offset``, new bytes of the progress file (none yet: no error)."""
-    tail = f'tail -c +{offset + 1} "$d/{progress}" 2>/dev/null || :' if offset is not None else ":"
-    return f'd={shlex.quote(folder)}\nprintf \'rc=%s\\n\' "$(cat "$d/rc" 2>/dev/null)"\n{tail}\n'
-
-
-#: The files of a launch folder :func:`collect_script` brings home by default: every rank's NCCL log, then
-#: the job's stdout and stderr.
-COLLECTED = ("logs/nccl-rank*.log", "out.txt", "err.txt")
-
-
-def collect_script(folder: str, patterns: Sequence[str] = COLLECTED) -> str:
-    """The files of ``folder`` matching ``patterns`` (globs, fixed words), each behind a marker line."""
-    globs = " ".join(f'"$d"/{p}' for p in patterns)
-    return (
-        f"d={shlex.quote(folder)}\n"
-        f"for f in {globs}; do\n"
-        f'  [ -f "$f" ] || continue\n'
-        f"  printf '%s%s\\n' {shlex.quote(_FILE_MARK)} \"${{f##*/}}\"\n"
-        '  cat "$f"\n'
-        "done\n"
-    )
-
-
-def split_files(text: str) -> dict[str, str]:
-    files: dict[str, str] = {}
-    name: str | None = None
-    lines: list[str] = []
-    for line in text.splitlines(keepends=True):
-        if line.startswith(_FILE_MARK):
-            if name is not None:
-                files[name] = "".join(lines)
-            name, lines = line[len(_FILE_MARK) :].strip(), []
-        else:
-            lines.append(line)
-    if name is not None:
-        files[name] = "".join(lines)
-    return files
 
 
 class Launch(ABC):
@@ -472,7 +411,7 @@ class Launch(ABC):
     def remove_folders(self, timeout: float = POLL_TIMEOUT_S) -> None:
         """Remove the launch's remote folders on every host still reachable."""
         self._each(
-            lambda h: self._run(h, f"rm -rf -- {shlex.quote(self.folders[h.name])}", timeout=timeout),
+            lambda h: self._run(h, remove_script(self.folders[h.name]), timeout=timeout),
             self._reachable(),
         )
 

@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from diagnose.core.hosts import Host
-from diagnose.launchers.base import TOKEN_VAR, Launch, LaunchError, LaunchSpec, detached_script, remote_dir
+from diagnose.launchers.base import Launch, LaunchError, LaunchSpec
+from diagnose.launchers.remote import detached_script, remote_dir
+from diagnose.launchers.stopping import TOKEN_VAR
 
 #: Open MPI's tag on a rank's output line (``--tag-output``): not part of what the rank printed.
 MPI_TAG = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:")

@@ -27,16 +27,19 @@ from diagnose.launchers.base import (
     LaunchError,
     LaunchOutcome,
     LaunchSpec,
-    detached_script,
     run_launch,
 )
+from diagnose.launchers.remote import detached_script, heartbeat
 
 SCRIPT = "steps.sh"
 
 
 def progress_script(folder: str) -> str:
-    """The script's exit status (empty while it runs), then its progress lines."""
-    return f'd={shlex.quote(folder)}\nprintf \'rc=%s\\n\' "$(cat "$d/rc" 2>/dev/null)"\ncat "$d/progress" 2>/dev/null\n'
+    """The script's exit status (empty while it runs), then its progress lines; the poll renews the lease."""
+    return (
+        f"d={shlex.quote(folder)}\n{heartbeat()}\n"
+        'printf \'rc=%s\\n\' "$(cat "$d/rc" 2>/dev/null)"\ncat "$d/progress" 2>/dev/null\n'
+    )
 
 
 def ended_steps(stdout: str) -> tuple[set[int], bool]:

@@ -46,12 +46,12 @@ from diagnose.core.model import CommandOutput
 from diagnose.core.process import ProgramError, run_program
 from diagnose.launchers.base import (
     TERM_GRACE_S,
-    TOKEN_VAR,
     Launch,
     LaunchError,
     LaunchSpec,
-    remote_dir,
 )
+from diagnose.launchers.remote import remote_dir
+from diagnose.launchers.stopping import TOKEN_VAR
 from diagnose.launchers.torchrun_argv import (
     PROGRAM_NAME,
     bench_python,

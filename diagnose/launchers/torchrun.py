@@ -29,9 +29,9 @@ from diagnose.launchers.base import (
     LaunchError,
     LaunchOutcome,
     LaunchSpec,
-    detached_script,
     run_launch,
 )
+from diagnose.launchers.remote import detached_script
 from diagnose.launchers.srun import SrunLaunch, uses_srun
 from diagnose.launchers.torchrun_argv import (
     PROGRAM_NAME,

@@ -59,6 +59,9 @@ class Root:
     check: str
     explains: tuple[str, ...]
     cluster: bool = True  # False: explains the root's own hosts' results only, never a cluster-wide one
+    # Only results of these statuses (empty: any). A host lost mid-run explains what could not be measured
+    # on it (ERROR), not what was measured before it went (a lifetime ECC count WARNed at the host stage).
+    statuses: tuple[str, ...] = ()
 
     def covers(self, check_id: str) -> bool:
         return check_id != self.check and any(fnmatchcase(check_id, p) for p in self.explains)
@@ -66,7 +69,7 @@ class Root:
 
 #: First match wins: the deeper condition before what it may also have caused.
 ROOTS: tuple[Root, ...] = (
-    Root("host.reachable", ("*",), cluster=False),
+    Root("host.reachable", ("*",), cluster=False, statuses=("ERROR",)),
     Root("gpu.processes", (*GPU_WORK, *FABRIC)),
     Root("k8s.rdma_devices", (*FABRIC, "gpu.gpudirect", "ib.*")),
     Root("nccl.env", FABRIC),
@@ -133,6 +136,8 @@ def in_scope(
 ) -> bool:
     """A result on one of the root's hosts; a cluster-wide result of a measurement they took part in;
     anything at all under a cluster-wide root (NET/Socket between the nodes slows every host's probe)."""
+    if root.statuses and row.get("status") not in root.statuses:
+        return False
     wanted = set(hosts)
     if None in wanted:
         return True

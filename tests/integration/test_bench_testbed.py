@@ -18,8 +18,8 @@ from types import SimpleNamespace
 import pytest
 
 from diagnose.engine.run_ids import new_run_id
-from diagnose.launchers.base import remote_dir
 from diagnose.launchers.leftovers import MIN_AGE_S
+from diagnose.launchers.remote import remote_dir
 from diagnose.shipped.collective_bench import bus_factor
 from tests.support.bedhosts import bench_processes
 from tests.support.stagerun import PLAN, StageRun

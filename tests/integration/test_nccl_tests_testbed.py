@@ -31,7 +31,7 @@ from diagnose.connectors import connect
 from diagnose.core.hosts import Host
 from diagnose.core.model import CheckResult
 from diagnose.core.vars import Vars
-from diagnose.launchers.base import TOKEN_VAR
+from diagnose.launchers.stopping import TOKEN_VAR
 from tests.support.paths import FACTS
 from tests.support.testbed import TOOLS_DIR, HostSpec, TestBed, TestHost
 

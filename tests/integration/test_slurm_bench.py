@@ -29,7 +29,7 @@ from diagnose.connectors import connect
 from diagnose.core.hosts import Host
 from diagnose.core.model import CheckResult
 from diagnose.core.vars import Vars
-from diagnose.launchers.base import remote_dir
+from diagnose.launchers.remote import remote_dir
 from tests.support.hostkit import PROFILE, healthy_h100, memlock_vars, port_down
 from tests.support.paths import REPO
 from tests.support.slurmbed import SlurmBed, slurm_bed

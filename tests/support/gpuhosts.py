@@ -13,10 +13,12 @@ each in turn, for the cross-node searches that need three hosts or more on a two
         python3 -m diagnose run -i {inventory} -o /tmp/gh/run
 
 starts the hosts, writes ``{inventory}`` (an Ansible inventory a user would write for such nodes:
-``bench_master_addr`` the first host's address, ``-v/--var`` for more), runs the command, stops every host
+``bench_master_addr`` each host's own address, ``-v/--var`` for more), runs the command, stops every host
 and writes ``harness.json``: the hosts (name, address, GPUs, port), the command's exit status and wall time,
 what was done to the hosts while it ran (``--at``), and every process still alive in each host afterwards
-other than its sshd: a run that left something behind shows it there.
+other than its sshd: at once (``left_running_at_exit``) and once a launch's lease has passed
+(``left_running``; ``gone_after_s``: when the first look's processes were gone): a run that left something
+behind shows it there.
 
 ``--shape HOST=RATE`` limits what HOST sends to RATE (``tc`` token bucket on its ``eth0``, e.g. ``2gbit``):
 a slow NIC or a bad cable on one node, before the command starts.
@@ -45,6 +47,7 @@ from typing import Any
 
 import yaml
 
+from diagnose.launchers.remote import LEASE_S
 from tests.support.netns import HOST_INTERFACE
 from tests.support.nshost import pids_in
 from tests.support.testbed import BUNDLE_BIN, HostSpec, TestBed, TestHost
@@ -120,13 +123,14 @@ def host_specs(
 
 
 def inventory(bed: TestBed, hosts: list[TestHost], path: Path, extra: dict[str, object]) -> Path:
-    """The inventory a user writes for these nodes: SSH to the published ports, the rendezvous on the first
-    host's own address (``bench_master_addr``: the address other nodes reach it at)."""
-    first = hosts[0].network_address
+    """The inventory a user writes for these nodes: SSH to the published ports, and per host the address the
+    other nodes reach it at (``bench_master_addr``, where a launch that host leads meets: the straggler
+    search's pair tests are led by other hosts than the first)."""
     return bed.write_inventory(
         path,
         hosts,
-        {"ansible_python_interpreter": sys.executable, "bench_master_addr": first, **extra},
+        {"ansible_python_interpreter": sys.executable, **extra},
+        host_vars={h.name: {"bench_master_addr": h.network_address} for h in hosts},
     )
 
 
@@ -187,6 +191,19 @@ def leftovers(host: TestHost) -> list[str]:
             continue
         left.append(f"{pid} {args}")
     return left
+
+
+def follow_leftovers(
+    hosts: list[TestHost], first: dict[str, list[str]], wait_s: float = LEASE_S + 15
+) -> tuple[dict[str, list[str]], float | None]:
+    """What is still running after up to ``wait_s`` more seconds, and after how many seconds (from the first
+    look) nothing was (None: something stayed, or nothing was there to begin with)."""
+    left, started = first, time.monotonic()
+    while any(left.values()) and time.monotonic() - started < wait_s:
+        time.sleep(2)
+        left = {h.name: leftovers(h) for h in hosts}
+    gone = round(time.monotonic() - started, 1) if any(first.values()) and not any(left.values()) else None
+    return left, gone
 
 
 def run_command(argv: list[str], actions: list[Action], hosts: dict[str, TestHost], log: Path) -> Outcome:
@@ -313,10 +330,15 @@ def main(argv: list[str] | None = None) -> int:
             argv_ = [word.replace("{inventory}", str(path)) for word in command]
             outcome = run_command(argv_, args.at, started, workdir / "command.log")
         # Left running is judged as a user would look: a moment after the command returned, not at once
-        # (a rank SIGKILLed as the run ended takes its GPU context down in a second or so).
+        # (a rank SIGKILLed as the run ended takes its GPU context down in a second or so). What is still
+        # there is followed for a lease and a bit more: on a host the run lost, the launch's watchdog is
+        # what stops it.
         time.sleep(2)
         record.update(rc=outcome.rc, wall_s=outcome.wall_s, actions=outcome.actions)
-        record["left_running"] = {h.name: leftovers(h) for h in hosts}
+        record["left_running_at_exit"] = {h.name: leftovers(h) for h in hosts}
+        record["left_running"], record["gone_after_s"] = follow_leftovers(
+            hosts, record["left_running_at_exit"]
+        )
         (workdir / "harness.json").write_text(json.dumps(record, indent=2) + "\n")
     print(
         f"gpuhosts: rc={outcome.rc} wall={outcome.wall_s}s left_running="

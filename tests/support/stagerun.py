@@ -13,7 +13,7 @@ from typing import Any
 from diagnose.benchmarks.stage import BenchContext, run_benchmark_stage
 from diagnose.connectors import connect
 from diagnose.core.model import CheckResult
-from diagnose.launchers.base import remote_dir
+from diagnose.launchers.remote import remote_dir
 from tests.support.bedhosts import hosts_of
 from tests.support.testbed import TestBed
 

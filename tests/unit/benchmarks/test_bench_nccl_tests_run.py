@@ -28,7 +28,7 @@ from diagnose.connectors import LocalConnection
 from diagnose.core.hosts import Host
 from diagnose.core.model import CheckResult, CommandOutput
 from diagnose.core.vars import Vars
-from diagnose.launchers.base import TOKEN_VAR
+from diagnose.launchers.stopping import TOKEN_VAR
 from diagnose.parsers.nccl_tests import parse_nccl_tests
 from tests.support.paths import FACTS
 

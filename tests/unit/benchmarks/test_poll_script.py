@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from diagnose.launchers.base import poll_script
+from diagnose.launchers.remote import poll_script
 
 
 def _poll(folder: Path, offset: int | None) -> subprocess.CompletedProcess[str]:
