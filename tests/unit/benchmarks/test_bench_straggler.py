@@ -10,6 +10,7 @@ from diagnose.benchmarks.straggler import (
     busbw_of,
     localization_record,
     localize_settings,
+    refuse_shared_master,
     straggler_checks,
 )
 from diagnose.core.errors import ConfigError
@@ -109,3 +110,19 @@ def test_the_record_holds_every_round_and_the_launches() -> None:
     assert set(first) >= {"round", "groups", "values", "verdicts", "repeats", "waves", "seconds"}
     assert len(first["groups"]) == len(first["values"]) == len(first["verdicts"])
     assert record["settings"]["quorum"] == 2 and record["launches"] == launches
+
+
+def test_one_rendezvous_address_for_several_hosts_is_refused_before_any_pair_is_launched() -> None:
+    """Four hosts with ``bench_master_addr`` in the group's vars (a lent 2× H200 split in four,
+    tests/fixtures/gpu_runs/h200x2-hosts-2026-11-27/shaped4_before_*): the pair led by node3 waited 301 s at
+    node1's address for a store nobody opened there, and the search ran out of budget with nothing named."""
+    shared = [Host(f"node{i}", vars=Vars({"bench_master_addr": "198.18.0.2"})) for i in range(1, 5)]
+    with pytest.raises(ConfigError) as refused:
+        refuse_shared_master(shared)
+    assert str(refused.value).startswith(
+        "bench_master_addr is one value (198.18.0.2) for node1, node2, node3, node4; the search's pair tests"
+    )
+    assert "set it per host" in str(refused.value)
+    own = [Host(f"node{i}", vars=Vars({"bench_master_addr": f"198.18.0.{i + 1}"})) for i in range(1, 5)]
+    refuse_shared_master(own)
+    refuse_shared_master([Host(f"node{i}") for i in range(1, 5)])  # unset: each host's address
