@@ -79,8 +79,9 @@ def refuse_shared_master(hosts: Sequence[Host]) -> None:
     shared = {value: names for value, names in by_value.items() if len(names) > 1}
     if shared:
         value, names = next(iter(shared.items()))
+        listed = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
         raise ConfigError(
-            f"bench_master_addr is one value ({value}) for {', '.join(names)}; the search's pair tests are "
+            f"bench_master_addr is one value ({value}) for {listed}; the search's pair tests are "
             "led by other hosts than the first and cannot meet there: set it per host, to each host's own "
             "address (host_vars), or leave it unset"
         )

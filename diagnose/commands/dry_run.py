@@ -17,8 +17,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from diagnose.benchmarks.straggler import refuse_shared_master
 from diagnose.config.playbook import PROFILE_VARIABLE, BenchmarkPlan
 from diagnose.core.check import Check
+from diagnose.core.errors import ConfigError
 from diagnose.core.hosts import Host
 from diagnose.core.units import counted, duration, human_bytes
 from diagnose.engine.estimate import estimate, one_rank, ranks_per_host, total
@@ -157,6 +159,10 @@ def sweep_lines(request: RunRequest) -> list[str]:
             "  localization: if a collective is short, the slow host or link is searched for "
             "(straggler_isolation)"
         )
+        try:
+            refuse_shared_master(hosts)
+        except ConfigError as exc:
+            lines.append(f"  localization would not run: {exc}")
     else:
         why = "straggler_isolation off" if not plan.straggler_isolation else "needs more than 2 hosts"
         lines.append(f"  localization: off ({why})")

@@ -126,7 +126,7 @@ def test_check_shows_the_whole_plan_grouped_with_an_estimate(tmp_path: Path) -> 
     assert "  sizes: 1 MiB to 1 GiB, ×4 (6 sizes)" in out
     assert "  iterations: 5 warm-up + 20 timed per size" in out
     assert "  ranks: 16 hosts × 8 = 128" in out
-    assert "  localization: if a collective is short" in out
+    assert "  localization: if a collective is short" in out and "localization would not run" not in out
     extras = out.split("after the sweep:")[1].split("\n\n")[0]
     for key in ("fleet_probes", "training_probe", "kv_transfer", "perftest", "stress"):
         assert f"\n  {key}: " in extras, key
@@ -160,3 +160,19 @@ def test_check_names_what_is_off(tmp_path: Path) -> None:
     estimate = done.stdout.split("estimated duration")[1]
     assert "\n  perftest " not in estimate, "a stage that SKIPs costs no time"
     assert "\n  localization " not in estimate
+
+
+def test_check_says_the_search_would_not_run_with_one_rendezvous_address_for_every_host(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "fleet.ini").write_text(FLEET)
+    (tmp_path / "full.yaml").write_text(FULL)
+    done = diagnose(
+        "run", "-i", str(tmp_path / "fleet.ini"), "--playbook", str(tmp_path / "full.yaml"), "--check",
+        "-e", "bench_master_addr=10.0.0.1", cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (
+        "  localization would not run: bench_master_addr is one value (10.0.0.1) for gpu01, gpu02, gpu03, "
+        "gpu04 and 12 more; the search's pair tests are led by other hosts than the first" in done.stdout
+    )
