@@ -97,6 +97,7 @@ def test_the_harness_splits_gpus_evenly_and_parses_its_actions() -> None:
         5.0,
     )
     assert Action.parse("training probe on=sigint").what == "sigint"
+    assert Action.parse("all_reduce=sigkill+3").what == "sigkill"
 
 
 def test_diagnose_runs_its_collective_across_two_harness_hosts(
@@ -159,3 +160,25 @@ def test_a_host_whose_sshd_dies_mid_sweep_is_one_cause_and_nothing_is_left(
         if c["host"] == "node2" and c["id"].startswith(("fleet.", "gpu.gemm"))
     ]
     assert later == [], "nothing after the sweep tried node2 again"
+
+
+def test_a_controller_killed_with_sigkill_leaves_nothing_once_the_lease_has_passed(
+    testbed_available: None, tmp_path: Path
+) -> None:
+    """diagnose SIGKILLed (no stop of its own can run) three seconds into a sweep that would never end by
+    itself (a million iterations of 16 MiB): only the launch's watchdog can end the ranks on both hosts,
+    once no poll has renewed its 60 s lease."""
+    endless = GLOO_BENCH.replace("min_bytes: 4096\n  max_bytes: 16384", "min_bytes: 16M\n  max_bytes: 16M")
+    playbook = write_playbook(tmp_path, endless.replace("iters: 2\n", "iters: 1000000\n"))
+    done = _harness(
+        tmp_path,
+        ["--at", "all_reduce, 2 ranks=sigkill+3"],
+        ["--playbook", str(playbook), "-o", str(tmp_path / "run"), "--format", "json"],
+    )
+    assert done.returncode == -signal.SIGKILL % 256, done.stdout[-3000:]
+    harness = json.loads((tmp_path / "gh" / "harness.json").read_text())
+    assert harness["rc"] == -signal.SIGKILL and [a["action"] for a in harness["actions"]] == ["sigkill"]
+    for host in ("node1", "node2"):
+        assert any("program.py" in p for p in harness["left_running_at_exit"][host]), "the ranks outlived it"
+    assert harness["left_running"] == {"node1": [], "node2": []}
+    assert 30 < harness["gone_after_s"] <= 75

@@ -25,7 +25,8 @@ a slow NIC or a bad cable on one node, before the command starts.
 
 ``--at 'PATTERN=ACTION'`` acts when a line of the command's output matches the regular expression PATTERN:
 ``kill-sshd:HOST`` kills every sshd of HOST (the listener and the sessions; what the sessions started keeps
-running), ``sigint`` or ``sigterm`` signal the command; ``+SECONDS`` after the action word waits first
+running), ``sigint``, ``sigterm`` or ``sigkill`` signal the command (``sigkill``: a controller that dies
+without stopping anything, as the OOM killer or a scheduler's hard limit does it); ``+SECONDS`` after the action word waits first
 (``'all_reduce.*2 ranks=sigint+5'``).
 """
 
@@ -148,9 +149,11 @@ class Action:
     @classmethod
     def parse(cls, text: str) -> Action:
         pattern, sep, action = text.rpartition("=")
-        found = re.fullmatch(r"(kill-sshd:([\w.-]+)|sigint|sigterm)(?:\+(\d+(?:\.\d+)?))?", action)
+        found = re.fullmatch(r"(kill-sshd:([\w.-]+)|sigint|sigterm|sigkill)(?:\+(\d+(?:\.\d+)?))?", action)
         if not sep or not found:
-            raise argparse.ArgumentTypeError(f"--at {text!r}: want PATTERN=kill-sshd:HOST|sigint|sigterm[+S]")
+            raise argparse.ArgumentTypeError(
+                f"--at {text!r}: want PATTERN=kill-sshd:HOST|sigint|sigterm|sigkill[+S]"
+            )
         what = "kill-sshd" if found.group(2) else found.group(1)
         return cls(re.compile(pattern), what, found.group(2), float(found.group(3) or 0))
 
@@ -222,7 +225,7 @@ def run_command(argv: list[str], actions: list[Action], hosts: dict[str, TestHos
                 os.kill(pid, signal.SIGKILL)
             action.detail = f"killed {len(pids)} sshd process(es) of {host.name}"
         else:
-            proc.send_signal(signal.SIGINT if action.what == "sigint" else signal.SIGTERM)
+            proc.send_signal(getattr(signal, action.what.upper()))
             action.detail = f"sent {action.what.upper()} to the command"
         outcome.actions.append({"at_s": action.done_at, "action": action.what, "detail": action.detail})
 
