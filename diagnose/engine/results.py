@@ -269,7 +269,13 @@ class ResultsStore:
             self._timer.cancel()
             self._timer = None
         self._seq += 1
-        return self._document_locked(), list(self._check_json), self._seq
+        document = self._document_locked()
+        if not self._finished:
+            # Until the run finishes the file says INCOMPLETE: a run killed outright (SIGKILL, the OOM
+            # killer, a power cut) leaves its last snapshot, which must not read as a verdict it never
+            # reached. The run itself (document()) still sees the verdict so far.
+            document["verdict"] = INCOMPLETE
+        return document, list(self._check_json), self._seq
 
     def _write(self, document: dict[str, Any], rows: list[str], seq: int, durable: bool = True) -> float:
         """Write unless a newer snapshot already landed (a timer's flush may lose the race to finish);

@@ -30,7 +30,11 @@ def test_a_result_added_during_the_quiet_interval_still_reaches_disk(tmp_path: P
     assert not timer.is_alive()
     on_disk = _on_disk(path)
     assert [c["host"] for c in on_disk["checks"]] == ["a", "b"]
-    assert on_disk["verdict"] == "FAIL" and on_disk["schema"] == 1
+    # a run still going says INCOMPLETE: killed outright, this is the file it leaves
+    assert on_disk["verdict"] == "INCOMPLETE" and on_disk["schema"] == 1
+    assert store.document()["verdict"] == "FAIL", "the run itself sees its verdict so far"
+    store.finish(finished="now")
+    assert _on_disk(path)["verdict"] == "FAIL"
 
 
 def test_finish_is_the_last_word(tmp_path: Path) -> None:
