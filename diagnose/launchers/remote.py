@@ -13,6 +13,9 @@ from diagnose.launchers.stopping import TOKEN_VAR, kill_script
 #: A launch stops itself on a host no poll has reached for this long (:func:`watchdog_script`): three poll
 #: timeouts, where one already makes the run count the host as lost.
 LEASE_S = 60
+#: Before the first poll the lease is longer by this much: a launch over thousands of hosts starts them 64 at
+#: a time (one SSH exec each) before it polls any.
+START_GRACE_S = 120
 _FILE_MARK = "@@diagnose-file "
 
 
@@ -24,9 +27,10 @@ def remote_dir(run_id: str, tag: str, node: int) -> str:
 UPTIME = 'up() { read -r u _ 2>/dev/null </proc/uptime && echo "${u%.*}"; }'
 
 
-def watchdog_script(token: str, lease_s: int = LEASE_S) -> str:
+def watchdog_script(token: str, lease_s: int = LEASE_S, start_grace_s: int = START_GRACE_S) -> str:
     """Shell (``$0`` the launch folder) that stops the launch once no poll has touched ``alive`` for
-    ``lease_s`` seconds, and ends with the job (its ``rc``) or its folder.
+    ``lease_s`` seconds (``start_grace_s`` more before the first), and ends with the job (its ``rc``) or
+    its folder.
 
     A host the run lost (its sshd killed, its network gone, the controller killed) cannot be reached to
     stop what runs there: its ranks would otherwise wait on peers that are gone for as long as NCCL or the
@@ -35,12 +39,12 @@ def watchdog_script(token: str, lease_s: int = LEASE_S) -> str:
     session, is in ``watchdog.pid`` for :func:`remove_script`.
     """
     return (
-        f'd=$0\n{UPTIME}\necho $$ >"$d/watchdog.pid"\nup >"$d/alive"\n'
+        f'd=$0\n{UPTIME}\necho $$ >"$d/watchdog.pid"\necho $(( $(up) + {int(start_grace_s)} )) >"$d/alive"\n'
         'while [ -d "$d" ] && [ ! -e "$d/rc" ]; do\n'
         "  sleep 1\n"
         '  now=$(up); last=$(cat "$d/alive" 2>/dev/null)\n'
         f'  [ -n "$now" ] && [ -n "$last" ] && [ $((now - last)) -gt {int(lease_s)} ] || continue\n'
-        '  { echo "diagnose: no poll from the run for $((now - last)) s: stopping the launch"\n'
+        f'  {{ echo "diagnose: no poll from the run within its lease ({int(lease_s)} s): stopping the launch"\n'
         f"{kill_script(token)}"
         '  } >>"$d/abandoned" 2>&1\n'
         '  [ -e "$d/rc" ] || echo 137 >"$d/rc"\n'
@@ -68,6 +72,7 @@ def detached_script(
     *,
     merge_stderr: bool = False,
     lease_s: int = LEASE_S,
+    start_grace_s: int = START_GRACE_S,
 ) -> str:
     """Shell that starts ``command`` (a shell command line; ``$0`` is the folder) detached in a session of
     its own, with the token, ``env`` and TMPDIR (torch's ``torchelastic_*``: gone with the folder) exported,
@@ -83,7 +88,7 @@ def detached_script(
         f"d={shlex.quote(folder)}\n"
         'mkdir -p "$d/logs" "$d/tmp" || exit 1\n'
         "command -v setsid >/dev/null 2>&1 || { echo 'setsid (util-linux) is not installed' >&2; exit 127; }\n"
-        f'setsid sh -c {shlex.quote(watchdog_script(token, lease_s))} "$d" </dev/null >/dev/null 2>&1 &\n'
+        f'setsid sh -c {shlex.quote(watchdog_script(token, lease_s, start_grace_s))} "$d" </dev/null >/dev/null 2>&1 &\n'
         f'export {TOKEN_VAR}={shlex.quote(token)} TMPDIR="$d/tmp"\n'
         f"{exports}"
         f'setsid sh -c {shlex.quote(inner)} "$d" </dev/null >/dev/null 2>&1 &\n'

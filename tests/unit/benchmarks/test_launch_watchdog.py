@@ -57,8 +57,8 @@ def _in_session(sid: int) -> list[int]:
     return found
 
 
-def _start(folder: Path, token: str, command: str, lease_s: int) -> None:
-    script = detached_script(str(folder), token, command, {}, lease_s=lease_s)
+def _start(folder: Path, token: str, command: str, lease_s: int, grace_s: int = 0) -> None:
+    script = detached_script(str(folder), token, command, {}, lease_s=lease_s, start_grace_s=grace_s)
     subprocess.run(["sh", "-c", script], check=True, timeout=10)
 
 
@@ -80,8 +80,21 @@ def test_a_launch_nobody_polls_stops_itself_after_its_lease(tmp_path: Path) -> N
     assert 1.5 < time.monotonic() - started + 0.5 < 8
     assert (folder / "rc").read_text().strip() == "137"
     said = (folder / "abandoned").read_text()
-    assert "no poll from the run for 3 s" in said and "found=2" in said and "left=0" in said
+    assert "no poll from the run within its lease (2 s)" in said and "found=2" in said and "left=0" in said
     assert _until(lambda: not _watchdog(folder, token), 3), "the watchdog left after stopping the launch"
+
+
+def test_before_its_first_poll_a_launch_gets_the_start_grace_on_top_of_its_lease(tmp_path: Path) -> None:
+    """A launch over thousands of hosts starts them all before it polls any: the first lease is longer."""
+    folder, token = tmp_path / "launch", "lease-test-grace"
+    _start(folder, token, "sleep 300", lease_s=1, grace_s=4)
+    try:
+        time.sleep(3)
+        assert _carrying(token), "within lease + grace the unpolled job runs on"
+        assert _until(lambda: not _carrying(token), 8), "and ends once both have passed"
+    finally:
+        for pid in _carrying(token):
+            os.kill(pid, 9)
 
 
 def test_polls_keep_a_launch_alive_and_removing_its_folder_ends_the_watchdog(tmp_path: Path) -> None:
