@@ -17,6 +17,7 @@ said. Running out of descriptors half-way would otherwise look like hosts failin
 
 from __future__ import annotations
 
+import os
 import resource
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -42,9 +43,12 @@ class Need:
     held_fds: int
     held_threads: int
     forks: int
+    # Descriptors the process already holds when the plan is made (a run inside another program, a test
+    # runner, holds hundreds): the limit is for the whole process, not for the fan-out alone.
+    open_fds: int = 0
 
     def fds(self, forks: int) -> int:
-        return self.held_fds + IN_FLIGHT_FDS * forks + SPARE_FDS
+        return self.open_fds + self.held_fds + IN_FLIGHT_FDS * forks + SPARE_FDS
 
     def threads(self, forks: int) -> int:
         return self.held_threads + forks + SPARE_THREADS
@@ -60,8 +64,9 @@ class Plan:
     note: str | None
 
 
-def need_of(hosts: Iterable[Host], forks: int) -> Need:
-    """The fan-out's needs for ``hosts`` at ``forks`` (more forks than hosts are never used)."""
+def need_of(hosts: Iterable[Host], forks: int, open_fds: int = 0) -> Need:
+    """The fan-out's needs for ``hosts`` at ``forks`` (more forks than hosts are never used), in a process
+    already holding ``open_fds`` descriptors."""
     held_fds = held_threads = count = 0
     for host in hosts:
         count += 1
@@ -71,7 +76,15 @@ def need_of(hosts: Iterable[Host], forks: int) -> Need:
             args = f"{host.vars.get('ansible_ssh_common_args') or ''} {host.vars.get('ansible_ssh_extra_args') or ''}"
             if "proxycommand" in args.lower():
                 held_fds += HELD_FDS_PROXY_COMMAND
-    return Need(count, held_fds, held_threads, max(1, min(forks, count)))
+    return Need(count, held_fds, held_threads, max(1, min(forks, count)), open_fds)
+
+
+def open_descriptors() -> int:
+    """How many descriptors this process holds now (0 where /proc cannot say)."""
+    try:
+        return len(os.listdir("/proc/self/fd"))
+    except OSError:
+        return 0
 
 
 def _room(need: int, soft: int, hard: int) -> int | None:
@@ -118,7 +131,7 @@ def plan_limits(need: Need, nofile: tuple[int, int], nproc: tuple[int, int]) -> 
 def make_room(hosts: list[Host], forks: int) -> Plan:
     """Raise this process's soft limits to what fanning out over ``hosts`` needs; the plan applied."""
     plan = plan_limits(
-        need_of(hosts, forks),
+        need_of(hosts, forks, open_descriptors()),
         resource.getrlimit(resource.RLIMIT_NOFILE),
         resource.getrlimit(resource.RLIMIT_NPROC),
     )

@@ -108,8 +108,12 @@ def test_256_hosts_at_256_forks_under_a_low_open_files_limit(testbed: TestBed, t
             took = time.monotonic() - started
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    # the plan counts what this test runner already held (its own files, the bed's) on top of the fan-out
     need = need_of(request.hosts, count)
-    assert raised == need.fds(count) > 1024
+    assert (
+        need.fds(count) > 1024
+        and need.fds(count) + base_fds - 32 <= raised <= need.fds(count) + base_fds + 32
+    )
     assert outcome.status == "done", outcome.message
     document = outcome.document
     assert document is not None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import resource
 
 import pytest
@@ -83,7 +84,8 @@ def test_connections_beyond_the_hard_limit_are_refused_in_one_line() -> None:
 def test_make_room_raises_this_process_soft_limit() -> None:
     """No skip where the hard limit is low: the host count is fitted under it, the soft limit below it."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    count = 2000 if hard == INF else min(2000, hard - IN_FLIGHT_FDS - SPARE_FDS)
+    held = len(os.listdir("/proc/self/fd"))  # what this test runner holds counts against the limit too
+    count = 2000 if hard == INF else min(2000, hard - IN_FLIGHT_FDS - SPARE_FDS - held - 8)
     assert count > 0, f"a hard limit of {hard} open files leaves no room for a host"
     need = count + IN_FLIGHT_FDS + SPARE_FDS
     lowered = min(soft, need // 2)
@@ -91,6 +93,7 @@ def test_make_room_raises_this_process_soft_limit() -> None:
     try:
         plan = make_room(hosts(count), forks=1)
         assert resource.getrlimit(resource.RLIMIT_NOFILE) == (plan.nofile, hard)
-        assert plan.nofile == need > lowered
+        assert plan.nofile is not None and need + held - 8 <= plan.nofile <= need + held + 8
+        assert plan.nofile > lowered
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
