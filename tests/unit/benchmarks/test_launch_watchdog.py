@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from diagnose.launchers.remote import detached_script, poll_script, remove_script
@@ -62,6 +63,17 @@ def _start(folder: Path, token: str, command: str, lease_s: int, grace_s: int = 
     subprocess.run(["sh", "-c", script], check=True, timeout=10)
 
 
+@contextmanager
+def _running(folder: Path, token: str, lease_s: int, grace_s: int = 0) -> Iterator[None]:
+    """A launch of ``sleep 300``, whatever the test found, killed afterwards."""
+    _start(folder, token, "sleep 300", lease_s, grace_s)
+    try:
+        yield
+    finally:
+        for pid in _carrying(token):
+            os.kill(pid, 9)
+
+
 def _until(condition: Callable[[], object], seconds: float) -> bool:
     end = time.monotonic() + seconds
     while time.monotonic() < end:
@@ -73,11 +85,11 @@ def _until(condition: Callable[[], object], seconds: float) -> bool:
 
 def test_a_launch_nobody_polls_stops_itself_after_its_lease(tmp_path: Path) -> None:
     folder, token = tmp_path / "launch", "lease-test-unpolled"
-    _start(folder, token, "sleep 300", lease_s=2)
-    assert _until(lambda: _carrying(token), 5), "the job started"
-    started = time.monotonic()
-    assert _until(lambda: not _carrying(token), 8), "the job outlived its lease"
-    assert 1.5 < time.monotonic() - started + 0.5 < 8
+    with _running(folder, token, lease_s=2):
+        assert _until(lambda: _carrying(token), 5), "the job started"
+        started = time.monotonic()
+        assert _until(lambda: not _carrying(token), 8), "the job outlived its lease"
+        assert time.monotonic() - started > 1.5, "not before the lease"
     assert (folder / "rc").read_text().strip() == "137"
     said = (folder / "abandoned").read_text()
     assert "no poll from the run within its lease (2 s)" in said and "found=2" in said and "left=0" in said
@@ -87,20 +99,15 @@ def test_a_launch_nobody_polls_stops_itself_after_its_lease(tmp_path: Path) -> N
 def test_before_its_first_poll_a_launch_gets_the_start_grace_on_top_of_its_lease(tmp_path: Path) -> None:
     """A launch over thousands of hosts starts them all before it polls any: the first lease is longer."""
     folder, token = tmp_path / "launch", "lease-test-grace"
-    _start(folder, token, "sleep 300", lease_s=1, grace_s=4)
-    try:
+    with _running(folder, token, lease_s=1, grace_s=4):
         time.sleep(3)
         assert _carrying(token), "within lease + grace the unpolled job runs on"
         assert _until(lambda: not _carrying(token), 8), "and ends once both have passed"
-    finally:
-        for pid in _carrying(token):
-            os.kill(pid, 9)
 
 
 def test_polls_keep_a_launch_alive_and_removing_its_folder_ends_the_watchdog(tmp_path: Path) -> None:
     folder, token = tmp_path / "launch", "lease-test-polled"
-    _start(folder, token, "sleep 300", lease_s=2)
-    try:
+    with _running(folder, token, lease_s=2):
         end = time.monotonic() + 5
         while time.monotonic() < end:
             subprocess.run(["sh", "-c", poll_script(str(folder), None)], check=True, timeout=5)
@@ -112,9 +119,6 @@ def test_polls_keep_a_launch_alive_and_removing_its_folder_ends_the_watchdog(tmp
         subprocess.run(["sh", "-c", remove_script(str(folder))], check=True, timeout=5)
         assert not folder.exists()
         assert _until(lambda: not _in_session(session), 1), "the watchdog and its sleep ended with the folder"
-    finally:
-        for pid in _carrying(token):
-            os.kill(pid, 9)
 
 
 def test_the_watchdog_leaves_with_a_job_that_ends_and_a_stale_pid_file_harms_no_one(tmp_path: Path) -> None:
