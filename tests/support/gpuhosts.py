@@ -7,7 +7,8 @@ over the veth), a private /tmp, and its share of the GPUs: by default every ``/d
 named in its login's ``CUDA_VISIBLE_DEVICES`` (``--gpu-mode cvd``); with ``--gpu-mode nodes`` only its own
 ``/dev/nvidia<N>`` plus the driver's control nodes, as a container runtime passes GPUs (on the lent H200 VMs
 CUDA and NVML still reached the other GPUs that way). ``--share-gpus`` makes more hosts than GPUs, one GPU
-each in turn, for the cross-node searches that need three hosts or more on a two-GPU machine. The machine's login, Python and torch serve every host. On CPU machines (CI) the hosts get no GPUs and the same code runs.
+each in turn, for the cross-node searches that need three hosts or more on a two-GPU machine. The machine's
+login, Python and torch serve every host. On CPU machines (CI) the hosts get no GPUs and the same code runs.
 
     python -m tests.support.gpuhosts --hosts 2 --workdir /tmp/gh -- \\
         python3 -m diagnose run -i {inventory} -o /tmp/gh/run
@@ -26,8 +27,8 @@ a slow NIC or a bad cable on one node, before the command starts.
 ``--at 'PATTERN=ACTION'`` acts when a line of the command's output matches the regular expression PATTERN:
 ``kill-sshd:HOST`` kills every sshd of HOST (the listener and the sessions; what the sessions started keeps
 running), ``sigint``, ``sigterm`` or ``sigkill`` signal the command (``sigkill``: a controller that dies
-without stopping anything, as the OOM killer or a scheduler's hard limit does it); ``+SECONDS`` after the action word waits first
-(``'all_reduce.*2 ranks=sigint+5'``).
+without stopping anything, as the OOM killer or a scheduler's hard limit does it); ``+SECONDS`` after the
+action word waits first (``'all_reduce.*2 ranks=sigint+5'``).
 """
 
 from __future__ import annotations
