@@ -276,7 +276,13 @@ def test_interrupt_during_the_benchmark_stops_torchrun_on_every_host(
     assert proc.returncode == 130, stderr
     # SIGKILLed ranks that are exiting count as stopped; ps lists them until they are reaped, which took over
     # 5 s once on a CI machine at a load average above 200
-    wait_until(lambda: not any(bench_processes(testbed, h) for h in hosts), 15, "the ranks to be gone")
+    deadline = time.monotonic() + 15
+    while any(bench_processes(testbed, h) for h in hosts) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = {h.name: testbed.ssh(h, "ps -eo pid=,stat=,args=").stdout for h in hosts}
+    assert not any(bench_processes(testbed, h) for h in hosts), (
+        f"ranks left: {left}\nstderr: {stderr[-3000:]}"
+    )
     results = json.loads((out / "results.json").read_text())
     assert results["verdict"] == "INCOMPLETE"
 
