@@ -116,18 +116,20 @@ def test_gloo_kv_transfer_between_two_sshd_hosts(bed: TestBed, tmp_path: Path) -
     staged = [r for r in rows if r["method"] == "staged"]
     assert all(r["host_copy_gbps"] > 0 and r["hop_us"] > 0 for r in staged)
     # Packed: the gather, the message and the scatter timed apart, each beside its reference from the same
-    # repetitions; the row's latency is their sum per repetition, so no part's median exceeds the row's.
+    # repetitions; the row's latency is their sum per repetition, so no part's median exceeds the row's and no
+    # part's p99 its slowest repetition. (The sum of the parts' medians is no measure of the row's median: on a
+    # loaded machine the slow repetitions of each part fall in different repetitions. The unit test holds the
+    # sum per repetition on exact numbers.)
     for row in (r for r in rows if r["method"] == "packed"):
         parts = row["parts"]
         assert set(parts) == {"pack", "wire", "unpack"}
         for part in parts.values():
-            assert 0 < part["p50_us"] <= part["p99_us"] and part["p50_us"] <= row["p50_us"]
+            assert 0 < part["p50_us"] <= part["p99_us"] <= row["max_us"] and part["p50_us"] <= row["p50_us"]
             assert part["gbps"] == pytest.approx(
                 row["bytes"] / (part["p50_us"] * 1e-6) / 1e9, rel=0.01, abs=0.0005
             )
         assert parts["pack"]["copy_gbps"] > 0 and parts["unpack"]["copy_gbps"] > 0
         assert parts["wire"]["plain_gbps"] > 0 and parts["wire"]["plain_us"] > 0
-        assert sum(part["p50_us"] for part in parts.values()) == pytest.approx(row["p50_us"], rel=0.5)
     assert all("parts" not in r for r in rows if r["method"] != "packed")
     by_id = {c.id: c for c in checks}
     kv = by_id["infer.kv_transfer"]
