@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from diagnose.core.errors import ConfigError
 from diagnose.core.units import human_bytes
-from diagnose.core.vars import Vars
+from diagnose.core.vars import Vars, source_of
 
 SEED_EFFICIENCY: tuple[tuple[int, float], ...] = ((2, 0.85), (8, 0.68), (125, 0.39))
 DEFAULT_TOLERANCE = 0.15
@@ -103,11 +103,36 @@ def busbw_override(host_vars: Vars, collective: str, nodes: int) -> tuple[float,
     """
     name = f"expected_busbw_{collective}_gbps"
     value = busbw_table(host_vars, name)
+    campaign = source_of(host_vars, name)
+    if isinstance(value, dict) and campaign is not None:
+        figure = _between(value, nodes)
+        measured = (
+            "measured" if nodes in value else f"interpolated from {', '.join(map(str, sorted(value)))} nodes"
+        )
+        return figure, f"{campaign}: {collective} on {nodes} node{'s' if nodes != 1 else ''} ({measured})"
     if isinstance(value, dict):
         if nodes not in value:
             return None
         return value[nodes], f"set by {name} for {nodes} node{'s' if nodes != 1 else ''}"
     return (value, f"set by {name}") if value is not None else None
+
+
+def _between(table: dict[int, float], nodes: int) -> float:
+    """A campaign's busbw at ``nodes`` from the node counts it measured: linear in log(nodes) between two
+    of them; beyond the last, the fabric curve's fall from it (SEED_EFFICIENCY's shape); below the first,
+    the first."""
+    counts = sorted(table)
+    if nodes in table:
+        return table[nodes]
+    if nodes < counts[0]:
+        return table[counts[0]]
+    if nodes > counts[-1]:
+        last = counts[-1]
+        return table[last] * fabric_efficiency(nodes) / fabric_efficiency(last)
+    low = max(c for c in counts if c < nodes)
+    high = min(c for c in counts if c > nodes)
+    share = (math.log(nodes) - math.log(low)) / (math.log(high) - math.log(low))
+    return table[low] + (table[high] - table[low]) * share
 
 
 def expected_busbw(collective: str, nodes: int, ranks_per_node: int, host_vars: Vars) -> Expectation:

@@ -419,7 +419,7 @@ class Stage:
             why += f" [{'; '.join(setup.notes)}]" if setup.notes else ""
             for check_id in (NCCL_TRANSPORT, *(bench_id(c) for c in collectives)):
                 ctx.emit_check(CheckResult(check_id, None, CHECKLIST, "SKIP", message=f"not measured: {why}"))
-        else:
+        elif collectives:  # a campaign step may run only the extras (stress, fleet, perftest, ...)
             self.run_sweep(setup, collectives)
         run_extras(self, without_lost(setup, self.lost))
         sweep_leftovers(ctx, this_run=True)

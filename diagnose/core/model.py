@@ -124,6 +124,8 @@ class HostRecord:
     reachable: bool = False
     error: str | None = None
     environment: dict[str, Any] = field(default_factory=dict)
+    # The parts and versions measured on (diagnose.campaign.identity): serials, GUIDs, firmware, driver, NCCL.
+    identity: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -87,3 +87,14 @@ class Vars(Mapping[str, Any]):
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self._values)
+
+
+#: The variable in which a campaign names where the expected values it set came from (variable -> words).
+SOURCES_VARIABLE = "expectation_sources"
+
+
+def source_of(host_vars: Mapping[str, Any], variable: str) -> str | None:
+    """The words naming where ``variable``'s value came from when a campaign set it (None: the operator
+    set it, or nobody did): a judge's message then names the campaign, run and date instead."""
+    sources = host_vars.get(SOURCES_VARIABLE)
+    return str(sources[variable]) if isinstance(sources, Mapping) and variable in sources else None

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from diagnose.campaign.identity import identity_from_facts
 from diagnose.connectors import Connection
 from diagnose.core.check import Check, Command, Facts
 from diagnose.core.hosts import Host, safe_name
@@ -136,5 +137,6 @@ def judge_batch(
     else:
         record.reachable = True
     record.environment = environment_from_facts(state.facts)
+    record.identity = identity_from_facts(state.facts)
     if host.vars.get("diagnose_k8s_node"):  # the node a pod runs on, beside the pod in the report
         record.environment["k8s_node"] = str(host.vars["diagnose_k8s_node"])

@@ -25,6 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from diagnose import history
+from diagnose.campaign import ledger
+from diagnose.campaign.ledger import Recorded, check_name
+from diagnose.campaign.phases import Needs
+from diagnose.campaign.playbook import needs_of_playbook, restrict
+from diagnose.campaign.reference import CampaignReference
 from diagnose.catalog.loading import load_catalog, select
 from diagnose.config.extra_vars import parse_extra_vars
 from diagnose.config.host_settings import LOGIN_SETTINGS
@@ -48,6 +53,7 @@ from diagnose.engine.custom import run_custom_checks
 from diagnose.engine.limits import make_room
 from diagnose.engine.profile_hint import hardware_of, hosts_without_profile, no_profile_note, suggest
 from diagnose.engine.reporter import Reporter
+from diagnose.engine.retry import write_retry_file
 from diagnose.engine.run_ids import make_run_dir, new_run_id, run_header
 from diagnose.history.coverage import record_coverage
 from diagnose.k8s.pods import PodSource
@@ -86,6 +92,9 @@ class RunOptions:
     connect_timeout: float | None = None  # -T: every host's default, beneath its variables (as Ansible)
     k8s_cordon: bool = False  # cordon and taint the nodes of failing pods (diagnose.quarantine)
     list_only: bool = False  # --list-hosts: the hosts only; key files are not read
+    campaign: str | None = None  # --campaign: record into this acceptance campaign (diagnose.campaign)
+    phases: tuple[str, ...] | None = None  # a campaign step's phases (None: the whole playbook)
+    campaign_kind: str = "run"  # how the ledger lists the run ("run", "soak round 2")
 
 
 @dataclass
@@ -103,11 +112,12 @@ class RunRequest:
     profile_note: str | None = None
     warnings: list[str] = field(default_factory=list)
     slurm: slurm_hosts.SlurmNodes | None = None  # where the hosts came from, when Slurm listed them
+    needs: Needs | None = None  # a campaign run: what the campaign's whole playbook asks of each host
 
     @property
     def history_db(self) -> Path | None:
-        """The history database, for nightly playbooks and runs given ``--history``."""
-        if self.playbook.nightly is None and self.options.history is None:
+        """The history database, for nightly playbooks, campaigns and runs given ``--history``."""
+        if self.playbook.nightly is None and self.options.history is None and self.options.campaign is None:
             return None
         return Path(self.options.history) if self.options.history else history.default_db_path()
 
@@ -126,6 +136,8 @@ class RunOutcome:
     not_stopped: list[str] = field(default_factory=list)
     retention_failures: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what the operator must still hear (a format not written)
+    campaign: Recorded | None = None  # what recording into the campaign changed
+    retry: Path | None = None  # the run folder's failed.retry
     exit_code: int | None = None  # set by a lock held elsewhere (unattended.LockBusy)
 
 
@@ -152,16 +164,30 @@ def host_sources(options: RunOptions) -> list[HostSource]:
     return [*sources, PodSource()]
 
 
+def _campaign_sources(options: RunOptions) -> list[HostSource]:
+    """The campaign's own reference figures beneath the inventory, once it has any."""
+    if options.campaign is None:
+        return []
+    check_name(options.campaign)
+    db = Path(options.history) if options.history else history.default_db_path()
+    rows = ledger.reference(db, options.campaign)
+    return [CampaignReference(options.campaign, rows)] if rows else []
+
+
 def prepare(options: RunOptions) -> RunRequest:
     """Everything loaded and checked; a ConfigError names the file and line (or option) at fault."""
     formats = parse_formats(options.formats)
     playbook = load_playbook(options.playbook)
     extra_vars = parse_extra_vars(options.extra_vars)
-    sources = host_sources(options)
-    if options.known_hosts and not Path(options.known_hosts).expanduser().is_file():
-        raise ConfigError(f"--known-hosts {options.known_hosts}: no such file")
     if options.history:  # before the lock beside it is taken: a mistyped folder is refused, not made
         history.check_db_path(options.history)
+    sources = [*_campaign_sources(options), *host_sources(options)]
+    if options.known_hosts and not Path(options.known_hosts).expanduser().is_file():
+        raise ConfigError(f"--known-hosts {options.known_hosts}: no such file")
+    needs = needs_of_playbook(playbook, {**playbook.vars, **extra_vars}) if options.campaign else None
+    if options.phases is not None:
+        playbook, forced = restrict(playbook, options.phases)
+        extra_vars = {**extra_vars, **forced}
     settings = HOST_SETTINGS if options.list_only else {**HOST_SETTINGS, **LOGIN_SETTINGS}
     hosts = resolve_hosts(sources, HostContext(playbook, options.limit, extra_vars, settings=settings))
     slurm = next((s for s in sources if isinstance(s, slurm_hosts.SlurmNodes)), None)
@@ -186,6 +212,7 @@ def prepare(options: RunOptions) -> RunRequest:
         profile_note=next((s.note for s in sources if s.note), None) or no_profile_note(hosts),
         warnings=unknown_variable_warnings(hosts, HOST_SETTINGS) + ([room.note] if room.note else []),
         slurm=slurm,
+        needs=needs,
     )
 
 
@@ -264,6 +291,13 @@ class Run:
         header["cluster"] = options.cluster_name or (source.stem if source else socket.gethostname())
         if options.operator:
             header["operator"] = options.operator
+        if options.campaign is not None and request.needs is not None:
+            header["campaign"] = {
+                "name": options.campaign,
+                "needs": request.needs.to_dict(),
+                "phases": list(options.phases) if options.phases is not None else None,
+                "kind": options.campaign_kind,
+            }
         if request.profile_note:
             header["profile_note"] = request.profile_note
         return header
@@ -390,9 +424,11 @@ class Run:
         said = {"stopped": stopped} if stopped else {}
         said |= {"not_stopped": problems} if problems else {}
         document = store.finish(finished=_now(), interrupted=True, **said)
-        return RunOutcome(
+        outcome = RunOutcome(
             "interrupted", out_dir=out_dir, document=document, stopped=stopped, not_stopped=problems
         )
+        outcome.retry = write_retry_file(out_dir, document)
+        return outcome
 
     def _record(
         self, out_dir: Path, document: dict[str, Any], regressions: list[Any], db: Path | None
@@ -403,6 +439,11 @@ class Run:
             history.record_watch(db, document, self.watched)
             record_coverage(db, document)
         outcome = RunOutcome("done", out_dir=out_dir, document=document, regressions=regressions)
+        outcome.retry = write_retry_file(out_dir, document)
+        if db is not None and self.options.campaign is not None:
+            outcome.campaign = ledger.record_run(
+                db, self.options.campaign, document, self.request.needs, self.options.campaign_kind
+            )
         try:
             with self.reporter.stage(f"reports ({', '.join(sorted(self.request.formats))})"):
                 outcome.written = render(out_dir / "results.json", self.request.formats)

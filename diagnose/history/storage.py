@@ -147,6 +147,113 @@ _MIGRATIONS: tuple[str, ...] = (
         DELETE FROM watch_readings WHERE night = old.night;
     END;
     """,
+    # 5: acceptance campaigns (diagnose.campaign.ledger): per campaign, host and phase the latest evidence
+    # with the identity it was measured on (deduplicated snapshots), the events that failed, voided or
+    # repaired it, the cluster's phases, burn-in hours per GPU, the cluster's own reference figures and the
+    # soak's rounds. Not tied to runs: retention may forget a run, a sign-off must keep its evidence.
+    """
+    CREATE TABLE campaigns (
+        name TEXT PRIMARY KEY,
+        created TEXT NOT NULL,
+        playbook TEXT,
+        inventory TEXT,
+        needs TEXT NOT NULL,
+        settings TEXT NOT NULL
+    );
+    CREATE TABLE campaign_runs (
+        campaign TEXT NOT NULL REFERENCES campaigns (name) ON DELETE CASCADE,
+        run_id TEXT NOT NULL,
+        started TEXT NOT NULL,
+        verdict TEXT NOT NULL,
+        hosts INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        PRIMARY KEY (campaign, run_id)
+    );
+    CREATE TABLE campaign_hosts (
+        campaign TEXT NOT NULL REFERENCES campaigns (name) ON DELETE CASCADE,
+        host TEXT NOT NULL,
+        identity INTEGER,
+        excluded TEXT,
+        repaired TEXT,
+        PRIMARY KEY (campaign, host)
+    ) WITHOUT ROWID;
+    CREATE TABLE campaign_identities (
+        id INTEGER PRIMARY KEY,
+        campaign TEXT NOT NULL,
+        digest TEXT NOT NULL,
+        identity TEXT NOT NULL,
+        UNIQUE (campaign, digest)
+    );
+    CREATE TABLE campaign_evidence (
+        campaign TEXT NOT NULL REFERENCES campaigns (name) ON DELETE CASCADE,
+        host TEXT NOT NULL,
+        phase TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        at TEXT NOT NULL,
+        verdict TEXT NOT NULL,
+        detail TEXT NOT NULL,
+        identity INTEGER,
+        voided INTEGER,
+        PRIMARY KEY (campaign, host, phase)
+    ) WITHOUT ROWID;
+    CREATE TABLE campaign_cluster (
+        campaign TEXT NOT NULL REFERENCES campaigns (name) ON DELETE CASCADE,
+        phase TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        at TEXT NOT NULL,
+        verdict TEXT NOT NULL,
+        hosts TEXT NOT NULL,
+        detail TEXT NOT NULL,
+        voided INTEGER,
+        PRIMARY KEY (campaign, phase)
+    ) WITHOUT ROWID;
+    CREATE TABLE campaign_events (
+        id INTEGER PRIMARY KEY,
+        campaign TEXT NOT NULL REFERENCES campaigns (name) ON DELETE CASCADE,
+        at TEXT NOT NULL,
+        host TEXT,
+        kind TEXT NOT NULL,
+        run_id TEXT,
+        text TEXT NOT NULL,
+        phases TEXT
+    );
+    CREATE INDEX campaign_events_campaign ON campaign_events (campaign, id);
+    CREATE TABLE campaign_burnin (
+        campaign TEXT NOT NULL REFERENCES campaigns (name) ON DELETE CASCADE,
+        host TEXT NOT NULL,
+        gpu TEXT NOT NULL,
+        part TEXT,
+        hours REAL NOT NULL,
+        PRIMARY KEY (campaign, host, gpu)
+    ) WITHOUT ROWID;
+    CREATE TABLE campaign_figures (
+        campaign TEXT NOT NULL REFERENCES campaigns (name) ON DELETE CASCADE,
+        key TEXT NOT NULL,
+        source TEXT NOT NULL,
+        value REAL NOT NULL,
+        run_id TEXT NOT NULL,
+        at TEXT NOT NULL,
+        PRIMARY KEY (campaign, key, source)
+    ) WITHOUT ROWID;
+    CREATE TABLE campaign_reference (
+        campaign TEXT NOT NULL REFERENCES campaigns (name) ON DELETE CASCADE,
+        key TEXT NOT NULL,
+        value REAL NOT NULL,
+        sources INTEGER NOT NULL,
+        run_id TEXT NOT NULL,
+        at TEXT NOT NULL,
+        PRIMARY KEY (campaign, key)
+    ) WITHOUT ROWID;
+    CREATE TABLE campaign_soak (
+        campaign TEXT NOT NULL REFERENCES campaigns (name) ON DELETE CASCADE,
+        round INTEGER NOT NULL,
+        run_id TEXT NOT NULL,
+        started TEXT NOT NULL,
+        verdict TEXT NOT NULL,
+        hosts TEXT NOT NULL,
+        PRIMARY KEY (campaign, round)
+    ) WITHOUT ROWID;
+    """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 

@@ -94,14 +94,20 @@ def no_reference(name: str, metric: str) -> str:
 
 
 def floor_of(
-    metric: str, name: str, overrides: Mapping[str, float], below_pct: float, readings: Readings
+    metric: str,
+    name: str,
+    overrides: Mapping[str, float],
+    below_pct: float,
+    readings: Readings,
+    override_source: str | None = None,
 ) -> Floor:
-    """The expectation of a GPU named ``name`` for ``metric`` under the power limit it reported."""
+    """The expectation of a GPU named ``name`` for ``metric`` under the power limit it reported;
+    ``override_source`` names a campaign that set the override (None: the inventory did)."""
     sku = sku_of(name)
     peak = sku.peak(metric) if sku is not None else None
     label = sku.label if sku is not None else name
     if metric in overrides:
-        source = f"set in the inventory ({OVERRIDES[metric]})"
+        source = override_source or f"set in the inventory ({OVERRIDES[metric]})"
         return Floor(overrides[metric], source, source, None, below_pct, 1.0, peak, label)
     reference = sku.references.get(metric) if sku is not None else None
     if reference is None:

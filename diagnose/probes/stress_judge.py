@@ -36,7 +36,7 @@ from typing import Any
 from diagnose.catalog.stage_ids import GPU_GEMM, GPU_HBM, GPU_MEMTEST, GPU_SDC
 from diagnose.core.model import CheckResult, worst
 from diagnose.core.units import decimal_bytes
-from diagnose.core.vars import Vars
+from diagnose.core.vars import Vars, source_of
 from diagnose.probes import fleet_judge
 from diagnose.probes.stress_figures import THROUGHPUT, GpuStress, HostStress
 from diagnose.probes.stress_floor import DEFAULT_MAX_BELOW_REF_PCT, Floor, Readings, floor_of
@@ -72,6 +72,7 @@ class Settings:
     hbm_below_pct: float = DEFAULT_MAX_BELOW_REF_PCT
     memtest_fraction: float = DEFAULT_MEMTEST_FRACTION
     overrides: dict[str, float] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)  # metric -> the campaign that set its override
     thresholds: fleet_judge.Thresholds = field(default_factory=fleet_judge.Thresholds)
 
     @classmethod
@@ -82,6 +83,7 @@ class Settings:
             hbm_below_pct=_pct(host_vars.float("hbm_max_below_ref_pct")),
             memtest_fraction=host_vars.float("memtest_min_fraction", DEFAULT_MEMTEST_FRACTION) or 0.0,
             overrides=overrides,
+            sources={m: w for m in overrides if (w := source_of(host_vars, OVERRIDES[m])) is not None},
             thresholds=fleet_judge.Thresholds(
                 mad_k=host_vars.float("fleet_mad_k", fleet_judge.DEFAULT_MAD_K) or fleet_judge.DEFAULT_MAD_K,
                 min_rel_dev_pct=host_vars.float("fleet_min_rel_dev_pct", fleet_judge.DEFAULT_MIN_REL_DEV_PCT)
@@ -92,7 +94,7 @@ class Settings:
     def floor(self, metric: str, name: str, readings: Readings | None = None) -> Floor:
         """What a GPU named ``name`` is judged by for ``metric``, under the power limit it reported."""
         below = self.hbm_below_pct if metric.startswith("hbm.") else self.gemm_below_pct
-        return floor_of(metric, name, self.overrides, below, readings or Readings())
+        return floor_of(metric, name, self.overrides, below, readings or Readings(), self.sources.get(metric))
 
 
 def _pct(value: float | None) -> float:

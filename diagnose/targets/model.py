@@ -19,6 +19,7 @@ from typing import Any
 from diagnose.core.errors import ConfigError
 from diagnose.targets.files import Origin, VarLayer, VarsFolders
 from diagnose.targets.limit import apply_subscript, split_subscript, split_terms
+from diagnose.targets.limit_files import LimitLine, read_limit_file, term_error
 
 ALL = "all"
 UNGROUPED = "ungrouped"
@@ -322,6 +323,8 @@ class Inventory:
         Terms are separated by ``,`` (or ``:`` when there is no comma); a term is a group, a host, a
         glob over both (``node0*``) or ``~regex``, optionally subscripted (``gpu[0]``, ``gpu[-1]``,
         ``rack2[1:3]`` with the end included, ``rack2[2:]``); ``&term`` intersects and ``!term`` excludes.
+        ``@FILE`` (Ansible's retry form; ``&@FILE``, ``!@FILE`` too) stands for the union of the file's
+        lines, each a term without ``&`` or ``!`` (:func:`~diagnose.targets.limit_files.read_limit_file`).
         A term to include or intersect must match some host: a misspelt name would otherwise drop hosts (or
         keep them) silently. An exclusion that matches nothing is ignored as Ansible does: the hosts to run
         on are the same whether or not the excluded host exists.
@@ -334,21 +337,40 @@ class Inventory:
         chosen: set[str] = set()
         plain = [t for t in terms if t[0] not in "&!"]
         for term in plain:
-            chosen.update(self._match_term(term, pattern))
+            chosen.update(self._match_terms(term, pattern))
         if not plain:
             chosen.update(self.hosts)
         for term in terms:
             if term.startswith("&"):
-                chosen.intersection_update(self._match_term(term[1:], pattern))
+                chosen.intersection_update(self._match_terms(term[1:], pattern))
         for term in terms:
             if term.startswith("!"):
-                chosen.difference_update(self._match_term(term[1:], pattern, required=False))
+                chosen.difference_update(self._match_terms(term[1:], pattern, required=False))
         selected = [h for h in self.hosts if h in chosen]
         if not selected:
             raise ConfigError(f"--limit {pattern!r} matched no hosts")
         return selected
 
-    def _match_term(self, term: str, pattern: str, required: bool = True) -> list[str]:
+    def _match_terms(self, term: str, pattern: str, required: bool = True) -> set[str]:
+        """One term's hosts, or with ``@FILE`` those of every line of the file.
+
+        A line naming a host that is no group is that host alone, as :meth:`_match_term` would find it,
+        but by a set lookup: a retry file of every host of a large inventory would otherwise cost a glob
+        scan of all hosts per line.
+        """
+        if not term.startswith("@"):
+            return set(self._match_term(term, pattern, required))
+        found: set[str] = set()
+        for line in read_limit_file(term[1:]):
+            if line.text in self._host_vars and line.text not in self.groups:
+                found.add(line.text)
+            else:
+                found.update(self._match_term(line.text, pattern, required, line))
+        return found
+
+    def _match_term(
+        self, term: str, pattern: str, required: bool = True, origin: LimitLine | None = None
+    ) -> list[str]:
         expression, subscript = split_subscript(term)
         if expression in (ALL, "*"):
             matched = self.hosts
@@ -356,7 +378,7 @@ class Inventory:
             try:
                 regex = re.compile(expression[1:])
             except re.error as err:
-                raise ConfigError(f"--limit {pattern!r}: bad regular expression {term!r}: {err}") from None
+                raise term_error(f"bad regular expression {term!r}: {err}", pattern, origin) from None
             matched = self._matches([g for g in self.groups if regex.search(g)], regex.search, True)
         else:
             groups = [g for g in self.groups if fnmatch.fnmatchcase(g, expression)]
@@ -365,9 +387,9 @@ class Inventory:
         if subscript is not None and matched:
             matched = apply_subscript(matched, subscript)
             if not matched:  # Ansible refuses an index past the end, in exclusions too
-                raise ConfigError(f"--limit {pattern!r}: {term!r} is past the last of its hosts")
+                raise term_error(f"{term!r} is past the last of its hosts", pattern, origin)
         if not matched and required:
-            raise ConfigError(f"--limit {pattern!r}: {term!r} matched no hosts")
+            raise term_error(f"{term!r} matched no hosts", pattern, origin)
         return matched
 
     def _matches(self, groups: list[str], host_matches: Any, hosts_too: bool) -> list[str]:
