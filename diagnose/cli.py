@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from diagnose import __version__
+from diagnose.commands.arguments import add_campaign_parsers, add_run_options, formats_help
 from diagnose.core.errors import ConfigError
 from diagnose.core.units import noun_for
-from diagnose.render.render import DEFAULT_FORMATS, FORMATS
+from diagnose.render.render import DEFAULT_FORMATS
 
 EXIT_PASS, EXIT_FAIL, EXIT_CONFIG, EXIT_INTERNAL, EXIT_LOCKED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 #: A program stopped by SIGPIPE ends 128 + 13 in the shell's eyes (``$PIPESTATUS`` of ``yes | head -1``).
@@ -52,21 +53,11 @@ def _verdict_code(document: dict[str, Any]) -> int:
     return EXIT_PASS if document["verdict"] == "PASS" else EXIT_FAIL
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    from diagnose.commands import run as command
-    from diagnose.engine.profile_hint import hosts_without_profile
-    from diagnose.engine.run import RunOptions, prepare
+def run_options(args: argparse.Namespace, **more: Any) -> Any:
+    """The RunOptions of the options ``run`` and ``campaign next`` share, and ``more``."""
+    from diagnose.engine.run import RunOptions
 
-    if args.slurm_rotate and not args.slurm_submit:
-        print("diagnose: --slurm-rotate chooses the nodes of a --slurm-submit job", file=sys.stderr)
-        return EXIT_CONFIG
-    if args.slurm_submit and args.slurm_state and not args.slurm_rotate:
-        print("diagnose: with --slurm-submit, --slurm-state narrows --slurm-rotate's nodes", file=sys.stderr)
-        return EXIT_CONFIG
-    slurm = command.slurm_query(
-        args.slurm, args.slurm_submit, args.slurm_partition, args.slurm_nodes, args.slurm_state
-    )
-    options = RunOptions(
+    return RunOptions(
         inventories=args.inventory or [],
         playbook=args.playbook,
         limit=args.limit,
@@ -82,9 +73,29 @@ def cmd_run(args: argparse.Namespace) -> int:
         cluster_name=args.cluster_name,
         operator=args.operator,
         argv=args.argv,
+        connect_timeout=args.timeout,
+        **more,
+    )
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from diagnose.commands import run as command
+    from diagnose.engine.profile_hint import hosts_without_profile
+    from diagnose.engine.run import prepare
+
+    if args.slurm_rotate and not args.slurm_submit:
+        print("diagnose: --slurm-rotate chooses the nodes of a --slurm-submit job", file=sys.stderr)
+        return EXIT_CONFIG
+    if args.slurm_submit and args.slurm_state and not args.slurm_rotate:
+        print("diagnose: with --slurm-submit, --slurm-state narrows --slurm-rotate's nodes", file=sys.stderr)
+        return EXIT_CONFIG
+    slurm = command.slurm_query(
+        args.slurm, args.slurm_submit, args.slurm_partition, args.slurm_nodes, args.slurm_state
+    )
+    options = run_options(
+        args,
         slurm=slurm,
         k8s_cordon=args.k8s_cordon,
-        connect_timeout=args.timeout,
         list_only=args.list_hosts and not args.check,
         campaign=args.campaign,
     )
@@ -300,76 +311,34 @@ def cmd_baseline(args: argparse.Namespace) -> int:
 
 def cmd_campaign(args: argparse.Namespace) -> int:
     from diagnose.commands import campaign as command
+    from diagnose.render.pdf import PdfUnavailable
 
     try:
         if args.campaign_command == "status":
             _print_lines([command.status_text(args.history, args.name, args.json)])
-            return EXIT_PASS
-        if args.campaign_command == "certificate":
-            return _certificate(args)
-        if args.campaign_command == "next":
+        elif args.campaign_command == "certificate":
+            lines, accepted = command.certificate_lines(args.history, args.name, args.out, args.operator)
+            _print_lines(lines)
+            return EXIT_PASS if accepted else EXIT_FAIL
+        elif args.campaign_command == "next":
             return _campaign_next(args)
-        who = args.operator or command.operator()
-        if args.campaign_command == "exclude":
-            event = command.ledger.exclude(
-                command.db_path(args.history), args.name, args.host, args.reason, who
-            )
-        elif args.campaign_command == "include":
-            event = command.ledger.include(command.db_path(args.history), args.name, args.host, who)
         else:
-            event = command.ledger.repaired(
-                command.db_path(args.history), args.name, args.host, args.note, who
-            )
+            print(command.mark(args))
     except ConfigError as exc:
         return _config_error(exc)
-    print(f"campaign {args.name}: {event.host} {event.kind}: {event.text}")
-    return EXIT_PASS
-
-
-def _certificate(args: argparse.Namespace) -> int:
-    from diagnose.commands import campaign as command
-    from diagnose.render.pdf import PdfUnavailable
-
-    try:
-        content, written = command.certificate(args.history, args.name, args.out, args.operator)
     except PdfUnavailable as exc:
         print(f"diagnose: {exc}", file=sys.stderr)
         return EXIT_INTERNAL
-    counts = content["counts"]
-    print(
-        f"campaign {args.name}: {content['verdict']} — {counts['accepted']} of {counts['hosts']} hosts accepted, "
-        f"{counts['excluded']} excluded; digest {content['digest'][:16]}"
-    )
-    _print_lines([f"  {path}" for path in written])
-    return EXIT_PASS if content["verdict"] == "ACCEPTED" else EXIT_FAIL
+    return EXIT_PASS
 
 
 def _campaign_next(args: argparse.Namespace) -> int:
     from diagnose.commands import campaign as command
     from diagnose.commands import run as runs
-    from diagnose.engine.run import RunOptions
 
-    options = RunOptions(
-        inventories=args.inventory or [],
-        playbook=args.playbook,
-        limit=args.limit,
-        extra_vars=args.extra_vars or [],
-        forks=args.forks,
-        out=args.out,
-        runs_dir=args.runs_dir,
-        formats=args.format,
-        skip_benchmarks=args.skip_benchmarks,
-        accept_unknown_host_keys=args.accept_unknown_host_keys,
-        known_hosts=args.known_hosts,
-        history=args.history,
-        cluster_name=args.cluster_name,
-        operator=args.operator,
-        argv=args.argv,
-        slurm=runs.slurm_query(args.slurm, False, args.slurm_partition, None, None),
-        connect_timeout=args.timeout,
-    )
+    slurm = runs.slurm_query(args.slurm, False, args.slurm_partition, None, None)
     job = command.Next(
-        command.NextOptions(args.name, options, check=args.check, quiet=args.quiet),
+        command.NextOptions(args.name, run_options(args, slurm=slurm), check=args.check),
         lambda request: runs.execute(request, quiet=args.quiet),
     )
     if args.check:
@@ -385,30 +354,8 @@ def _campaign_next(args: argparse.Namespace) -> int:
         job.soak_rounds(told, lambda line: print(f"campaign {args.name}: {line}", flush=True))
     else:
         job.steps(told)
-    if not codes:
-        print(f"campaign {args.name}: nothing to run")
-    _print_lines(command.status_lines(job.standing()))
+    _print_lines(([] if codes else [f"campaign {args.name}: nothing to run"]) + job.status_lines())
     return max(codes, default=EXIT_PASS)
-
-
-def _seconds(text: str) -> float:
-    """A positive number of seconds (argparse's type: its error names the option)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"wants a number of seconds above 0, not {text!r}")
-    return value
-
-
-def _formats_help(default: str) -> str:
-    """--format replaces the defaults, it does not add to them: `--format junit,prom` at night writes no
-    HTML or PDF (`diagnose report` draws them later); the help says so, as the README does."""
-    return (
-        f"the reports to write, exactly these: a comma list of {', '.join(FORMATS)} (default {default}; "
-        "add to the list to keep a default, e.g. json,html,pdf,junit; results.json is always written)"
-    )
 
 
 class Parser(argparse.ArgumentParser):
@@ -454,66 +401,13 @@ def _verbose() -> None:
     logger.setLevel(logging.DEBUG)
 
 
-def _add_run_options(parser: argparse.ArgumentParser) -> None:
-    """The options ``run`` and ``campaign next`` share: what to run on which hosts, and where it goes."""
-    parser.add_argument(
-        "-i",
-        "--inventory",
-        action="append",
-        help="Ansible inventory: YAML or INI file, or a folder of them; repeat to merge, as Ansible does "
-        "(default: this machine)",
-    )
-    parser.add_argument("--playbook", help="playbook name (acceptance, nightly, ...) or YAML file")
-    parser.add_argument("-l", "--limit", help="Ansible host pattern: group, host, glob, !exclude, &intersect")
-    parser.add_argument("-f", "--forks", type=int, default=32, help="hosts assessed in parallel (default 32)")
-    parser.add_argument(
-        "-T",
-        "--timeout",
-        type=_seconds,
-        metavar="SECONDS",
-        help="connection timeout, as Ansible's -T: the default that a host's ansible_ssh_timeout or "
-        "diagnose_connect_timeout overrides (default 10; docs/variables.md)",
-    )
-    parser.add_argument("-o", "--out", help="run folder (default: ./diagnose-runs/<time>-<inventory>)")
-    parser.add_argument("--format", default=DEFAULT_FORMATS, help=_formats_help(DEFAULT_FORMATS))
-    parser.add_argument("-e", "--extra-vars", action="append", help="key=value, JSON/YAML mapping or @file")
-    parser.add_argument("--skip-benchmarks", action="store_true", help="per-host checks only")
-    parser.add_argument(
-        "--accept-unknown-host-keys",
-        action="store_true",
-        help="admit hosts missing from known_hosts (like host_key_checking=False); changed keys are still refused",
-    )
-    parser.add_argument("--known-hosts", help="extra known_hosts file to verify host keys against")
-    parser.add_argument(
-        "-q",
-        "--quiet",
-        action="store_true",
-        help="no progress (on a terminal the live display, otherwise timestamped lines on stderr)",
-    )
-    parser.add_argument(
-        "-v",
-        "--verbose",
-        action="count",
-        default=0,
-        help="on stderr, each command run on each host with its exit status and time (-vv... as -v)",
-    )
-    parser.add_argument(
-        "--history", help="history database (default: the user data dir; nightly playbooks use it)"
-    )
-    parser.add_argument("--runs-dir", help="write the run into a new dated folder under this one (for cron)")
-    parser.add_argument(
-        "--cluster-name", help="the cluster the report names (default: the inventory's name, or this host's)"
-    )
-    parser.add_argument("--operator", help="who ran the acceptance, for the sign-off (default: the login)")
-
-
 def build_parser() -> Parser:
     parser = Parser(prog="diagnose", description="Accept and watch GPU training clusters.")
     parser.add_argument("--version", action="version", version=f"diagnose {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="check the hosts, run the benchmarks, write results and reports")
-    _add_run_options(run)
+    add_run_options(run)
     run.add_argument(
         "--list-hosts",
         action="store_true",
@@ -565,7 +459,7 @@ def build_parser() -> Parser:
     report.add_argument(
         "--history", help="history database that finds a run id's folder (default: the user data dir)"
     )
-    report.add_argument("--format", default="html,pdf", help=_formats_help("html,pdf"))
+    report.add_argument("--format", default="html,pdf", help=formats_help("html,pdf"))
     report.set_defaults(func=cmd_report, parser=report)
 
     trace = sub.add_parser(
@@ -575,7 +469,7 @@ def build_parser() -> Parser:
     trace.add_argument(
         "-o", "--out", help="write results and reports here (default: ./diagnose-runs/<time>-trace)"
     )
-    trace.add_argument("--format", default=DEFAULT_FORMATS, help=_formats_help(DEFAULT_FORMATS))
+    trace.add_argument("--format", default=DEFAULT_FORMATS, help=formats_help(DEFAULT_FORMATS))
     trace.add_argument("-e", "--extra-vars", action="append", help="key=value (train_* thresholds), or @file")
     trace.add_argument("--profile", help="hardware profile whose train_* thresholds apply")
     trace.add_argument(
@@ -635,41 +529,7 @@ def build_parser() -> Parser:
     )
     hist.set_defaults(func=cmd_history, parser=hist)
 
-    camp = sub.add_parser("campaign", help="acceptance over many runs: status, next, certificate, exclude")
-    csub = camp.add_subparsers(dest="campaign_command", required=True)
-    c_status = csub.add_parser("status", help="where a campaign stands: hosts accepted, pending, failed")
-    c_status.add_argument("name", metavar="NAME")
-    c_status.add_argument("--json", action="store_true", help="the same as JSON")
-    c_next = csub.add_parser("next", help="run exactly what is missing on exactly the hosts that need it")
-    c_next.add_argument("name", metavar="NAME")
-    _add_run_options(c_next)
-    c_next.add_argument("--check", action="store_true", help="show the plan; touch no host")
-    c_next.add_argument("--slurm", action="store_true", help="hosts from Slurm, as run --slurm")
-    c_next.add_argument("--slurm-partition", metavar="P[,P]", help="only nodes of these partitions")
-    c_cert = csub.add_parser(
-        "certificate", help="write certificate.json, .html and .pdf: the as-built record"
-    )
-    c_cert.add_argument("name", metavar="NAME")
-    c_cert.add_argument("-o", "--out", required=True, help="folder to write the certificate into")
-    c_cert.add_argument("--operator", help="who issues it (default: the login)")
-    c_excl = csub.add_parser("exclude", help="leave a host out of the sign-off, with the reason")
-    c_excl.add_argument("name", metavar="NAME")
-    c_excl.add_argument("host", metavar="HOST")
-    c_excl.add_argument("--reason", required=True, help="why it is left out (printed on the certificate)")
-    c_excl.add_argument("--operator", help="who decided (default: the login)")
-    c_incl = csub.add_parser("include", help="take an excluded host back into the campaign")
-    c_incl.add_argument("name", metavar="NAME")
-    c_incl.add_argument("host", metavar="HOST")
-    c_incl.add_argument("--operator", help="who decided (default: the login)")
-    c_rep = csub.add_parser("repaired", help="say a failed host was repaired: next retests it first")
-    c_rep.add_argument("name", metavar="NAME")
-    c_rep.add_argument("host", metavar="HOST")
-    c_rep.add_argument("--note", default="", help="what was done (reseated cable, replaced PSU, ...)")
-    c_rep.add_argument("--operator", help="who repaired it (default: the login)")
-    for command in (c_status, c_cert, c_excl, c_incl, c_rep):
-        command.add_argument("--history", help="history database (default: the user data dir)")
-    for command in (c_status, c_next, c_cert, c_excl, c_incl, c_rep):
-        command.set_defaults(func=cmd_campaign, parser=command)
+    add_campaign_parsers(sub, add_run_options, cmd_campaign)
 
     base = sub.add_parser("baseline", help="pin a run as the baseline that regressions are measured against")
     base.add_argument(

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -109,11 +109,11 @@ class Recorded:
     events: list[Event] = field(default_factory=list)
 
 
-def _dumps(value: Any) -> str:
+def dumps(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
 
 
-class _Writer:
+class Writer:
     """One recording, inside one transaction."""
 
     def __init__(self, conn: sqlite3.Connection, name: str, run_id: str | None, at: str) -> None:
@@ -124,7 +124,7 @@ class _Writer:
         listed = ph.ordered(phases)
         cursor = self.conn.execute(
             "INSERT INTO campaign_events (campaign, at, host, kind, run_id, text, phases) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (self.name, self.at, host, kind, self.run_id, text, _dumps(listed) if listed else None),
+            (self.name, self.at, host, kind, self.run_id, text, dumps(listed) if listed else None),
         )
         event_id = int(cursor.lastrowid or 0)
         self.events.append(Event(event_id, self.at, host, kind, self.run_id, text))
@@ -157,12 +157,12 @@ class _Writer:
                 voided.append(phase)
         if voided:
             self.conn.execute(
-                "UPDATE campaign_events SET phases = ? WHERE id = ?", (_dumps(ph.ordered(voided)), event_id)
+                "UPDATE campaign_events SET phases = ? WHERE id = ?", (dumps(ph.ordered(voided)), event_id)
             )
         return voided
 
     def identity_id(self, identity: Mapping[str, Any]) -> int:
-        text = _dumps(identity)
+        text = dumps(identity)
         digest = hashlib.sha256(text.encode()).hexdigest()
         self.conn.execute(
             "INSERT OR IGNORE INTO campaign_identities (campaign, digest, identity) VALUES (?, ?, ?)",
@@ -188,7 +188,7 @@ def ensure_campaign(
     if _campaign_row(conn, name) is None:
         conn.execute(
             "INSERT INTO campaigns (name, created, playbook, inventory, needs, settings) VALUES (?, ?, ?, ?, ?, ?)",
-            (name, now_iso(), playbook, inventory, _dumps(needs.to_dict()), "{}"),
+            (name, now_iso(), playbook, inventory, dumps(needs.to_dict()), "{}"),
         )
 
 
@@ -227,7 +227,7 @@ def _component_kind(component: str) -> str:
     return "cable" if component.startswith("cable:") else "hca"
 
 
-def _record_host(writer: _Writer, ev: RunEvidence, host: str) -> None:
+def _record_host(writer: Writer, ev: RunEvidence, host: str) -> None:
     conn, name = writer.conn, writer.name
     before, known = _host_identity(conn, name, host)
     now = ev.identities.get(host) or {}
@@ -241,7 +241,7 @@ def _record_host(writer: _Writer, ev: RunEvidence, host: str) -> None:
         if failed_before and kind == "replaced":
             conn.execute(
                 "UPDATE campaign_hosts SET repaired = ? WHERE campaign = ? AND host = ?",
-                (_dumps({"at": writer.at, "by": "part replaced", "note": change.text()}), name, host),
+                (dumps({"at": writer.at, "by": "part replaced", "note": change.text()}), name, host),
             )
     for component in ev.watched.get(host, []):
         kind = _component_kind(component)
@@ -268,11 +268,11 @@ def _record_host(writer: _Writer, ev: RunEvidence, host: str) -> None:
             writer.event(host, "retested", f"{ph.WORDS[phase]} passed after its failure", [phase])
         conn.execute(
             "INSERT OR REPLACE INTO campaign_evidence VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL)",
-            (name, host, phase, ev.run_id, ev.started, found.verdict, _dumps(found.to_dict()), identity_id),
+            (name, host, phase, ev.run_id, ev.started, found.verdict, dumps(found.to_dict()), identity_id),
         )
 
 
-def _record_cluster(writer: _Writer, ev: RunEvidence) -> None:
+def _record_cluster(writer: Writer, ev: RunEvidence) -> None:
     """The largest collective stands as the full-scale one (a batch's smaller one does not replace it,
     a voided or failed one is replaced by any), the training probe's latest result as the reference run."""
     for run in ev.cluster:
@@ -291,11 +291,11 @@ def _record_cluster(writer: _Writer, ev: RunEvidence) -> None:
                 continue
         writer.conn.execute(
             "INSERT OR REPLACE INTO campaign_cluster VALUES (?, ?, ?, ?, ?, ?, ?, NULL)",
-            (writer.name, run.phase, ev.run_id, ev.started, run.verdict, _dumps(list(run.hosts)), run.detail),
+            (writer.name, run.phase, ev.run_id, ev.started, run.verdict, dumps(list(run.hosts)), run.detail),
         )
 
 
-def _record_burnin(writer: _Writer, ev: RunEvidence) -> None:
+def _record_burnin(writer: Writer, ev: RunEvidence) -> None:
     """Burn-in hours add up per GPU slot; a GPU with another serial in the slot starts from zero."""
     for host, gpus in ev.burnin_hours.items():
         parts = (ev.identities.get(host) or {}).get("gpus") or {}
@@ -314,7 +314,7 @@ def _record_burnin(writer: _Writer, ev: RunEvidence) -> None:
             )
 
 
-def _record_reference(writer: _Writer, ev: RunEvidence) -> None:
+def _record_reference(writer: Writer, ev: RunEvidence) -> None:
     """Keep each passed figure; once enough hosts gave one (``REFERENCE_HOSTS``, or every host of a smaller
     campaign), its median becomes the cluster's reference, recorded once with the run that completed it."""
     conn, name = writer.conn, writer.name
@@ -374,7 +374,7 @@ def record_run(
             "SELECT 1 FROM campaign_runs WHERE campaign = ? AND run_id = ?", (name, ev.run_id)
         ).fetchone():
             return Recorded(name, ev.run_id)
-        writer = _Writer(conn, name, ev.run_id, ev.started or now_iso())
+        writer = Writer(conn, name, ev.run_id, ev.started or now_iso())
         for host in ev.hosts:
             _record_host(writer, ev, host)
         _record_cluster(writer, ev)
@@ -387,7 +387,7 @@ def record_run(
     return Recorded(name, ev.run_id, writer.events)
 
 
-def _require(conn: sqlite3.Connection, name: str, db_path: str | Path) -> tuple[Any, ...]:
+def require_campaign(conn: sqlite3.Connection, name: str, db_path: str | Path) -> tuple[Any, ...]:
     row = _campaign_row(conn, name)
     if row is None:
         known = [r[0] for r in conn.execute("SELECT name FROM campaigns ORDER BY name")]
@@ -398,68 +398,6 @@ def _require(conn: sqlite3.Connection, name: str, db_path: str | Path) -> tuple[
         )
         raise ConfigError(f"no campaign {name!r} in the history{hint}", db_path)
     return row
-
-
-def add_hosts(db_path: str | Path, name: str, hosts: Sequence[str]) -> None:
-    """Make the inventory's hosts known to the campaign before any run measured them (all pending)."""
-    with open_db(db_path) as conn, conn:
-        _require(conn, name, db_path)
-        conn.executemany(
-            "INSERT OR IGNORE INTO campaign_hosts (campaign, host) VALUES (?, ?)", [(name, h) for h in hosts]
-        )
-
-
-def _mark(
-    db_path: str | Path, name: str, host: str, column: str, value: dict[str, Any] | None, kind: str, text: str
-) -> Event:
-    with open_db(db_path) as conn, conn:
-        _require(conn, name, db_path)
-        if not conn.execute(
-            "SELECT 1 FROM campaign_hosts WHERE campaign = ? AND host = ?", (name, host)
-        ).fetchone():
-            raise ConfigError(f"campaign {name!r} has no host {host!r}", db_path)
-        conn.execute(
-            f"UPDATE campaign_hosts SET {column} = ? WHERE campaign = ? AND host = ?",
-            (_dumps(value) if value is not None else None, name, host),
-        )
-        writer = _Writer(conn, name, None, str((value or {}).get("at") or now_iso()))
-        writer.event(host, kind, text)
-    return writer.events[0]
-
-
-def exclude(db_path: str | Path, name: str, host: str, reason: str, by: str) -> Event:
-    """Leave a host out of the sign-off, with the reason and who decided; it no longer counts as pending."""
-    if not reason.strip():
-        raise ConfigError("campaign exclude: --reason must say why the host is left out")
-    at = now_iso()
-    return _mark(
-        db_path,
-        name,
-        host,
-        "excluded",
-        {"reason": reason, "by": by, "at": at},
-        "excluded",
-        f"left out by {by}: {reason}",
-    )
-
-
-def include(db_path: str | Path, name: str, host: str, by: str) -> Event:
-    return _mark(db_path, name, host, "excluded", None, "included", f"taken back in by {by}")
-
-
-def repaired(db_path: str | Path, name: str, host: str, note: str, by: str) -> Event:
-    """The operator's word that a failed host was repaired: it is retested first, its failure stays in
-    the history."""
-    at = now_iso()
-    text = f"repaired ({by}): {note}" if note else f"repaired ({by})"
-    return _mark(db_path, name, host, "repaired", {"at": at, "by": by, "note": note}, "repaired", text)
-
-
-def save_settings(db_path: str | Path, name: str, settings: Mapping[str, Any]) -> None:
-    with open_db(db_path) as conn, conn:
-        row = _require(conn, name, db_path)
-        merged = {**json.loads(row[5] or "{}"), **settings}
-        conn.execute("UPDATE campaigns SET settings = ? WHERE name = ?", (_dumps(merged), name))
 
 
 def campaign_names(db_path: str | Path) -> list[str]:
@@ -473,7 +411,7 @@ def load(db_path: str | Path, name: str, full: bool = False) -> Ledger:
     """The campaign as stored; ``full`` adds identities, every event, burn-in hours, the reference and the
     runs (what the certificate needs)."""
     with open_db(db_path) as conn:
-        row = _require(conn, name, db_path)
+        row = require_campaign(conn, name, db_path)
         hosts = {
             h: {"excluded": json.loads(e) if e else None, "repaired": json.loads(r) if r else None}
             for h, e, r in conn.execute(
@@ -578,32 +516,3 @@ def reference(db_path: str | Path, name: str) -> list[dict[str, Any]]:
                 (name,),
             )
         ]
-
-
-def soak_rounds(db_path: str | Path, name: str) -> list[dict[str, Any]]:
-    """The soak's finished rounds, first to last."""
-    with open_db(db_path) as conn:
-        return [
-            {"round": r, "run_id": run_id, "started": started, "verdict": verdict, "hosts": json.loads(hosts)}
-            for r, run_id, started, verdict, hosts in conn.execute(
-                "SELECT round, run_id, started, verdict, hosts FROM campaign_soak WHERE campaign = ? ORDER BY round",
-                (name,),
-            )
-        ]
-
-
-def record_soak_round(db_path: str | Path, name: str, number: int, results: Mapping[str, Any]) -> None:
-    run = results.get("run") or {}
-    hosts = [h["name"] for h in results.get("hosts") or []]
-    with open_db(db_path) as conn, conn:
-        conn.execute(
-            "INSERT OR REPLACE INTO campaign_soak VALUES (?, ?, ?, ?, ?, ?)",
-            (
-                name,
-                number,
-                str(run.get("id")),
-                str(run.get("started") or ""),
-                str(results.get("verdict")),
-                _dumps(hosts),
-            ),
-        )

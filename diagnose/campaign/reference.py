@@ -25,15 +25,20 @@ def reference_vars(name: str, rows: Sequence[Mapping[str, Any]]) -> tuple[dict[s
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     by_metric: dict[str, list[Mapping[str, Any]]] = {}
+    measured: dict[str, list[str]] = {}
     for row in rows:
         kind, _, rest = str(row["key"]).partition("|")
         if kind == "busbw":
             collective, _, nodes = rest.partition("|")
             variable = f"expected_busbw_{collective}_gbps"
             values.setdefault(variable, {})[int(nodes)] = float(row["value"])
-            sources[variable] = f"campaign {name}'s reference (run {row['run_id']}, {str(row['at'])[:10]})"
+            measured.setdefault(variable, []).append(
+                f"{nodes} nodes: run {row['run_id']}, {str(row['at'])[:10]}"
+            )
         elif kind in OVERRIDES:
             by_metric.setdefault(kind, []).append(row)
+    for variable, runs in measured.items():
+        sources[variable] = f"campaign {name}'s reference ({'; '.join(runs)})"
     for metric, found in by_metric.items():
         if len(found) != 1 or OVERRIDES[metric] in values:
             continue

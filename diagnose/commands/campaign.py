@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from diagnose import history
-from diagnose.campaign import ledger
+from diagnose.campaign import ledger, marks
 from diagnose.campaign import phases as ph
 from diagnose.campaign.certificate import build
 from diagnose.campaign.plan import DEFAULT_MIN_FRACTION, Step, plan
@@ -70,14 +70,39 @@ def certificate(
     return content, [path, *write_certificate(content, folder)]
 
 
+def certificate_lines(
+    history_path: str | None, name: str, out: str, who: str | None
+) -> tuple[list[str], bool]:
+    """What ``campaign certificate`` prints, and whether the campaign is accepted."""
+    content, written = certificate(history_path, name, out, who)
+    counts = content["counts"]
+    head = (
+        f"campaign {name}: {content['verdict']} — {counts['accepted']} of {counts['hosts']} hosts accepted, "
+        f"{counts['excluded']} excluded; digest {content['digest'][:16]}"
+    )
+    return [head, *(f"  {path}" for path in written)], content["verdict"] == "ACCEPTED"
+
+
+def mark(args: Any) -> str:
+    """``campaign exclude|include|repaired``: the event it recorded, as a line."""
+    db, who = db_path(args.history), args.operator or operator()
+    name = ledger.check_name(args.name)
+    if args.campaign_command == "exclude":
+        event = marks.exclude(db, name, args.host, args.reason, who)
+    elif args.campaign_command == "include":
+        event = marks.include(db, name, args.host, who)
+    else:
+        event = marks.repaired(db, name, args.host, args.note, who)
+    return f"campaign {name}: {event.host} {event.kind}: {event.text}"
+
+
 @dataclass
 class NextOptions:
-    """``campaign next``: the campaign, the run options every step shares, and what the step loop needs."""
+    """``campaign next``: the campaign, the run options every step shares, and whether only to plan."""
 
     name: str
     run: RunOptions
     check: bool = False
-    quiet: bool = False
 
 
 @dataclass
@@ -131,7 +156,7 @@ class Next:
                 ledger.ensure_campaign(
                     conn, self.name, needs, request.playbook.name, ", ".join(run.inventories)
                 )
-            ledger.add_hosts(self.db, self.name, [h.name for h in request.hosts])
+            marks.add_hosts(self.db, self.name, [h.name for h in request.hosts])
         return request
 
     def standing(self) -> Standing:
@@ -145,6 +170,9 @@ class Next:
         selected = {h.name for h in self.base.hosts}
         state.hosts = [h for h in state.hosts if h.host in selected]
         return state
+
+    def status_lines(self) -> list[str]:
+        return status_lines(self.standing())
 
     def plan(self, done: set[str], full_done: bool) -> list[Step]:
         steps = plan(self.standing(), self.batch, self.min_fraction, done)
@@ -196,7 +224,7 @@ class Next:
         if isinstance(stored, dict):
             return Soak.of(stored)
         soak = Soak(time.time(), self.soak_hours, self.interval)
-        ledger.save_settings(self.db, self.name, {"soak": soak.to_dict()})
+        marks.save_settings(self.db, self.name, {"soak": soak.to_dict()})
         return soak
 
     def soak_hosts(self) -> list[str]:
@@ -212,7 +240,7 @@ class Next:
         soak = self.soak()
         results = []
         while True:
-            finished = {r["round"] for r in ledger.soak_rounds(self.db, self.name)}
+            finished = {r["round"] for r in marks.soak_rounds(self.db, self.name)}
             number = soak.next_round(finished)
             if number is None:
                 say(f"soak: all {soak.rounds} rounds finished")
@@ -231,7 +259,7 @@ class Next:
             on_step(result)
             if result.outcome is None or result.outcome.status != "done" or result.outcome.document is None:
                 return results
-            ledger.record_soak_round(self.db, self.name, number, result.outcome.document)
+            marks.record_soak_round(self.db, self.name, number, result.outcome.document)
 
 
 def history_open(db: Path) -> Any:
