@@ -96,9 +96,10 @@ def _cause_hosts(
 
 
 def _cause_of(causes: Iterable[Mapping[str, Any]], host: str) -> tuple[str, str | None] | None:
-    """The first (worst) failing cause naming ``host``: its line and action."""
+    """The first (worst) failing cause that is ``host``'s alone: its line and action. A cause grouping one
+    fault on several hosts words it for one of them; each host then keeps its own row's words."""
     for cause in causes:
-        if cause.get("status") in _FAILED and host in (cause.get("hosts") or []):
+        if cause.get("status") in _FAILED and list(cause.get("hosts") or []) == [host]:
             return str(cause.get("message") or ""), cause.get("action")
     return None
 
@@ -155,16 +156,17 @@ def _collectives(
         )
         for host in hosts:
             phase = into.setdefault(host, {}).setdefault(ph.COLLECTIVE, _Phase())
-            if status in _FAILED and host not in blamed:
+            if status in _FAILED and not blamed:
                 phase.unproven = True  # a failure nobody was named for proves nothing about this host
                 continue
+            own = status if host in blamed or status not in _FAILED else "PASS"
+            words = bench.get("message") or status
+            if own != status:
+                words = f"{status}, explained by {', '.join(sorted(blamed))}"
             phase.add(
-                status,
-                f"bench.{collective}",
-                f"{collective} on {nodes} nodes: {bench.get('message') or status}",
-                bench.get("action"),
+                own, f"bench.{collective}", f"{collective} on {nodes} nodes: {words}", bench.get("action")
             )
-            if status not in _FAILED:
+            if own not in _FAILED:
                 phase.nodes = max(phase.nodes or 0, nodes)
     return runs
 
@@ -206,7 +208,8 @@ def _figures(results: Mapping[str, Any]) -> dict[str, list[tuple[str, float]]]:
             value = record.get("value")
             if isinstance(value, int | float) and record.get("name") and record.get("host"):
                 key = f"{record['metric']}|{record['name']}"
-                figures.setdefault(key, []).append((str(record["host"]), float(value)))
+                source = f"{record['host']} {record.get('bus_id') or record.get('gpu')}"
+                figures.setdefault(key, []).append((source, float(value)))
     for bench in results.get("benchmarks") or []:
         busbw, _ = large_message_busbw(bench.get("rows") or [])
         if bench.get("status") == "PASS" and busbw is not None and not bench.get("shared_gpu"):
@@ -223,6 +226,22 @@ def _figures(results: Mapping[str, Any]) -> dict[str, list[tuple[str, float]]]:
             source = f"{record.get('writer')} {record.get('writer_hca')}"
             figures.setdefault(key, []).append((source, float(record["gbps"])))
     return figures
+
+
+def _healthy(
+    figures: dict[str, list[tuple[str, float]]], evidence: Mapping[str, Mapping[str, Evidence]]
+) -> dict[str, list[tuple[str, float]]]:
+    """Only figures of hosts that failed nothing in the run: a reference measured beside a fault is not
+    what the hardware can do (a collective counts when every host in it is clean)."""
+    failed = {h for h, by_phase in evidence.items() if any(not e.passed for e in by_phase.values())}
+    kept: dict[str, list[tuple[str, float]]] = {}
+    for key, values in figures.items():
+        clean = [
+            (source, value) for source, value in values if not failed & set(source.split(" ")[0].split(","))
+        ]
+        if clean:
+            kept[key] = clean
+    return kept
 
 
 def run_evidence(results: Mapping[str, Any]) -> RunEvidence:
@@ -246,6 +265,12 @@ def run_evidence(results: Mapping[str, Any]) -> RunEvidence:
             targets = [str(host)]
         elif status in _FAILED and named.get((check, None)):
             targets = sorted(named[(check, None)])
+            explained = f"{check} {status}, explained by {', '.join(targets)}"
+            for other in measured:  # the cause is the named hosts': the others measured as they should
+                if other not in named[(check, None)]:
+                    phases.setdefault(other, {}).setdefault(phase, _Phase()).add(
+                        "PASS", check, explained, None
+                    )
         elif status in _FAILED:  # nobody named: no host failed it, and none of them passed it
             for target in measured:
                 phases.setdefault(target, {}).setdefault(phase, _Phase()).unproven = True
@@ -286,5 +311,5 @@ def run_evidence(results: Mapping[str, Any]) -> RunEvidence:
         watched=watched,
         cluster=[] if interrupted else cluster,
         burnin_hours={} if interrupted else _burnin(results),
-        figures={} if interrupted else _figures(results),
+        figures={} if interrupted else _healthy(_figures(results), evidence),
     )

@@ -335,8 +335,9 @@ def _record_reference(writer: Writer, ev: RunEvidence) -> None:
         rows = conn.execute(
             "SELECT source, value FROM campaign_figures WHERE campaign = ? AND key = ?", (name, key)
         ).fetchall()
-        covered = {h for source, _ in rows for h in str(source).split(",")}
-        if key.startswith("perftest|"):
+        if key.startswith("busbw|"):  # a collective's source is its hosts, comma-separated
+            covered = {h for source, _ in rows for h in str(source).split(",")}
+        else:  # one GPU's or NIC's: "host bus-id", "host mlx5_0"
             covered = {str(source).split(" ")[0] for source, _ in rows}
         if len(covered) < enough:
             continue

@@ -9,6 +9,7 @@ full-scale collective comes as soon as enough hosts are accepted. Each host is t
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import time
@@ -51,14 +52,19 @@ def status_text(history_path: str | None, name: str, as_json: bool) -> str:
 
 
 def operator() -> str:
-    return os.environ.get("USER") or os.environ.get("LOGNAME") or "unknown"
+    """Who acts, for the ledger's events: the login, as the run report's sign-off names it."""
+    try:
+        return os.environ.get("USER") or os.environ.get("LOGNAME") or getpass.getuser()
+    except (KeyError, OSError):  # a uid with no passwd entry (a container's)
+        return f"uid {os.getuid()}"
 
 
 def certificate(
     history_path: str | None, name: str, out: str, who: str | None
 ) -> tuple[dict[str, Any], list[Path]]:
-    """certificate.json, .html and .pdf in ``out``; the PDF's absence (no Pango) is said by the renderer."""
+    """certificate.json, .html and .pdf in ``out``, and why the PDF is missing where it could not be drawn."""
     from diagnose.render.certificate import write_certificate
+    from diagnose.render.pdf import PdfUnavailable
 
     book = ledger.load(db_path(history_path), ledger.check_name(name), full=True)
     issued = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -67,20 +73,24 @@ def certificate(
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "certificate.json"
     write_text_atomic(path, json.dumps(content, indent=1, ensure_ascii=False, default=str) + "\n")
-    return content, [path, *write_certificate(content, folder)]
+    try:
+        return content, [path, *write_certificate(content, folder)], None
+    except PdfUnavailable as exc:  # the campaign was measured: the verdict stands, the PDF is told
+        return content, [path, *exc.written], str(exc)
 
 
 def certificate_lines(
     history_path: str | None, name: str, out: str, who: str | None
 ) -> tuple[list[str], bool]:
     """What ``campaign certificate`` prints, and whether the campaign is accepted."""
-    content, written = certificate(history_path, name, out, who)
+    content, written, missing = certificate(history_path, name, out, who)
     counts = content["counts"]
     head = (
         f"campaign {name}: {content['verdict']} — {counts['accepted']} of {counts['hosts']} hosts accepted, "
         f"{counts['excluded']} excluded; digest {content['digest'][:16]}"
     )
-    return [head, *(f"  {path}" for path in written)], content["verdict"] == "ACCEPTED"
+    lines = [head, *(f"  {path}" for path in written)] + ([f"diagnose: {missing}"] if missing else [])
+    return lines, content["verdict"] == "ACCEPTED"
 
 
 def mark(args: Any) -> str:

@@ -53,7 +53,7 @@ _AS_STATUS = {
 }
 #: The as-built record's groups of parts, then of versions: identity key -> words.
 PART_WORDS = {"gpus": "GPUs", "hcas": "HCA ports", "cables": "cables"}
-VERSION_WORDS = {"firmware": "firmware", "driver": "driver", "nccl": "NCCL"}
+VERSION_WORDS = {"driver": "driver", "nccl": "NCCL"}  # and firmware, a mapping of its own
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -141,6 +141,9 @@ class Certificate:
     hosts: list[HostLine]
     parts: list[Parts]
     part_counts: dict[str, int]  # words -> parts of that kind over every host
+    versions: list[
+        tuple[str, int, str]
+    ]  # hosts (folded), their count, the firmware, driver and NCCL they share
     history: list[tuple[str, str, str, str, str]]  # date, host, kind, run id, text
     runs: list[tuple[str, str, str, str, str]]  # run id, started, verdict, hosts, kind
 
@@ -185,14 +188,18 @@ def _joined(mapping: Any) -> str:
     return ", ".join(f"{show(k, 80)} {show(v, 120)}" for k, v in _dict(mapping).items())
 
 
-def _parts(host: dict[str, Any]) -> Parts:
-    identity = _dict(host.get("identity"))
-    groups = [(words, _joined(identity.get(key))) for key, words in PART_WORDS.items()]
-    groups.append(("firmware", _joined(identity.get("firmware"))))
-    groups += [
-        (words, show(identity.get(key), 80)) for key, words in VERSION_WORDS.items() if key != "firmware"
+def _parts(name: str, identity: dict[str, Any]) -> Parts:
+    groups = ((words, _joined(identity.get(key))) for key, words in PART_WORDS.items())
+    return Parts(name, tuple((words, text) for words, text in groups if text))
+
+
+def _versions(identity: dict[str, Any]) -> str:
+    """Firmware, driver and NCCL as one line: most hosts share it, so it is shown once for all of them."""
+    firmware = _joined(identity.get("firmware"))
+    found = [f"firmware {firmware}" if firmware else ""] + [
+        f"{words} {show(identity[key], 80)}" for key, words in VERSION_WORDS.items() if identity.get(key)
     ]
-    return Parts(show(host.get("name")), tuple((w, text) for w, text in groups if text and text != MISSING))
+    return "; ".join(text for text in found if text)
 
 
 def _counts(counts: dict[str, Any]) -> list[tuple[str, str]]:
@@ -245,11 +252,15 @@ def build_certificate(cert: dict[str, Any]) -> Certificate:
     hosts = _dicts(cert.get("hosts"))
     words = _dict(cert.get("phase_words"))
     phases = _host_phases(cert, hosts)
-    parts = [_parts(h) for h in hosts]
+    identities = [(show(h.get("name")), _dict(h.get("identity"))) for h in hosts]
+    parts = [_parts(name, identity) for name, identity in identities]
     part_counts = {
-        words_: sum(len(_dict(_dict(h.get("identity")).get(key))) for h in hosts)
+        words_: sum(len(_dict(identity.get(key))) for _name, identity in identities)
         for key, words_ in PART_WORDS.items()
     }
+    versions: dict[str, list[str]] = {}
+    for name, identity in identities:
+        versions.setdefault(_versions(identity), []).append(name)
     note = cert.get("verdict_note")
     return Certificate(
         campaign=show(_dict(cert.get("campaign")).get("name")),
@@ -280,6 +291,7 @@ def build_certificate(cert: dict[str, Any]) -> Certificate:
         hosts=[_host_line(h, phases, words) for h in hosts],
         parts=[p for p in parts if p.groups],
         part_counts={k: n for k, n in part_counts.items() if n},
+        versions=[(", ".join(fold(names)), len(names), text) for text, names in versions.items() if text],
         history=[
             (
                 format_time(e.get("at")),
@@ -370,6 +382,7 @@ def _render(view: Certificate, paged: bool) -> str:
             hosts=fold_lines(view.hosts) if short else view.hosts,
             parts=[] if short else view.parts,
             parts_left_out=short and bool(view.parts),
+            paged=paged,
             part_total=sum(view.part_counts.values()),
             css=Markup(_css()),
             generator_version=diagnose.__version__,
@@ -391,8 +404,7 @@ def write_certificate(cert: dict[str, Any], out_dir: Path) -> list[Path]:
     view = build_certificate(cert)
     html = _render(view, paged=False)
     written = [write_atomic(out_dir / OUTPUT_NAMES[0], html.encode("utf-8"))]
-    if len(view.hosts) > PDF_HOSTS:
-        html = _render(view, paged=True)
+    html = _render(view, paged=True)  # the browser's copy is let go: at 16,384 hosts it is tens of MB
     try:
         written.append(write_atomic(out_dir / OUTPUT_NAMES[1], render_pdf(html, out_dir)))
     except PdfUnavailable as exc:

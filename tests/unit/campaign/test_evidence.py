@@ -28,6 +28,10 @@ def test_a_gpu_held_by_another_job_fails_its_host_alone_and_the_collective_it_sl
     assert node1[ph.STRESS].verdict == "PASS"
     assert ph.COLLECTIVE not in node1 and ph.COLLECTIVE not in node2
     assert ph.FLEET not in node1  # fleet.busbw FAILed cluster-wide: nobody passed the fleet probes
+    assert ev.figures["gemm.bf16|NVIDIA H200"] == [  # node2 failed: its figures are no reference
+        ("node1 00000000:00:06.0", 685.55),
+        ("node1 00000000:00:07.0", 675.701),
+    ]
     assert [(c.phase, c.verdict, len(c.hosts)) for c in ev.cluster] == [
         (ph.FULL_SCALE, "FAIL", 2),
         (ph.TRAINING, "FAIL", 2),
@@ -35,12 +39,14 @@ def test_a_gpu_held_by_another_job_fails_its_host_alone_and_the_collective_it_sl
 
 
 def test_the_straggler_search_names_the_one_host_that_failed_the_collective() -> None:
-    """Four hosts sharing two H200s, node3 shaped to a slow link: bench.straggler names node3."""
+    """Four hosts sharing two H200s, node3 shaped to a slow link: bench.straggler names node3, whose slowness
+    explains the collective's FAIL; the three others took part in it as they should."""
     ev = run_evidence(load("h200x2-hosts-2026-11-27/shaped4_results.json"))
     assert ev.evidence["node3"][ph.COLLECTIVE].verdict == "FAIL"
     assert ev.evidence["node3"][ph.COLLECTIVE].message.startswith("node3 is 45 % slow in all_reduce")
     for host in ("node1", "node2", "node4"):
-        assert ph.COLLECTIVE not in ev.evidence[host]
+        assert ev.evidence[host][ph.COLLECTIVE].verdict == "PASS"
+        assert ev.evidence[host][ph.COLLECTIVE].nodes == 4
         assert ev.evidence[host][ph.HOST].verdict == "PASS"
 
 
