@@ -111,6 +111,7 @@ class _Phase:
         self.rows: list[tuple[str, str, str, str | None]] = []  # status, check id, message, action
         self.nodes: int | None = None
         self.unproven = False  # a failure of the phase that names no host: nobody passed it either
+        self.partners: set[str] = set()  # collective: the hosts of the collectives it passed with
 
     def add(self, status: str, check: str, message: str, action: str | None) -> None:
         self.rows.append((status, check, message, action))
@@ -168,6 +169,7 @@ def _collectives(
             )
             if own not in _FAILED:
                 phase.nodes = max(phase.nodes or 0, nodes)
+                phase.partners.update(hosts)
     return runs
 
 
@@ -244,6 +246,28 @@ def _healthy(
     return kept
 
 
+def _without_passes_beside(
+    failed: set[str],
+    faulty: set[str],
+    evidence: dict[str, dict[str, Evidence]],
+    phases: Mapping[str, Mapping[str, _Phase]],
+) -> dict[str, dict[str, Evidence]]:
+    """A run in which a host failed proves nothing good about it (what it measured stood beside the fault);
+    a host ``faulty`` outside the collective (a GPU shared, a port down) spoils the collectives it took part
+    in for its partners too, while a straggler the search named leaves them theirs: the search measured
+    them fast without it."""
+    kept: dict[str, dict[str, Evidence]] = {}
+    for host, by_phase in evidence.items():
+        for phase, found in by_phase.items():
+            if found.passed and host in failed:
+                continue
+            partners = phases[host][phase].partners if phase == ph.COLLECTIVE else set()
+            if found.passed and faulty & partners:
+                continue
+            kept.setdefault(host, {})[phase] = found
+    return kept
+
+
 def run_evidence(results: Mapping[str, Any]) -> RunEvidence:
     """Everything a campaign learns from one results document."""
     run = results.get("run") or {}
@@ -300,6 +324,10 @@ def run_evidence(results: Mapping[str, Any]) -> RunEvidence:
             if phase == ph.COLLECTIVE and folded.passed and folded.nodes is None:
                 continue  # a transport row alone, or a one-node sweep, proves no cross-node collective
             evidence.setdefault(host, {})[phase] = folded
+    failed = {h for h, by_phase in evidence.items() if any(not e.passed for e in by_phase.values())}
+    faulty = {h for h in failed if any(not e.passed and p != ph.COLLECTIVE for p, e in evidence[h].items())}
+    evidence = _without_passes_beside(failed, faulty, evidence, phases)
+    cluster = [c for c in cluster if c.verdict in _FAILED or not failed & set(c.hosts)]
     return RunEvidence(
         run_id=str(run.get("id")),
         started=str(run.get("started") or ""),

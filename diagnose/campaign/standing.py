@@ -180,7 +180,7 @@ def _cluster(ledger: Ledger, phase: str, accepted: list[str], total: int) -> Clu
 def standing(ledger: Ledger) -> Standing:
     hosts = sorted(ledger.hosts)
     needed = ledger.needs.host
-    if len(hosts) < 2:
+    if sum(1 for h in hosts if not (ledger.hosts[h] or {}).get("excluded")) < 2:  # nobody to pair with
         needed = tuple(p for p in needed if p != ph.COLLECTIVE)
     rows = [_host(ledger, host, needed) for host in hosts]
     counts = Counter(h.state for h in rows)
@@ -217,7 +217,8 @@ def status_lines(state: Standing, width: int = 0) -> list[str]:
         )
     ]
     for c in state.cluster:
-        lines.append(f"  {ph.WORDS[c.phase]:<22} {'done' if c.satisfied else 'not yet':<8} {c.why}")
+        why = c.why if len(c.why) <= 150 else c.why[:149] + "…"
+        lines.append(f"  {ph.WORDS[c.phase]:<22} {'done' if c.satisfied else 'not yet':<8} {why}")
     listed = [h for h in state.hosts if h.state != "accepted"]
     if listed:
         name_width = max(len(h.host) for h in listed)

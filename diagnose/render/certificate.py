@@ -4,12 +4,13 @@ certificate.json (built by diagnose.campaign.certificate) holds the record; this
 the dict alone. A certificate outlives the tool that wrote it, so every key may be missing or odd in an old
 file: what is absent shows as MISSING, never as a guess. One template serves the browser and WeasyPrint.
 
-WeasyPrint spends about a millisecond on every line box and as long on every table cell, so the per-host
-sections are dense lines rather than tables (bench/certificate_scale.py measures it). Past :data:`PDF_HOSTS`
-hosts even those overrun the time a sign-off may take: the PDF then folds hosts whose lines read the same
-into one line of host ranges and leaves the as-built record to certificate.html and certificate.json,
-saying so on its page with the count of parts and the digest that binds them. certificate.html always lists
-every host and every part.
+WeasyPrint's time grows with every element and every glyph it sets (about a millisecond per inline element
+or table cell, bench/certificate_scale.py), and a cluster has up to 16,384 hosts. So the PDF's long sections
+are lines of plain text, each naming a run once for all the phases it evidenced, and firmware, driver and
+NCCL are listed once per set of hosts that share them. Past :data:`PDF_HOSTS` hosts even that overruns the
+time a sign-off may take: the PDF then folds hosts whose lines read the same into one line of host ranges
+and leaves the serials to certificate.html and certificate.json, saying so on its page with their count and
+the digest. certificate.html always lists every host and every part.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from diagnose.core.units import MISSING, is_number, number
 from diagnose.render.actions import action_text
 from diagnose.render.atomic import write_atomic
 from diagnose.render.hostlist import fold
-from diagnose.render.html import breakable, status_class
+from diagnose.render.html import status_class
 from diagnose.render.pdf import PdfUnavailable, render_pdf
 from diagnose.render.text import count_of, format_time, show
 
@@ -102,6 +103,14 @@ class HostLine:
     cause: str | None
     action: str | None
 
+    def runs(self) -> list[tuple[str, str, str]]:
+        """The phases whose cells read the same as one: (phase words, text, status). The PDF's line names
+        each run once, which halves it where a run evidenced several phases, as a run usually does."""
+        grouped: dict[tuple[str, str], list[str]] = {}
+        for cell in self.cells:
+            grouped.setdefault((cell.text, cell.status), []).append(cell.word)
+        return [(", ".join(words), text, status) for (text, status), words in grouped.items()]
+
 
 @dataclass(frozen=True)
 class Parts:
@@ -141,15 +150,14 @@ class Certificate:
     hosts: list[HostLine]
     parts: list[Parts]
     part_counts: dict[str, int]  # words -> parts of that kind over every host
-    versions: list[
-        tuple[str, int, str]
-    ]  # hosts (folded), their count, the firmware, driver and NCCL they share
+    # hosts (folded), how many, and the firmware, driver and NCCL they share
+    versions: list[tuple[str, int, str]]
     history: list[tuple[str, str, str, str, str]]  # date, host, kind, run id, text
     runs: list[tuple[str, str, str, str, str]]  # run id, started, verdict, hosts, kind
 
 
 def _host_phases(cert: dict[str, Any], hosts: list[dict[str, Any]]) -> list[str]:
-    """The phases the host table shows: those the campaign needs, else every phase some host has evidence of."""
+    """The host table's phases: those the campaign needs, else every phase some host has evidence of."""
     needed = _dict(cert.get("needs")).get("host")
     if isinstance(needed, list):
         return [str(p) for p in needed]
@@ -161,15 +169,14 @@ def _host_line(host: dict[str, Any], phases: list[str], words: dict[str, Any]) -
     missing = host.get("missing") if isinstance(host.get("missing"), list) else []
     cells = []
     for phase in phases:
+        word = show(words.get(phase, phase), 80)
         row = evidence.get(phase)
         if isinstance(row, dict):
-            verdict = str(row.get("verdict") or MISSING)
-            shown_verdict = "" if verdict == "PASS" else f"{verdict} "
-            text = f"{shown_verdict}{show(row.get('run_id'), 80)} {_day(row.get('at'))}"
-            cells.append(Cell(show(words.get(phase, phase), 80), text, verdict))
+            verdict = show(row.get("verdict"), 40)
+            run = f"{show(row.get('run_id'), 80)} {_day(row.get('at'))}"
+            cells.append(Cell(word, run if verdict == "PASS" else f"{verdict} {run}", verdict))
         else:
-            text = "missing" if phase in missing else MISSING
-            cells.append(Cell(show(words.get(phase, phase), 80), text, "missing"))
+            cells.append(Cell(word, "missing" if phase in missing else MISSING, "missing"))
     cause = host.get("cause")
     action = host.get("action")
     hours = host.get("burnin_gpu_hours")
@@ -318,8 +325,8 @@ def build_certificate(cert: dict[str, Any]) -> Certificate:
 def fold_lines(lines: Iterable[HostLine]) -> list[HostLine]:
     """Hosts whose lines read the same but for the name and burn-in hours as one line of host ranges.
 
-    The ranges expand back to exactly the hosts folded (hostlist.fold); the line keeps every host's hours,
-    and :func:`burnin` shows their range, so no host's figure is rounded into another's.
+    The ranges expand back to exactly the hosts they stand for (hostlist.fold); the line keeps every host's
+    hours and :func:`burnin` shows their range, so no host's figure is rounded into another's.
     """
     groups: dict[tuple[Any, ...], list[HostLine]] = {}
     for line in lines:
@@ -356,7 +363,6 @@ def _environment() -> Environment:
         lstrip_blocks=True,
     )
     env.filters["as_status"] = as_status
-    env.filters["breakable"] = breakable
     env.filters["burnin"] = burnin
     env.filters["counted"] = count_of
     env.filters["grouped"] = lambda n: number(n, 0, grouped=True)

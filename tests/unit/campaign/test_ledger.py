@@ -35,21 +35,27 @@ def state(db: Path):
     return standing(ledger.load(db, "acc"))
 
 
-def test_a_failed_host_is_named_with_its_cause_and_the_passed_one_is_accepted(tmp_path: Path) -> None:
+def test_a_failed_host_is_named_with_its_cause_and_its_partner_keeps_what_it_proved_alone(
+    tmp_path: Path,
+) -> None:
+    """node1 passed its own phases; the collective it ran with node2 stood beside node2's fault, so it
+    proves nothing for node1 either: node1 waits for a collective, node2 is failed with its cause."""
     db = tmp_path / "h.sqlite3"
     first_pass(db)
     now = {h.host: h for h in state(db).hosts}
-    assert now["node1"].state == "accepted"
+    assert now["node1"].state == "pending" and now["node1"].missing == (ph.COLLECTIVE,)
     assert now["node2"].state == "failed"
     assert now["node2"].cause == "host checks: node2: GPU 0 busy with pid 4242 (python)"
     assert now["node2"].action == "check_user_app"
     assert now["node2"].failed_run == "r1"
     lines = status_lines(state(db))
-    assert lines[0].startswith("campaign acc: NOT ACCEPTED — 1 of 2 hosts accepted, 0 pending, 1 failed")
+    assert lines[0].startswith("campaign acc: NOT ACCEPTED — 0 of 2 hosts accepted, 1 pending, 1 failed")
     assert any("node2" in line and "failed" in line and "pid 4242" in line for line in lines)
 
 
-def test_a_repaired_host_is_retested_alone_and_then_accepted(tmp_path: Path) -> None:
+def test_a_repaired_host_is_retested_alone_then_the_full_scale_collective_completes_both(
+    tmp_path: Path,
+) -> None:
     db = tmp_path / "h.sqlite3"
     first_pass(db)
     marks.repaired(db, "acc", "node2", "killed the stray job", "ops")
@@ -64,8 +70,18 @@ def test_a_repaired_host_is_retested_alone_and_then_accepted(tmp_path: Path) -> 
     recorded = ledger.record_run(db, "acc", retest, NEEDS)
     assert [e.kind for e in recorded.events] == ["retested"]
     now = state(db)
-    assert {h.host: h.state for h in now.hosts} == {"node1": "accepted", "node2": "accepted"}
-    assert now.verdict == "ACCEPTED"  # r1's collective covered both hosts and node2's part did not change
+    assert {h.host: (h.state, h.missing) for h in now.hosts} == {
+        "node1": ("pending", (ph.COLLECTIVE,)),
+        "node2": ("pending", (ph.COLLECTIVE,)),
+    }
+    steps = plan(now, done={"node2"})
+    assert [(s.why, s.hosts, s.phases) for s in steps] == [
+        ("full scale", ("node1", "node2"), (ph.HOST, ph.COLLECTIVE))
+    ]
+    both = {"node1": identity("S1"), "node2": identity("S2")}
+    full = document("r3", T3, both, [], [allreduce(["node1", "node2"])])
+    ledger.record_run(db, "acc", full, NEEDS)
+    assert state(db).verdict == "ACCEPTED"
 
 
 def test_a_replaced_gpu_voids_that_hosts_gpu_evidence_and_says_which_event(tmp_path: Path) -> None:
