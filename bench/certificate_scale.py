@@ -28,9 +28,10 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from diagnose.render.certificate import PDF_HOSTS
+
 TARGET_SECONDS = 30.0
 TARGET_RSS_MIB = 1024.0
-BASELINE_HOSTS = 1024
 PHASES = ("host", "stress", "burnin", "fleet", "perftest", "collective", "kv")
 WORDS = {
     "host": "host checks",
@@ -44,6 +45,8 @@ WORDS = {
     "training": "training reference",
 }
 BUSES = ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB")
+STATES = ("accepted", "failed", "repaired", "pending", "excluded")
+WAVE = 2048
 START = datetime(2026, 11, 25, 8, 0, tzinfo=timezone.utc)
 
 
@@ -70,69 +73,78 @@ def _identity(index: int, rng: random.Random) -> dict[str, Any]:
     }
 
 
+def _event(at: datetime, host: str, kind: str, run_id: str | None, text: str) -> dict[str, Any]:
+    return {"at": _stamp(at), "host": host, "kind": kind, "run_id": run_id, "text": text}
+
+
+def _waves(n_hosts: int, rng: random.Random) -> tuple[list[tuple[str, str, datetime]], list[dict[str, Any]]]:
+    """Hosts are taken 2,048 at a time: host checks to burn-in in one run, the fabric phases in a second."""
+    waves, runs = [], []
+    for wave in range(max(1, -(-n_hosts // WAVE))):
+        first = START + timedelta(hours=6 * wave)
+        second = first + timedelta(hours=3)
+        ids = (_run_id(first, rng), _run_id(second, rng))
+        size = min(WAVE, n_hosts - wave * WAVE)
+        waves.append((*ids, first))
+        runs += [
+            {"run_id": ids[0], "started": _stamp(first), "verdict": "FAIL", "hosts": size, "kind": "run"},
+            {
+                "run_id": ids[1],
+                "started": _stamp(second),
+                "verdict": "FAIL",
+                "hosts": size,
+                "kind": "soak round 2",
+            },
+        ]
+    return waves, runs
+
+
 def generate(n_hosts: int, seed: int = 7) -> dict[str, Any]:
     """A certificate of ``n_hosts`` hosts, shaped as diagnose.campaign.certificate.build writes it."""
     rng = random.Random(seed)
     names = [f"gpu-r{1 + i // 32:03d}n{1 + i % 32:02d}" for i in range(n_hosts)]
-    waves = max(1, n_hosts // 2048)
-    runs: list[dict[str, Any]] = []
-    wave_runs = []
-    for wave in range(waves):  # each wave: host checks to burn-in in one run, the fabric phases in a second
-        first = START + timedelta(hours=6 * wave)
-        ids = (_run_id(first, rng), _run_id(first + timedelta(hours=3), rng))
-        wave_runs.append((ids, first))
-        runs += [
-            {"run_id": ids[0], "started": _stamp(first), "verdict": "FAIL", "hosts": 2048, "kind": "run"},
-            {
-                "run_id": ids[1],
-                "started": _stamp(first + timedelta(hours=3)),
-                "verdict": "FAIL",
-                "hosts": 2048,
-                "kind": "soak round 2",
-            },
-        ]
-    retest_at = START + timedelta(hours=6 * waves + 4)
+    waves, runs = _waves(n_hosts, rng)
+    retest_at = START + timedelta(hours=6 * len(waves) + 4)
     retest = _run_id(retest_at, rng)
-    runs.append({"run_id": retest, "started": _stamp(retest_at), "verdict": "PASS", "hosts": 0, "kind": "run"})
-    states = rng.choices(
-        ["accepted", "failed", "repaired", "pending", "excluded"], [0.955, 0.02, 0.01, 0.01, 0.005], k=n_hosts
+    runs.append(
+        {"run_id": retest, "started": _stamp(retest_at), "verdict": "PASS", "hosts": 0, "kind": "run"}
     )
+    states = rng.choices(STATES, [0.955, 0.02, 0.01, 0.01, 0.005], k=n_hosts)
     hosts, history, excluded = [], [], []
     for index, (name, state) in enumerate(zip(names, states, strict=True)):
-        (first_run, second_run), first = wave_runs[min(index // 2048, waves - 1)]
-        evidence = {}
-        for number, phase in enumerate(PHASES):
-            run_id = first_run if number < 3 else second_run
-            at = first + timedelta(minutes=20 * number + index % 120)
-            evidence[phase] = {"run_id": run_id, "at": _stamp(at), "verdict": "PASS", "nodes": None}
+        first_run, second_run, first = waves[index // WAVE]
+        evidence = {
+            phase: {
+                "run_id": first_run if number < 3 else second_run,
+                "at": _stamp(first + timedelta(minutes=20 * number + index % 120)),
+                "verdict": "PASS",
+                "nodes": None,
+            }
+            for number, phase in enumerate(PHASES)
+        }
         missing, cause, action = [], None, None
         if state in ("failed", "repaired"):
             evidence["burnin"]["verdict"] = "FAIL"
             cause, action = f"GPU {index % 8}: Xid 79, fell off the bus under burn-in", "rma_gpu"
-            history.append(
-                {"at": evidence["burnin"]["at"], "host": name, "kind": "failed", "run_id": first_run, "text": cause}
-            )
-        if state == "repaired":
-            del evidence["burnin"]
-            missing = ["burnin"]
-            for kind, text in (
-                ("replaced", f"GPU {index % 8} serial 16528{index:06d}{index % 8:02d} replaced"),
-                ("voided", "GPU stress, burn-in voided by the replaced GPU"),
-                ("repaired", "repaired (ops): GPU swapped"),
-            ):
-                history.append({"at": _stamp(retest_at), "host": name, "kind": kind, "run_id": None, "text": text})
+            history.append(_event(first + timedelta(minutes=50), name, "failed", first_run, cause))
+        if state == "repaired":  # the GPU was replaced: what it was measured by is void until retested
+            missing = ["stress", "burnin"]
+            for phase in missing:
+                del evidence[phase]
+            serial = f"16528{index:06d}{index % 8:02d}"
+            history += [
+                _event(retest_at, name, "replaced", None, f"GPU {index % 8} serial {serial} replaced"),
+                _event(retest_at, name, "voided", None, "GPU stress, burn-in voided by the replaced GPU"),
+                _event(retest_at, name, "repaired", None, "repaired (ops): GPU swapped"),
+            ]
         if state == "pending":
-            del evidence["perftest"]
             missing = ["perftest"]
+            del evidence["perftest"]
         if state == "excluded":
             excluded.append({"host": name, "reason": "PSU RMA pending", "by": "ops", "at": _stamp(retest_at)})
-            history.append(
-                {"at": _stamp(retest_at), "host": name, "kind": "excluded", "run_id": None, "text": "PSU RMA pending"}
-            )
-        if state == "accepted" and index % 20 == 0:  # hosts retested after a flaky first run
-            history.append(
-                {"at": _stamp(retest_at), "host": name, "kind": "retested", "run_id": retest, "text": "passed"}
-            )
+            history.append(_event(retest_at, name, "excluded", None, "PSU RMA pending"))
+        if state == "accepted" and index % 8 == 0:  # a flaky first run, passed on its retest
+            history.append(_event(retest_at, name, "retested", retest, "passed"))
         hosts.append(
             {
                 "name": name,
@@ -145,7 +157,7 @@ def generate(n_hosts: int, seed: int = 7) -> dict[str, Any]:
                 "identity": _identity(index, rng),
             }
         )
-    counts = {s: states.count(s) for s in ("accepted", "pending", "failed", "repaired", "excluded")}
+    counts = {s: states.count(s) for s in STATES}
     return {
         "schema": 1,
         "issued": _stamp(retest_at + timedelta(hours=2)),
@@ -171,7 +183,7 @@ def generate(n_hosts: int, seed: int = 7) -> dict[str, Any]:
         "cluster": {
             "full_scale": {
                 "verdict": "PASS",
-                "run_id": wave_runs[-1][0][1],
+                "run_id": waves[-1][1],
                 "at": _stamp(retest_at),
                 "nodes": counts["accepted"],
                 "detail": f"all_reduce on {counts['accepted']} nodes, 330.7 GB/s busbw",
@@ -186,7 +198,7 @@ def generate(n_hosts: int, seed: int = 7) -> dict[str, Any]:
                 "value": 701.2,
                 "unit": "TFLOP/s",
                 "hosts": counts["accepted"],
-                "run_id": wave_runs[0][0][0],
+                "run_id": waves[0][0],
                 "at": _stamp(START),
             }
         ],
@@ -249,7 +261,7 @@ def main() -> int:
         work.mkdir(parents=True, exist_ok=True)
         start = time.perf_counter()
         path, cert = _write(work, args.hosts)
-        baseline, _ = _write(work, BASELINE_HOSTS)
+        baseline, _ = _write(work, PDF_HOSTS)
         generated = time.perf_counter() - start
         parts = sum(len(h["identity"][k]) for h in cert["hosts"] for k in ("gpus", "hcas", "cables"))
         print(
@@ -261,7 +273,7 @@ def main() -> int:
             ("html", "html", path, None),
             ("pdf", "pdf", path, None),
             ("html + pdf", "html + pdf", path, (TARGET_SECONDS, TARGET_RSS_MIB)),
-            (f"baseline: html + pdf, {BASELINE_HOSTS} hosts", "html + pdf", baseline, None),
+            (f"baseline: html + pdf, {PDF_HOSTS} hosts", "html + pdf", baseline, None),
         ]
         print(f"{'stage':<34} {'seconds':>8} {'CPU s':>6} {'peak RSS MiB':>13}   {'target':<22} result")
         failed = False

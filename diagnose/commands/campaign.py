@@ -76,7 +76,7 @@ def certificate(
     try:
         return content, [path, *write_certificate(content, folder)], None
     except PdfUnavailable as exc:  # the campaign was measured: the verdict stands, the PDF is told
-        return content, [path, *exc.written], str(exc)
+        return content, [path, *exc.written], str(exc).replace("report.pdf", "certificate.pdf")
 
 
 def certificate_lines(

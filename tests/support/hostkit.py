@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import re
 import shlex
+import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from diagnose.parsers.compute_apps import COMPUTE_APPS
@@ -26,7 +27,7 @@ from diagnose.parsers.gpu_query import FIELD_TIERS, canonical
 from tests.support.nshost import memlock_ceiling_kib
 from tests.support.paths import CAPTURED
 from tests.support.platformkit import platform_files, platform_tools
-from tests.support.testbed import HostSpec, Reply, Tool
+from tests.support.testbed import HostSpec, Reply, TestHost, Tool, write_tool
 
 PROFILE = "h100-8x-ndr400"
 # What /dev/infiniband holds on an 8-HCA ConnectX node: one uverbs/umad per HCA, plus rdma_cm.
@@ -556,3 +557,57 @@ def memlock_vars() -> list[str]:
     fails and healthy hosts pass for the limit they really have."""
     ceiling = memlock_ceiling_kib()
     return [] if ceiling is None else ["-e", f"min_memlock_kib={ceiling}"]
+
+
+#: The lent H100's answer to the GPU query's first tier, which asks for the board serial, the UUID and the
+#: corrected ECC counts on top of the composed 8x H100 query's columns.
+H100_SERIAL_QUERY = "gpu_query/h100x1_580_serial_corrected.txt"
+
+
+def serial_query(serials: Sequence[str]) -> str:
+    """The composed 8x H100 query with the columns H100_SERIAL_QUERY has and it lacks appended, so that it
+    answers the first tier: that capture's values on every GPU, except the serial (one of ``serials`` a GPU)
+    and the UUID, whose last group becomes the serial's last twelve digits. The composed query has no serial,
+    and a campaign keeps each GPU slot's serial as the part it holds: a swapped board is a changed serial."""
+    header, row = captured(H100_SERIAL_QUERY).splitlines()
+    lines = captured(H100_QUERY).splitlines()
+    known = {canonical(column) for column in _cells(lines[0])}
+    added = {
+        canonical(c): (c, v)
+        for c, v in zip(_cells(header), _cells(row), strict=True)
+        if canonical(c) not in known
+    }
+    out = [", ".join([lines[0], *(column for column, _ in added.values())])]
+    for line, serial in zip(lines[1:], serials, strict=True):
+        cells = {name: value for name, (_, value) in added.items()}
+        cells["serial"] = serial
+        cells["uuid"] = f"{cells['uuid'].rsplit('-', 1)[0]}-{serial[-12:]:0>12}"
+        out.append(", ".join([line, *cells.values()]))
+    return "\n".join(out) + "\n"
+
+
+def with_board_serials(spec: HostSpec, serials: Sequence[str]) -> HostSpec:
+    """``spec`` whose nvidia-smi is the healthy node's with ``serials`` as its eight GPUs' board serials
+    (serial_query): a fault of ``spec``'s own nvidia-smi is replaced, the rest of ``spec`` stays."""
+    return _with_query(spec, serial_query(serials))
+
+
+def reequip(host: TestHost, spec: HostSpec) -> None:
+    """Give a started bed host the fake tools and /sys/class/infiniband of ``spec``, the same node after a
+    repair or with a part swapped, and restart it on its port with its host key: the bed copies a host's
+    tools into the host when it starts, so a running host keeps its old ones. What the bed sets up only at
+    the first start (files, /dev/infiniband, port range, memlock, login environment) must not differ."""
+    fixed = ("name", "files", "infiniband", "port_range", "memlock_kib", "env")
+    changed = [name for name in fixed if getattr(spec, name) != getattr(host.spec, name)]
+    if changed or (spec.sysfs_infiniband is None) != (host.spec.sysfs_infiniband is None):
+        raise ValueError(f"host {host.name}: {changed or 'sysfs_infiniband'} cannot change on a started host")
+    tools, data = host.dir / "tools", host.dir / "tooldata"
+    for folder in (tools, data):
+        shutil.rmtree(folder)
+        folder.mkdir()
+    for name, tool in spec.tools.items():
+        write_tool(tools, data, host.name, name, tool)
+    for relative, content in (spec.sysfs_infiniband or {}).items():
+        host.set_sysfs_infiniband(relative, content)
+    host.spec = spec
+    host.restart()
