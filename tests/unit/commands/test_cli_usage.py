@@ -101,8 +101,8 @@ def test_format_writes_exactly_the_listed_reports_and_says_so(capsys, tmp_path, 
     argv = ["run", "--playbook", str(tmp_path / "pb.yaml"), "--skip-benchmarks", "-o", str(out)]
     assert main([*argv, "--format", "junit,prom"]) in (0, 1)
     written = capsys.readouterr().out
-    written_files = {p.name for p in out.iterdir() if p.is_file()}
-    assert written_files == {"results.json", "junit.xml", "diagnose.prom", "failed.retry"}  # the retry file always
+    written_files = {p.name for p in out.iterdir() if p.is_file()}  # the retry file is always written
+    assert written_files == {"results.json", "junit.xml", "diagnose.prom", "failed.retry"}
     assert str(out / "junit.xml") in written and "report.html" not in written
 
     with pytest.raises(SystemExit):
