@@ -659,7 +659,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--gpus", type=int, default=16384)
-    parser.add_argument("--gpus-per-host", type=int, default=8)
+    parser.add_argument(
+        "--gpus-per-host", type=int, default=8, help="for the failure rate; identities hold 8"
+    )
     parser.add_argument("--days", type=float, default=14.0, help="the sign-off deadline")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--trials", type=int, default=3, help="seeds simulated (seed, seed+1, ...)")

@@ -79,7 +79,7 @@ def build(ledger: Ledger, state: Standing, issued: str, operator: str) -> dict[s
             "run_id": row.run_id if row else None,
             "at": row.at if row else None,
             "nodes": len(row.hosts) if row else None,
-            "detail": c.why,
+            "detail": row.detail if row and c.satisfied else c.why,
             "satisfied": c.satisfied,
         }
     excluded = [

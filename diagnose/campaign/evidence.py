@@ -111,7 +111,7 @@ class _Phase:
         self.rows: list[tuple[str, str, str, str | None]] = []  # status, check id, message, action
         self.nodes: int | None = None
         self.unproven = False  # a failure of the phase that names no host: nobody passed it either
-        self.partners: set[str] = set()  # collective: the hosts of the collectives it passed with
+        self.benches: set[int] = set()  # collective: which of the run's benchmarks it passed
 
     def add(self, status: str, check: str, message: str, action: str | None) -> None:
         self.rows.append((status, check, message, action))
@@ -140,7 +140,7 @@ def _collectives(
         if c.get("id") in (BENCH_STRAGGLER, BENCH_LINK) and c.get("host") and c.get("status") in _FAILED
     }
     runs = []
-    for bench in results.get("benchmarks") or []:
+    for index, bench in enumerate(results.get("benchmarks") or []):
         hosts = [str(h) for h in bench.get("hosts") or []]
         nodes = int(bench.get("nodes") or len(hosts))
         status = str(bench.get("status") or "ERROR")
@@ -169,7 +169,7 @@ def _collectives(
             )
             if own not in _FAILED:
                 phase.nodes = max(phase.nodes or 0, nodes)
-                phase.partners.update(hosts)
+                phase.benches.add(index)
     return runs
 
 
@@ -249,6 +249,7 @@ def _healthy(
 def _without_passes_beside(
     failed: set[str],
     faulty: set[str],
+    results: Mapping[str, Any],
     evidence: dict[str, dict[str, Evidence]],
     phases: Mapping[str, Mapping[str, _Phase]],
 ) -> dict[str, dict[str, Evidence]]:
@@ -256,13 +257,17 @@ def _without_passes_beside(
     a host ``faulty`` outside the collective (a GPU shared, a port down) spoils the collectives it took part
     in for its partners too, while a straggler the search named leaves them theirs: the search measured
     them fast without it."""
+    spoiled = {
+        index
+        for index, bench in enumerate(results.get("benchmarks") or [])
+        if faulty.intersection(str(h) for h in bench.get("hosts") or [])
+    }
     kept: dict[str, dict[str, Evidence]] = {}
     for host, by_phase in evidence.items():
         for phase, found in by_phase.items():
             if found.passed and host in failed:
                 continue
-            partners = phases[host][phase].partners if phase == ph.COLLECTIVE else set()
-            if found.passed and faulty & partners:
+            if found.passed and phase == ph.COLLECTIVE and phases[host][phase].benches & spoiled:
                 continue
             kept.setdefault(host, {})[phase] = found
     return kept
@@ -326,7 +331,7 @@ def run_evidence(results: Mapping[str, Any]) -> RunEvidence:
             evidence.setdefault(host, {})[phase] = folded
     failed = {h for h, by_phase in evidence.items() if any(not e.passed for e in by_phase.values())}
     faulty = {h for h in failed if any(not e.passed and p != ph.COLLECTIVE for p, e in evidence[h].items())}
-    evidence = _without_passes_beside(failed, faulty, evidence, phases)
+    evidence = _without_passes_beside(failed, faulty, results, evidence, phases)
     cluster = [c for c in cluster if c.verdict in _FAILED or not failed & set(c.hosts)]
     return RunEvidence(
         run_id=str(run.get("id")),

@@ -57,12 +57,17 @@ class Row:
     run_id: str
     at: str
     verdict: str
-    detail: dict[str, Any]
+    detail_json: str  # decoded on demand: a status of 16,384 hosts reads the words of its failures only
     voided: int | None  # the id of the event that voided it
 
     @property
     def passed(self) -> bool:
         return self.verdict in _PASSED
+
+    @property
+    def detail(self) -> dict[str, Any]:
+        value = json.loads(self.detail_json)
+        return value if isinstance(value, dict) else {}
 
 
 @dataclass(frozen=True)
@@ -424,9 +429,7 @@ def load(db_path: str | Path, name: str, full: bool = False) -> Ledger:
             "SELECT host, phase, run_id, at, verdict, detail, voided FROM campaign_evidence WHERE campaign = ?",
             (name,),
         ):
-            rows.setdefault(host, {})[phase] = Row(
-                host, phase, run_id, at, verdict, json.loads(detail), voided
-            )
+            rows.setdefault(host, {})[phase] = Row(host, phase, run_id, at, verdict, detail, voided)
         cluster = {
             phase: ClusterRow(phase, run_id, at, verdict, tuple(json.loads(hosts_text)), detail, voided)
             for phase, run_id, at, verdict, hosts_text, detail, voided in conn.execute(

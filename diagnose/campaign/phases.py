@@ -158,7 +158,9 @@ def needs_of(
     return Needs(tuple(p for p in HOST_PHASES if p in host), tuple(cluster))
 
 
+_ORDER = {p: i for i, p in enumerate((*HOST_PHASES, *CLUSTER_PHASES))}
+
+
 def ordered(phases: Iterable[str]) -> list[str]:
     """Phases in the order a run does them (host phases, then the cluster's)."""
-    order = {p: i for i, p in enumerate((*HOST_PHASES, *CLUSTER_PHASES))}
-    return sorted(set(phases), key=lambda p: order.get(p, len(order)))
+    return sorted(set(phases), key=lambda p: _ORDER.get(p, len(_ORDER)))

@@ -13,7 +13,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from diagnose.campaign import phases as ph
-from diagnose.campaign.standing import Standing
+from diagnose.campaign.standing import HostStanding, Standing
 
 DEFAULT_MIN_FRACTION = 0.95
 #: What a run on one batch cannot prove: both need the other hosts.
@@ -56,6 +56,8 @@ def plan(
             if host.state != order:
                 continue
             alone = tuple(p for p in host.missing if p not in _CROSS_HOST)
+            if order == "repaired" and not alone:  # its own host checks first: a new part voids more
+                alone = (ph.HOST,)
             if ph.COLLECTIVE in host.missing:
                 waiting.append(host.host)
             if alone and host.host not in done:
@@ -70,7 +72,8 @@ def plan(
 def _full_scale(state: Standing, waiting: list[str], min_fraction: float) -> Step | None:
     counted = state.counts["hosts"] - state.counts["excluded"]
     due = [c.phase for c in state.cluster if not c.satisfied]
-    hosts = sorted({*state.accepted, *(h for h in waiting if _only_cross_host(state, h))})
+    by_name = {h.host: h for h in state.hosts}
+    hosts = sorted({*state.accepted, *(h for h in waiting if _only_cross_host(by_name.get(h)))})
     if not hosts or counted < 1 or (not due and len(hosts) == len(state.accepted)):
         return None
     if len(state.accepted) / counted < min_fraction and len(hosts) / counted < min_fraction:
@@ -82,9 +85,8 @@ def _full_scale(state: Standing, waiting: list[str], min_fraction: float) -> Ste
     return Step(tuple(hosts), tuple(phases), why)
 
 
-def _only_cross_host(state: Standing, host: str) -> bool:
+def _only_cross_host(found: HostStanding | None) -> bool:
     """Whether the host misses nothing a run of its own could give (so the full-scale step completes it)."""
-    found = next((h for h in state.hosts if h.host == host), None)
     return (
         found is not None
         and found.state in ("pending", "repaired")

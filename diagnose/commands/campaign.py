@@ -72,7 +72,8 @@ def certificate(
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "certificate.json"
-    write_text_atomic(path, json.dumps(content, indent=1, ensure_ascii=False, default=str) + "\n")
+    text = json.dumps(content, ensure_ascii=False, default=str)  # no indent: Python's fast encoder
+    write_text_atomic(path, text + "\n")
     try:
         return content, [path, *write_certificate(content, folder)], None
     except PdfUnavailable as exc:  # the campaign was measured: the verdict stands, the PDF is told

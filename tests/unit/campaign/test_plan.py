@@ -67,3 +67,11 @@ def test_the_full_scale_step_waits_for_the_fraction_and_takes_the_hosts_waiting_
 
 def test_nothing_is_planned_for_an_accepted_cluster() -> None:
     assert plan(standing_of(accepted("a"), accepted("b"), full_scale=True)) == []
+
+
+def test_a_repaired_host_missing_only_a_collective_gets_its_own_host_checks_first() -> None:
+    """A host repaired after failing only a collective may have come back with a new GPU or cable: its own
+    host checks read the part (and void what it voids) before it joins a full-scale run of every host."""
+    hosts = [accepted(f"n{i}") for i in range(3)] + [HostStanding("r", "repaired", (ph.COLLECTIVE,))]
+    steps = plan(standing_of(*hosts), min_fraction=0.5)
+    assert (steps[0].why, steps[0].hosts, steps[0].phases) == ("retest repaired", ("r",), (ph.HOST,))
