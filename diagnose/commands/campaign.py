@@ -32,6 +32,7 @@ from diagnose.config.extra_vars import parse_extra_vars
 from diagnose.core.errors import ConfigError
 from diagnose.engine.results import write_text_atomic
 from diagnose.engine.run import RunOptions, RunOutcome, RunRequest, prepare
+from diagnose.history.storage import open_db
 
 SOAK_PHASES = (ph.HOST, ph.STRESS, ph.BURNIN)
 
@@ -153,6 +154,7 @@ class Next:
         if self.soak_hours < 0 or self.interval <= 0:
             raise ConfigError("-e soak_hours must be 0 or more and soak_interval_minutes above 0")
         self.limit_file = self.db.parent / "campaigns" / self.name / "step.hosts"
+        self.steps_made = 0  # numbers the steps' run folders under --out
         self.base = self._prepare_base()
 
     def _prepare_base(self) -> RunRequest:
@@ -161,7 +163,7 @@ class Next:
         if not self.options.check:
             history.check_db_path(self.db)
             history.create_db(self.db)
-            with history_open(self.db) as conn, conn:
+            with open_db(self.db) as conn, conn:
                 needs = request.needs or ph.Needs(ph.HOST_PHASES, ph.CLUSTER_PHASES)
                 run = self.options.run
                 ledger.ensure_campaign(
@@ -177,10 +179,10 @@ class Next:
                 {}, {h.name: {} for h in self.base.hosts}, {}, {}, {}, 0, None, None,
             )  # fmt: skip
             return standing(book)
-        state = standing(ledger.load(self.db, self.name))
-        selected = {h.name for h in self.base.hosts}
-        state.hosts = [h for h in state.hosts if h.host in selected]
-        return state
+        book = ledger.load(self.db, self.name)
+        selected = {h.name for h in self.base.hosts}  # a --limit keeps the others out of this call
+        book.hosts = {h: marks_of for h, marks_of in book.hosts.items() if h in selected}
+        return standing(book)
 
     def status_lines(self) -> list[str]:
         return status_lines(self.standing())
@@ -207,7 +209,7 @@ class Next:
         """A step's run folder: under ``--out`` one folder per step, else a new dated folder as usual."""
         if self.options.run.out is None:
             return None
-        self.steps_made = getattr(self, "steps_made", 0) + 1
+        self.steps_made += 1
         return str(Path(self.options.run.out) / f"{self.steps_made:02d}-{kind.replace(' ', '-')}")
 
     def steps(self, on_step: Callable[[StepResult], None]) -> list[StepResult]:
@@ -271,12 +273,6 @@ class Next:
             if result.outcome is None or result.outcome.status != "done" or result.outcome.document is None:
                 return results
             marks.record_soak_round(self.db, self.name, number, result.outcome.document)
-
-
-def history_open(db: Path) -> Any:
-    from diagnose.history.storage import open_db
-
-    return open_db(db)
 
 
 def plan_lines(job: Next) -> list[str]:
