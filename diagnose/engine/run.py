@@ -428,6 +428,11 @@ class Run:
             "interrupted", out_dir=out_dir, document=document, stopped=stopped, not_stopped=problems
         )
         outcome.retry = write_retry_file(out_dir, document)
+        db = self.request.history_db
+        if db is not None and self.options.campaign is not None:  # what it found failing still counts
+            outcome.campaign = ledger.record_run(
+                db, self.options.campaign, document, self.request.needs, self.options.campaign_kind
+            )
         return outcome
 
     def _record(

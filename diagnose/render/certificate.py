@@ -23,7 +23,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from jinja2 import Environment, PackageLoader, StrictUndefined
+from jinja2 import Environment
 from markupsafe import Markup
 
 import diagnose
@@ -31,7 +31,7 @@ from diagnose.core.units import MISSING, is_number, number
 from diagnose.render.actions import action_text
 from diagnose.render.atomic import write_atomic
 from diagnose.render.hostlist import fold
-from diagnose.render.html import status_class
+from diagnose.render.html import jinja_environment, status_class
 from diagnose.render.pdf import PdfUnavailable, render_pdf
 from diagnose.render.text import count_of, format_time, show
 
@@ -355,13 +355,7 @@ def as_status(word: object) -> str:
 
 @cache
 def _environment() -> Environment:
-    env = Environment(
-        loader=PackageLoader("diagnose.reports", "."),
-        autoescape=True,
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
+    env = jinja_environment()
     env.filters["as_status"] = as_status
     env.filters["burnin"] = burnin
     env.filters["counted"] = count_of

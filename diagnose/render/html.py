@@ -46,15 +46,21 @@ def breakable(text: object) -> Markup:
     return Markup(escaped.replace(".", ".<wbr>").replace("_", "_<wbr>"))
 
 
-@cache
-def _environment() -> Environment:
-    env = Environment(
+def jinja_environment() -> Environment:
+    """The templates of reports/: autoescaped (hosts and messages come from the cluster) and strict about
+    undefined names (a missing key fails a test, not a page in front of a customer)."""
+    return Environment(
         loader=PackageLoader("diagnose.reports", "."),
         autoescape=True,
         undefined=StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
     )
+
+
+@cache
+def _environment() -> Environment:
+    env = jinja_environment()
     env.filters["status_class"] = status_class
     env.filters["breakable"] = breakable
     env.filters["counted"] = count_of
