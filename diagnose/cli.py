@@ -173,8 +173,6 @@ def _report_outcome(outcome: Any, request: Any) -> int:
         suggestion = document["run"].get("profile_suggestion")
         if isinstance(suggestion, dict) and suggestion.get("text"):  # cron's one line stays one
             print(f"diagnose: {suggestion['text']}")
-    if outcome.retry is not None and outcome.retry.stat().st_size:
-        print(f"diagnose: retest the failed hosts after their repair: --limit @{outcome.retry}")
     if outcome.campaign is not None:
         from diagnose.commands.campaign import event_lines
 

@@ -20,6 +20,7 @@ from typing import Any, TextIO
 
 from diagnose.core.units import counted, duration
 from diagnose.engine.reporter import Reporter
+from diagnose.engine.retry import RETRY_FILE
 from diagnose.engine.run import Run, RunOutcome, RunRequest
 from diagnose.render.acted import acted_lines
 from diagnose.render.causes import cause_lines, causes_of
@@ -219,7 +220,8 @@ def summary_lines(document: dict[str, Any], out_dir: Path | None, written: list[
     on (its coverage, one line); then, unless the run passed, why it did not: one line per cause (its
     status, hosts, checks, message and what to do, :mod:`diagnose.render.causes`, the grouping the report
     shows too), with the results it explains on a line under it (``+5 consequences (ids)``); then what diagnose did to nodes and the bug reports it brought home, at most three lines
-    (:mod:`diagnose.render.acted`; nothing on a run that acted on none); then each file written. The counts are :mod:`diagnose.render.tally`'s, the same the report,
+    (:mod:`diagnose.render.acted`; nothing on a run that acted on none); then, when hosts failed, the
+    ``--limit @failed.retry`` that retests them; then each file written. The counts are :mod:`diagnose.render.tally`'s, the same the report,
     JUnit and Prometheus show."""
     coverage = coverage_of(document)
     hosts = len(document["hosts"])
@@ -234,6 +236,9 @@ def summary_lines(document: dict[str, Any], out_dir: Path | None, written: list[
     if document["verdict"] != "PASS":
         lines += cause_lines(causes_of(document), _rest_at(out_dir, written))
     lines += acted_lines(document)
+    retry = out_dir / RETRY_FILE if out_dir is not None else None
+    if retry is not None and retry.is_file() and retry.stat().st_size:
+        lines.append(f"diagnose: to retest the hosts that failed once repaired: --limit @{retry}")
     return lines + [f"  {path}" for path in written]
 
 

@@ -63,7 +63,7 @@ def test_run_writes_the_other_formats_prints_the_verdict_and_exits_with_its_code
     assert done.stdout.startswith(f"diagnose: {verdict}"), done.stdout
     assert "WeasyPrint could not import" not in done.stdout  # its banner does not break the summary
     assert sorted(p.name for p in out.iterdir() if p.is_file()) == [
-        "diagnose.prom", "junit.xml", "report.html", "results.json",
+        "diagnose.prom", "failed.retry", "junit.xml", "report.html", "results.json",
     ]  # fmt: skip
     assert "report.pdf" not in done.stdout
 

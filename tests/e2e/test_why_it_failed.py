@@ -43,13 +43,17 @@ def test_refused_and_unresolvable_hosts_are_two_cause_lines(tmp_path: Path) -> N
     assert lines[0].startswith("diagnose: FAIL — 4 hosts, 4 FAIL") and lines[0].endswith(str(out))
     assert lines[1].startswith("diagnose: ")
     files = lines.index(f"  {out / 'results.json'}")
-    starts = [i for i in range(2, files) if lines[i].split()[0] == "FAIL"]
+    starts = [i for i in range(2, files - 1) if lines[i].split()[0] == "FAIL"]
     assert len(starts) == 2, lines  # two causes, each wrapped over its own lines
     refused = " ".join(" ".join(line.split()) for line in lines[starts[0] : starts[1]])
     unresolved = lines[starts[1]]
     assert refused.split()[:3] == ["FAIL", "node[01-03]", "host.reachable"], refused
     assert "refused (no SSH server listening?)" in refused and refused.endswith("→ fix the configuration")
     assert unresolved.split()[:3] == ["FAIL", "node04", "host.reachable"], unresolved
+    assert (
+        lines[files - 1]
+        == f"diagnose: to retest the hosts that failed once repaired: --limit @{out / 'failed.retry'}"
+    )
     assert lines[files:] == [f"  {out / 'results.json'}", f"  {out / 'report.html'}"]
     recorded = json.loads((out / "results.json").read_text())
     assert {c["action"] for c in recorded["checks"] if c["status"] == "FAIL"} == {"check_config"}
