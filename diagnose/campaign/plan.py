@@ -56,8 +56,8 @@ def plan(
             if host.state != order:
                 continue
             alone = tuple(p for p in host.missing if p not in _CROSS_HOST)
-            if order == "repaired" and not alone:  # its own host checks first: a new part voids more
-                alone = (ph.HOST,)
+            if order == "repaired" and not alone and not host.checked_since_repair:
+                alone = (ph.HOST,)  # its own host checks first: a part replaced in the repair voids more
             if ph.COLLECTIVE in host.missing:
                 waiting.append(host.host)
             if alone and host.host not in done:

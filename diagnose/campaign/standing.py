@@ -32,6 +32,7 @@ class HostStanding:
     action: str | None = None
     failed_run: str | None = None
     note: str | None = None  # excluded: the reason; repaired: the repair note
+    checked_since_repair: bool = False  # repaired: its host checks ran after the repair (its parts are read)
 
     def line(self) -> str:
         """One line for the status table's last column."""
@@ -146,6 +147,8 @@ def _host(ledger: Ledger, host: str, needed: tuple[str, ...]) -> HostStanding:
     latest = failures[0]
     repair = marks.get("repaired")
     state = "repaired" if repair and str(repair.get("at")) >= latest.at else "failed"
+    checks = rows.get(ph.HOST)
+    checked = bool(repair and checks and checks.passed and checks.at > str(repair.get("at")))
     return HostStanding(
         host,
         state,
@@ -155,6 +158,7 @@ def _host(ledger: Ledger, host: str, needed: tuple[str, ...]) -> HostStanding:
         action=latest.detail.get("action"),
         failed_run=latest.run_id,
         note=str(repair.get("note") or repair.get("by") or "") if state == "repaired" and repair else None,
+        checked_since_repair=checked,
     )
 
 

@@ -75,3 +75,11 @@ def test_a_repaired_host_missing_only_a_collective_gets_its_own_host_checks_firs
     hosts = [accepted(f"n{i}") for i in range(3)] + [HostStanding("r", "repaired", (ph.COLLECTIVE,))]
     steps = plan(standing_of(*hosts), min_fraction=0.5)
     assert (steps[0].why, steps[0].hosts, steps[0].phases) == ("retest repaired", ("r",), (ph.HOST,))
+
+
+def test_a_repaired_host_whose_parts_were_read_since_joins_the_full_scale_step() -> None:
+    hosts = [accepted(f"n{i}") for i in range(3)] + [
+        HostStanding("r", "repaired", (ph.COLLECTIVE,), checked_since_repair=True)
+    ]
+    steps = plan(standing_of(*hosts), min_fraction=0.5)
+    assert [(s.why, s.hosts) for s in steps] == [("full scale", ("n0", "n1", "n2", "r"))]
