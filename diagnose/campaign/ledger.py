@@ -490,13 +490,7 @@ def _load_full(conn: sqlite3.Connection, ledger: Ledger) -> None:
         "SELECT host, gpu, hours FROM campaign_burnin WHERE campaign = ?", (name,)
     ):
         ledger.burnin.setdefault(host, {})[gpu] = float(hours)
-    ledger.reference = [
-        {"key": key, "value": value, "hosts": sources, "run_id": run_id, "at": at}
-        for key, value, sources, run_id, at in conn.execute(
-            "SELECT key, value, sources, run_id, at FROM campaign_reference WHERE campaign = ? ORDER BY key",
-            (name,),
-        )
-    ]
+    ledger.reference = _reference_rows(conn, name)
     ledger.run_list = [
         {"run_id": run_id, "started": started, "verdict": verdict, "hosts": hosts, "kind": kind}
         for run_id, started, verdict, hosts, kind in conn.execute(
@@ -513,10 +507,14 @@ def reference(db_path: str | Path, name: str) -> list[dict[str, Any]]:
     with open_db(db_path) as conn:
         if _campaign_row(conn, name) is None:
             return []
-        return [
-            {"key": key, "value": value, "hosts": sources, "run_id": run_id, "at": at}
-            for key, value, sources, run_id, at in conn.execute(
-                "SELECT key, value, sources, run_id, at FROM campaign_reference WHERE campaign = ? ORDER BY key",
-                (name,),
-            )
-        ]
+        return _reference_rows(conn, name)
+
+
+def _reference_rows(conn: sqlite3.Connection, name: str) -> list[dict[str, Any]]:
+    return [
+        {"key": key, "value": value, "hosts": sources, "run_id": run_id, "at": at}
+        for key, value, sources, run_id, at in conn.execute(
+            "SELECT key, value, sources, run_id, at FROM campaign_reference WHERE campaign = ? ORDER BY key",
+            (name,),
+        )
+    ]
