@@ -203,7 +203,8 @@ def _burnin(results: Mapping[str, Any]) -> dict[str, dict[str, float]]:
 
 def _figures(results: Mapping[str, Any]) -> dict[str, list[tuple[str, float]]]:
     """Reference candidates: GEMM and HBM per GPU model and kind, busbw per collective and node count,
-    perftest GB/s per NIC line rate; each a list of (host, value) from rows that passed."""
+    perftest GB/s per NIC line rate; each a list of (source, value) from rows that passed. A collective
+    nobody could judge (WARN: no fabric in the profile) counts: that is the figure the cluster lacks."""
     figures: dict[str, list[tuple[str, float]]] = {}
     for record in results.get("stress") or []:
         if record.get("check") in ("gpu.gemm", "gpu.hbm") and record.get("verdict") == "PASS":
@@ -214,7 +215,7 @@ def _figures(results: Mapping[str, Any]) -> dict[str, list[tuple[str, float]]]:
                 figures.setdefault(key, []).append((source, float(value)))
     for bench in results.get("benchmarks") or []:
         busbw, _ = large_message_busbw(bench.get("rows") or [])
-        if bench.get("status") == "PASS" and busbw is not None and not bench.get("shared_gpu"):
+        if bench.get("status") in ("PASS", "WARN") and busbw is not None and not bench.get("shared_gpu"):
             key = f"busbw|{bench.get('collective')}|{int(bench.get('nodes') or 0)}"
             figures.setdefault(key, []).append((",".join(bench.get("hosts") or []), busbw))
     for record in results.get("fabric") or []:

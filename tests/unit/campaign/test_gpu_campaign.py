@@ -12,11 +12,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from diagnose.benchmarks.expect import expected_busbw, large_message_busbw
 from diagnose.campaign import ledger, marks
 from diagnose.campaign import phases as ph
 from diagnose.campaign.certificate import build
 from diagnose.campaign.plan import plan
+from diagnose.campaign.reference import reference_vars
 from diagnose.campaign.standing import standing
+from diagnose.core.vars import SOURCES_VARIABLE, Vars
 from diagnose.engine.retry import failed_hosts
 
 RUNS = Path(__file__).parents[2] / "fixtures" / "gpu_runs" / "h200x2-campaign-2026-11-28"
@@ -83,7 +86,15 @@ def test_after_the_repair_next_retests_node2_alone_then_runs_the_full_scale_coll
     assert (
         node2["identity"]["gpus"]["00000000:00:07.0"] == "1653724050636"
     )  # the board serial nvidia-smi read
-    assert {r["key"] for r in certificate["reference"]} >= {"gemm.bf16|NVIDIA H200", "hbm.copy|NVIDIA H200"}
+    reference = {r["key"]: r for r in certificate["reference"]}
+    assert set(reference) >= {"gemm.bf16|NVIDIA H200", "hbm.copy|NVIDIA H200", "busbw|all_reduce|2"}
+    busbw, _ = large_message_busbw(step2["benchmarks"][0]["rows"])  # unjudged there: no fabric in the profile
+    assert reference["busbw|all_reduce|2"]["value"] == round(busbw, 3)
+    assert reference["busbw|all_reduce|2"]["run_id"] == step2["run"]["id"]
+    values, sources = reference_vars("gpu", ledger.reference(db, "gpu"))  # what judges the next runs
+    later = expected_busbw("all_reduce", 2, 1, Vars({**values, SOURCES_VARIABLE: sources}, host="node1"))
+    assert later.expected_gbps == round(busbw, 1)
+    assert later.basis.startswith(f"campaign gpu's reference (2 nodes: run {step2['run']['id']}, 2026-11-28)")
     assert certificate["cluster"][ph.FULL_SCALE]["satisfied"]
 
 
