@@ -181,7 +181,6 @@ CERT: dict[str, Any] = {
 
 @pytest.fixture(scope="module")
 def written(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    pytest.importorskip("weasyprint")
     return write_certificate(copy.deepcopy(CERT), tmp_path_factory.mktemp("certificate"))
 
 
@@ -256,7 +255,6 @@ def test_an_old_or_partial_certificate_renders_what_is_there(cert: dict[str, Any
 
 
 def test_missing_keys_render_as_missing_not_as_none(tmp_path: Path) -> None:
-    pytest.importorskip("weasyprint")
     cert = copy.deepcopy(CERT)
     for key in ("campaign", "counts", "gpus", "digest"):
         del cert[key]
