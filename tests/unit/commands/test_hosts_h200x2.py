@@ -1,5 +1,5 @@
 """Real runs across hosts carved out of a lent 2× H200 (tests/fixtures/gpu_runs/h200x2-hosts-2026-11-27, README.md
-there; docs/benchmarks.md, issue 34): one host's sshd killed mid-sweep, before and after the launch watchdog;
+there; docs/validation.md, issue 34): one host's sshd killed mid-sweep, before and after the launch watchdog;
 one host's network shaped, on two hosts and on four (the straggler search names it), before and after the
 per-host rendezvous address. Each claim is made again from what the run recorded."""
 

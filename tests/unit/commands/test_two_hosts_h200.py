@@ -1,5 +1,5 @@
 """Real runs across two hosts carved out of one lent 4× H200 (tests/fixtures/gpu_runs/h200x4-two-hosts-2026-11-27,
-README.md there; docs/benchmarks.md, issue 34): healthy, a foreign matmul loop on one host's GPU, and SIGINT
+README.md there; docs/validation.md, issue 34): healthy, a foreign matmul loop on one host's GPU, and SIGINT
 during the cross-node all_reduce. Each claim is made again from what the run recorded, so a change of the
 judges or the causes that would have told the operator otherwise fails here."""
 

@@ -97,7 +97,7 @@ DEFAULT_PLAN = load_playbook("acceptance").benchmarks
 REAL_RUNS = [
     # the 2-core build machine without GPUs, profile cpu-testbed: `diagnose run -e burnin_minutes=0`
     ("build machine", dict(expected_gpu_count=0, expected_hca_count=0, burnin_minutes=0), {"html", "json", "pdf"}, 14.4),
-    # docs/dry-run.md: a lent H100 80GB, -e burnin_minutes=1 (its results.json has no PDF: no Pango there)
+    # docs/validation.md: a lent H100 80GB, -e burnin_minutes=1 (its results.json has no PDF: no Pango there)
     ("H100", dict(expected_gpu_count=1, expected_hca_count=0, burnin_minutes=1, memtest_seconds=30), {"html", "json"}, 138.0),
     # tests/fixtures/gpu_runs/h200x4-2026-11-27/healthy_*: single-node-nvlink, --format json,html,junit
     ("4× H200", dict(expected_gpu_count=4, expected_hca_count=0, burnin_minutes=1, memtest_seconds=30,
