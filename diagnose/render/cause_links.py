@@ -35,6 +35,8 @@ from diagnose.catalog.stage_ids import (
     IB_LATENCY,
     IB_WRITE_BW,
     NCCL_TRANSPORT,
+    TRAIN_OVERLAP,
+    TRAIN_TAIL,
 )
 
 #: What moves bytes between GPUs or hosts: a transport fault shows in every one of these.
@@ -93,6 +95,9 @@ ROOTS: tuple[Root, ...] = (
     # busbw below its floor is what they found, not a second fault.
     Root(BENCH_STRAGGLER, ("bench.*", "fleet.*", "train.*", "infer.*")),
     Root(BENCH_LINK, ("bench.*", "fleet.*", "train.*", "infer.*")),
+    # An all-reduce below its floor with no deeper cause: the training probe's exposed communication is that
+    # fabric's (train.overlap says so in its words), not a second fault of the job.
+    Root("bench.all_reduce", (TRAIN_OVERLAP, TRAIN_TAIL)),
 )
 ROOT_IDS = frozenset(root.check for root in ROOTS)
 

@@ -16,17 +16,27 @@ point). The two get different messages and remediations.
 An NCCL kernel also runs while it waits for the slowest rank to arrive, so one rank's communication time
 is fabric time plus waiting. The fabric is therefore judged on the rank that waits least (the minimum
 communication over the ranks), and a rank whose communication exceeds that minimum by a material amount
-is waiting for a peer: rank skew, named as its own cause. And part of an all-reduce cannot hide at all:
+is waiting for a peer: rank skew, named as its own cause. The excess is taken step by step against the same
+step of that rank (a rank that waits for a late peer waits every step), never as the difference of two
+medians: on a socket-bound pair of lent H200s one rank's step boundary fell inside an all-reduce, moving
+114 ms of one step's communication into the next; the per-step sums of both ranks were equal, yet their
+medians differed by 57 ms. The excess must also stand out of the steps' own scatter (``SKEW_NOISE_K``
+standard errors of the paired median) and exceed what the fabric's measured rate explains for this rank. And part of an all-reduce cannot hide at all:
 the time the fabric needs beyond the backward compute it could run behind is subtracted before the job's
 overlap is blamed. Exposure is judged only when it matters both relatively and absolutely (at least
 ``train_min_exposed_comm_ms`` and ``train_max_exposed_comm_pct`` of the step): a small healthy exposure
-passes, a fully serialized one fails even when the step is long.
+passes, a fully serialized one fails even when the step is long. Where the collectives stage failed its
+all-reduce under the floor of its normal range (a fabric, or ``NCCL_P2P_DISABLE``/``NCCL_SHM_DISABLE``, that
+does not deliver), material exposure is the fabric's and the words say so: "a fabric that delivers" is said
+only of one that did.
 """
 
 from __future__ import annotations
 
+import math
+import statistics
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from diagnose.catalog.stage_ids import (
@@ -54,6 +64,8 @@ DEFAULTS: dict[str, float] = {
     "train_max_input_stall_pct": 5.0,
     "train_fabric_slowdown": 2.0,
 }
+#: How many standard errors of the paired median a rank's extra communication must stand out by to be skew.
+SKEW_NOISE_K = 3.0
 
 REMEDY_FABRIC = (
     "The all-reduces themselves are slow, not the job: read bench.all_reduce (busbw against the expected "
@@ -111,6 +123,9 @@ class FabricBaseline:
     grad_bytes: int | None
     ranks: int
     nodes: int
+    # The floor of the normal range the collectives stage failed that all-reduce against (None: it passed,
+    # or was judged against no range): the fabric does not deliver what the hardware should.
+    failed_floor_gbps: float | None = None
 
     def allreduce_ms(self, nbytes: int | None, ranks: int | None = None) -> float | None:
         """The time one all-reduce of ``nbytes`` takes at the measured busbw (nccl-tests' bus factor)."""
@@ -139,6 +154,7 @@ class _Peers:
     least_comm_ms: float | None = None
     most_compute_ms: float | None = None
     compute_skew_ms: float | None = None
+    least_steps: dict[int, float] = field(default_factory=dict)  # its steady steps' communication, by step
 
     @classmethod
     def of(cls, analyses: list[RankAnalysis]) -> _Peers:
@@ -147,7 +163,31 @@ class _Peers:
             return cls()
         least = min(timed, key=lambda a: (a.summary["comm_ms"], _label(a)))
         computes = [a.summary["compute_ms"] for a in timed]
-        return cls(_label(least), least.summary["comm_ms"], max(computes), max(computes) - min(computes))
+        return cls(
+            _label(least),
+            least.summary["comm_ms"],
+            max(computes),
+            max(computes) - min(computes),
+            _steady_comm(least),
+        )
+
+
+def _steady_comm(analysis: RankAnalysis) -> dict[int, float]:
+    """Communication of each steady step (the steps the summary's medians are taken over), by step."""
+    steps = analysis.steps[1:] if len(analysis.steps) >= 3 else analysis.steps
+    return {s.step: s.comm_ms for s in steps if s.comm_ms is not None}
+
+
+def paired_excess(mine: dict[int, float], least: dict[int, float]) -> tuple[float, float] | None:
+    """This rank's extra communication over the least-waiting rank's in the same steps: the median of the
+    per-step differences and its standard error (robust scatter from the median absolute deviation). None
+    with fewer than two steps in common: one step cannot tell waiting from where a step boundary fell."""
+    differences = [mine[step] - least[step] for step in sorted(mine.keys() & least.keys())]
+    if len(differences) < 2:
+        return None
+    middle = statistics.median(differences)
+    scatter = 1.4826 * statistics.median(abs(d - middle) for d in differences)
+    return middle, 1.2533 * scatter / math.sqrt(len(differences))
 
 
 def baseline_from_benchmarks(
@@ -167,7 +207,16 @@ def baseline_from_benchmarks(
             grad_bytes=grad_bytes,
             ranks=int(entry.get("ranks") or 0),
             nodes=int(entry.get("nodes") or 0),
+            failed_floor_gbps=_floor(entry.get("normal_range_gbps"))
+            if entry.get("status") == "FAIL"
+            else None,
         )
+    return None
+
+
+def _floor(normal_range: Any) -> float | None:
+    if isinstance(normal_range, list) and normal_range and isinstance(normal_range[0], (int, float)):
+        return float(normal_range[0])
     return None
 
 
@@ -222,15 +271,27 @@ def _overlap(
             f"; the all-reduce of {_mib(nbytes)} needs {expected:.2f} ms at the measured "
             f"{baseline.busbw_gbps:.1f} GB/s busbw, it took {slowdown:.1f}×{least}"
         )
-    # What no bucketing can hide: the fabric's time beyond the backward compute it could run behind.
+    waited, noise = comm - fabric_ms, 0.0
+    paired = paired_excess(_steady_comm(analysis), peers.least_steps) if peers.least_steps else None
+    if paired is not None and peers.least_comm_rank != rank:
+        waited, noise = paired
+    if expected is not None:
+        waited = min(waited, comm - expected)  # what the fabric's own rate explains is no waiting
+    waited = max(0.0, waited)
+    # What no bucketing can hide: the step's own fabric time (its communication less any waiting) beyond the
+    # backward compute it could run behind. The step's, not the sweep's: a socket's rate moves by a tenth
+    # between the sweep and the step, and that tenth is no fault of the job's buckets. A fabric far below
+    # the sweep's rate is judged as slow above; with no baseline, no time counts as unhidable.
     backward = s.get("backward_ms")
-    unhidable = max(0.0, expected - backward) if expected is not None and backward is not None else 0.0
-    waited = comm - fabric_ms
+    unhidable = max(0.0, comm - waited - backward) if expected is not None and backward is not None else 0.0
     avoidable = max(0.0, exposed - unhidable - waited)
     if unhidable:
-        fabric += f"; {unhidable:.2f} ms of it cannot hide behind the {backward:.2f} ms of backward compute"
+        fabric += (
+            f"; {unhidable:.2f} ms of the communication cannot hide behind the {backward:.2f} ms of backward "
+            "compute"
+        )
     skew = ""
-    if waited >= material:
+    if waited >= material and waited > SKEW_NOISE_K * noise:
         less = peers.most_compute_ms - s["compute_ms"]
         compute = (
             f"{less:.2f} ms less compute than the busiest rank" if less > 0 else "as much compute as any"
@@ -245,6 +306,15 @@ def _overlap(
     if slow_fabric:
         return _Finding(
             rank, "FAIL", f"slow fabric: {numbers}{fabric}" + (f"; {skew}" if skew else ""), "fabric"
+        )
+    if baseline is not None and baseline.failed_floor_gbps is not None:
+        return _Finding(
+            rank,
+            "FAIL",
+            f"exposed communication on a fabric below its expected rate (the collectives stage failed its "
+            f"all-reduce under the floor of {baseline.failed_floor_gbps:g} GB/s busbw): {numbers}{fabric}"
+            + (f"; {skew}" if skew else ""),
+            "fabric",
         )
     if skew and avoidable < material:
         return _Finding(
