@@ -21,6 +21,12 @@ namespaces) another container's job is not listed, yet it holds the GPU. So a GP
 query finds busy (``utilization.gpu`` at ``BUSY_PCT`` or more, before diagnose has started anything) with no
 process listed counts as held by a process this host cannot see. On a lent 4x H200 split into two hosts a
 matmul loop started outside both left the listing empty, its GPU at 100 %, and halved that GPU's figures.
+An idle process holds memory without keeping the GPU busy: on a lent 2x H200 split the same way, a process
+outside both hosts held 120 GiB of one GPU at 0 % utilization, and the memory test, the KV transfer and the
+stress allocations found a GPU a sixth its size. So memory in use on a GPU in scope beyond what the listed
+processes account for, by ``HELD_MIB`` or more, is held by a process this host cannot see as well. The driver's
+own reserve is not in ``memory.used`` (it reads 0 MiB on an idle H100 and H200; the reserve is its own field),
+and diagnose has started nothing on the GPU at the host stage, so nothing else explains it.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ from diagnose.core.model import CommandOutput, Outcome
 from diagnose.core.units import human_bytes
 from diagnose.core.vars import Vars
 from diagnose.parsers.compute_apps import COMPUTE_APPS, parse_compute_apps
-from diagnose.parsers.gpu_query import GPU_QUERY, parse_gpu_query
+from diagnose.parsers.gpu_query import GPU_QUERY, number, parse_gpu_query
 from diagnose.parsers.visible_gpus import ENV_COMMAND, parse_visibility_env, resolve_visible
 
 STATUSES = ("FAIL", "WARN")
@@ -49,6 +55,9 @@ UNSEEN_REMEDIATION = (
 )
 #: A GPU this busy before any measurement, with no process listed, is held by one this host cannot see.
 BUSY_PCT = 50
+#: Memory in use beyond the listed processes' that is held by one this host cannot see: twice a bare CUDA
+#: context (about 0.5 GiB), so a context the driver is still tearing down is not a holder.
+HELD_MIB = 1024
 
 REMEDIATION = (
     "Find who owns each process (`ps -o user,etime,args -p <pid>`) and stop it, or drain the node in the "
@@ -64,7 +73,13 @@ def parse(outputs: Mapping[str, CommandOutput], host_vars: Vars) -> Facts:
     if query is not None and query.ok:
         try:
             gpus = [
-                {"index": r.get("index"), "bus_id": r.get("pci.bus_id"), "utilization": _percent(r)}
+                {
+                    "index": r.get("index"),
+                    "bus_id": r.get("pci.bus_id"),
+                    "utilization": _percent(r),
+                    "memory_used_mib": _mib(r.get("memory.used")),
+                    "memory_total_mib": _mib(r.get("memory.total")),
+                }
                 for r in parse_gpu_query(query.stdout)
             ]
         except ValueError:
@@ -83,7 +98,9 @@ def parse(outputs: Mapping[str, CommandOutput], host_vars: Vars) -> Facts:
                 "value": resolved["value"],
                 "gpus": resolved["visible"],
             }
-    return {"processes": processes, "gpus": gpus, "scope": scope}
+    facts = {"processes": processes, "gpus": gpus, "scope": scope}
+    facts["unseen"] = _unseen(facts, scope)
+    return facts
 
 
 def _percent(row: Mapping[str, Any]) -> int | None:
@@ -93,17 +110,40 @@ def _percent(row: Mapping[str, Any]) -> int | None:
         return None
 
 
+def _mib(value: str | None) -> int | None:
+    read = number(value)
+    return int(read) if read is not None else None
+
+
 def _unseen(facts: Facts, scope: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-    """GPUs in scope busy at the host stage with no process listed on them: held by one this host cannot see."""
-    listed = {str(p["bus_id"]).lower() for p in facts["processes"]}
+    """GPUs in scope that a process this host cannot see holds at the host stage: busy with no process
+    listed, or with memory in use beyond what the listed processes account for (``held_mib``)."""
     inside = {str(i) for i in scope["gpus"]} if scope is not None else None
-    return [
-        g
-        for g in facts["gpus"]
-        if (g.get("utilization") or 0) >= BUSY_PCT
-        and str(g["bus_id"]).lower() not in listed
-        and (inside is None or str(g["index"]) in inside)
-    ]
+    found = []
+    for gpu in facts["gpus"]:
+        if inside is not None and str(gpu["index"]) not in inside:
+            continue
+        bus = str(gpu["bus_id"]).lower()
+        on_it = [p for p in facts["processes"] if str(p["bus_id"]).lower() == bus]
+        busy = not on_it and (gpu.get("utilization") or 0) >= BUSY_PCT
+        held = None
+        used = gpu.get("memory_used_mib")
+        if used is not None and all(p.get("used_mib") is not None for p in on_it):
+            beyond = used - sum(p["used_mib"] for p in on_it)
+            held = beyond if beyond >= HELD_MIB else None
+        if busy or held is not None:
+            found.append({**gpu, "busy": busy, "held_mib": held})
+    return found
+
+
+def _unseen_words(gpu: Mapping[str, Any]) -> str:
+    """``GPU 1 (…) 100 % busy, 120.5 GiB of 140.0 GiB held`` — what the query showed that no listing explains."""
+    parts = [f"{gpu['utilization']} % busy"] if gpu["busy"] else []
+    if gpu["held_mib"] is not None:
+        total = gpu.get("memory_total_mib")
+        of = f" of {human_bytes(total * MIB)}" if total else ""
+        parts.append(f"{human_bytes(gpu['held_mib'] * MIB)}{of} held")
+    return f"GPU {gpu['index']} ({gpu['bus_id']}) {', '.join(parts)}"
 
 
 def describe(process: dict[str, Any]) -> str:
@@ -147,21 +187,33 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
         if outside and scope
         else ""
     )
-    unseen = _unseen(facts, scope)
+    unseen = facts["unseen"]
     if not processes and not unseen:
         of = f"the {gpus} GPU{'s' if gpus != 1 else ''} of {host}" if gpus else f"any GPU of {host}"
         if scope is not None:
             of += f" in scope ({scope['variable']}={scope['value']})"
         return Outcome("PASS", f"no compute process on {of}{besides}", [], wanted)
     what = "not a sign-off" if status == "FAIL" else "marked shared_gpu"
+    hidden = [
+        {
+            "bus_id": g["bus_id"],
+            "gpu": g["index"],
+            "utilization_pct": g["utilization"],
+            "held_mib": g["held_mib"],
+            "memory_total_mib": g.get("memory_total_mib"),
+        }
+        for g in unseen
+    ]
+    cannot_see = (
+        f"{'; '.join(_unseen_words(g) for g in unseen)} before diagnose started anything, by no process this "
+        "host can see (nvidia-smi lists only its own pid namespace: a job in another container or on the "
+        "machine itself)"
+    )
     if not processes:
-        busy = "; ".join(f"GPU {g['index']} ({g['bus_id']}) {g['utilization']} % busy" for g in unseen)
         return Outcome(
             status,
-            f"{host}: {busy} before diagnose started anything, and no process on it that this host can see "
-            f"(nvidia-smi lists only its own pid namespace: a job in another container or on the machine "
-            f"itself); measurements on this host are {what}{besides}",
-            [{"bus_id": g["bus_id"], "gpu": g["index"], "utilization_pct": g["utilization"]} for g in unseen],
+            f"{host}: {cannot_see}; measurements on this host are {what}{besides}",
+            hidden,
             wanted,
             remediation=UNSEEN_REMEDIATION,
         )
@@ -173,13 +225,14 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
     )
     listed = "; ".join(describe(p) for p in processes)
     count = f"{len(processes)} compute process{'es' if len(processes) != 1 else ''}"
+    also = f"; and {cannot_see}" if unseen else ""
     return Outcome(
         status,
-        f"{host}: {count} diagnose did not start, on {on} ({listed}); measurements on this host are "
+        f"{host}: {count} diagnose did not start, on {on} ({listed}){also}; measurements on this host are "
         f"{what}{besides}",
-        processes,
+        processes + hidden,
         wanted,
-        remediation=REMEDIATION,
+        remediation=f"{REMEDIATION} {UNSEEN_REMEDIATION}" if unseen else REMEDIATION,
     )
 
 

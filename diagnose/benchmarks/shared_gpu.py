@@ -1,7 +1,7 @@
 """Measurements taken beside a compute process diagnose did not start, marked as such in results.json.
 
 gpu.processes lists, in the host stage, the compute processes already on a host's GPUs (its facts keep
-them under ``processes``). A benchmark or a probe measured on such a host shares the GPU with them: its
+them under ``processes``, and the GPUs held by a process the host cannot see under ``unseen``). A benchmark or a probe measured on such a host shares the GPU with them: its
 figure says less about the node. The entry is kept as measured and gains ``shared_gpu: true`` and
 ``shared_gpu_hosts`` (the hosts of the entry that had such processes); the report shows it beside the
 entry's hosts. Entries of hosts without such processes are left as they were, field for field.
@@ -16,12 +16,18 @@ PROCESSES_CHECK = "gpu.processes"
 
 
 def shared_hosts(facts: Mapping[str, Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """Host -> the foreign compute processes gpu.processes found there (hosts with none left out)."""
+    """Host -> the foreign compute processes gpu.processes found there, and the GPUs of its scope that a
+    process it cannot see holds (busy, or memory in use that no listed process accounts for: ``pid`` None,
+    ``held_mib``); hosts with neither left out."""
     found = {}
     for host, checks in facts.items():
-        processes = (checks.get(PROCESSES_CHECK) or {}).get("processes")
-        if processes:
-            found[host] = list(processes)
+        own = checks.get(PROCESSES_CHECK) or {}
+        holders = list(own.get("processes") or []) + [
+            {"gpu": g.get("index"), "bus_id": g.get("bus_id"), "pid": None, "held_mib": g.get("held_mib")}
+            for g in own.get("unseen") or []
+        ]
+        if holders:
+            found[host] = holders
     return found
 
 

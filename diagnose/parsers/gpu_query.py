@@ -4,10 +4,11 @@ gpu.xid (checks naming the same Command key share one run on the host).
 One CSV query costs the host about 0.04 s of CPU on the lent 2x H200, where ``nvidia-smi -q`` costs three
 times that, so the common path never runs ``-q``. A driver rejects the whole call when one field is unknown
 to it (``Field "fabric.state" is not a valid field to query.``), so the command falls back through shorter
-field lists: without the watch list's fields, then without the SRAM counters, then without the fabric fields (drivers before the 550 branch),
-and only on that last branch does it read the "Fabric" section of ``nvidia-smi -q``. Throttle reasons are
-asked for by their old name ``clocks_throttle_reasons.*``, which every driver accepts; drivers from 535 on
-print the header as ``clocks_event_reasons.*``, so the parser keys columns by the header, under the new name.
+field lists: without the memory fields, then without the watch list's fields, then without the SRAM
+counters, then without the fabric fields (drivers before the 550 branch), and only on that last branch does
+it read the "Fabric" section of ``nvidia-smi -q``. Throttle reasons are asked for by their old name
+``clocks_throttle_reasons.*``, which every driver accepts; drivers from 535 on print the header as
+``clocks_event_reasons.*``, so the parser keys columns by the header, under the new name.
 
 Values stay strings here; ``number``/``flag`` read them. ``[N/A]``, ``N/A`` and ``[Not Supported]`` mean
 "this GPU has no such counter" (retired pages on Hopper, fabric state on a PCIe card) and read as None,
@@ -16,6 +17,9 @@ hosts). ``serial`` (the board's serial, ``[N/A]`` on some boards) and ``uuid`` n
 the watch list (diagnose.history.watch_readings), whichever host or slot it sits in; the corrected ECC
 counts are the slow climb that precedes an uncorrectable error. They form a tier of their own, asked first:
 a driver that rejected one of them would cost the watch list its identity, never the checks their fields.
+``memory.used``/``memory.total`` (every driver knows them; they lead a tier of their own so that a capture
+taken before they were asked still answers the next one) let gpu.processes see memory held by a process no
+listing shows.
 """
 
 from __future__ import annotations
@@ -59,8 +63,10 @@ _BASE = (
 _WATCH = ("serial", "uuid", "ecc.errors.corrected.volatile.total", "ecc.errors.corrected.aggregate.total")
 _SRAM = ("ecc.errors.uncorrected.volatile.sram", "ecc.errors.uncorrected.aggregate.sram")
 _FABRIC = ("fabric.state", "fabric.status")
+_MEMORY = ("memory.used", "memory.total")
 
 FIELD_TIERS: tuple[tuple[str, ...], ...] = (
+    _BASE + _MEMORY + _WATCH + _SRAM + _FABRIC,
     _BASE + _WATCH + _SRAM + _FABRIC,
     _BASE + _SRAM + _FABRIC,
     _BASE + _FABRIC,
@@ -75,9 +81,8 @@ def _query(fields: tuple[str, ...]) -> str:
 # Fallbacks chain with ||: a rejected field list costs one failed call on old drivers and nothing on new
 # ones. The last tier reads the -q Fabric section, the only place older drivers report the fabric state.
 GPU_QUERY_SCRIPT = (
-    f"{_query(FIELD_TIERS[0])} 2>/dev/null || {_query(FIELD_TIERS[1])} 2>/dev/null || "
-    f"{_query(FIELD_TIERS[2])} 2>/dev/null || "
-    f"{{ {_query(FIELD_TIERS[3])} && nvidia-smi -q 2>/dev/null | grep -A2 -E '^ +Fabric *$'; }}"
+    "".join(f"{_query(fields)} 2>/dev/null || " for fields in FIELD_TIERS[:-1])
+    + f"{{ {_query(FIELD_TIERS[-1])} && nvidia-smi -q 2>/dev/null | grep -A2 -E '^ +Fabric *$'; }}"
 )
 
 GPU_QUERY = Command("gpu_query", GPU_QUERY_SCRIPT, tool="nvidia-smi", timeout=30)

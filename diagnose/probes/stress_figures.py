@@ -99,10 +99,15 @@ class HostStress:
 
 
 def describe_process(process: Mapping[str, Any]) -> str:
-    """A foreign compute process as gpu.processes lists it: GPU, pid, name and memory."""
+    """A foreign compute process as gpu.processes lists it: GPU, pid, name and memory (or, for one the host
+    cannot see, the memory it holds)."""
     gpu = process.get("gpu")
     bus = process.get("bus_id")
     where = f"GPU {gpu} ({bus})" if gpu is not None else f"GPU {bus or '?'}"
+    if process.get("pid") is None:
+        held = process.get("held_mib")
+        amount = f", {human_bytes(int(held) << 20)} held" if is_number(held) else ""
+        return f"{where}: a process this host cannot see{amount}"
     used = process.get("used_mib")
     memory = human_bytes(int(used) << 20) if is_number(used) else "memory not reported"
     return f"{where}: pid {process.get('pid')} {process.get('process_name') or '?'}, {memory}"

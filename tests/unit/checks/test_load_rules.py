@@ -125,10 +125,18 @@ def test_a_busy_gpu_with_no_process_in_sight_is_held_by_a_process_in_another_nam
     outcome = gpu_processes.judge(gpu_processes.parse(outputs, node2), node2)
     assert outcome.status == "FAIL"
     assert outcome.message.startswith(
-        "node2: GPU 2 (00000000:00:08.0) 100 % busy before diagnose started anything, and no process on it "
-        "that this host can see (nvidia-smi lists only its own pid namespace"
+        "node2: GPU 2 (00000000:00:08.0) 100 % busy before diagnose started anything, by no process this "
+        "host can see (nvidia-smi lists only its own pid namespace"
     )
-    assert outcome.observed == [{"bus_id": "00000000:00:08.0", "gpu": "2", "utilization_pct": 100}]
+    assert outcome.observed == [
+        {
+            "bus_id": "00000000:00:08.0",
+            "gpu": "2",
+            "utilization_pct": 100,
+            "held_mib": None,
+            "memory_total_mib": None,
+        }
+    ]
     node1 = Vars({**load_profile(name).vars, "diagnose_profile": name}, host="node1")
     outputs["gpu_visibility"] = CommandOutput(stdout="CUDA_VISIBLE_DEVICES=0,1\n", exit_code=0)
     assert gpu_processes.judge(gpu_processes.parse(outputs, node1), node1).status == "PASS"
