@@ -3,8 +3,9 @@ summary an operator reads at the end.
 
 The engine (:mod:`diagnose.engine.run`) prints nothing; this module gives it a reporter — on a terminal a
 :class:`TerminalReporter` (a bar over the hosts, then the stage, hosts and step under way), without one a
-:class:`LineReporter` (a timestamped stderr line per stage and step), with ``--quiet`` nothing but the
-engine's problems — and words its outcome. The CLI maps that outcome to the exit code.
+:class:`LineReporter` (a timestamped stderr line per stage and step, and again every
+``progress_interval_s`` while one goes on), with ``--quiet`` nothing but the engine's problems — and words
+its outcome. The CLI maps that outcome to the exit code.
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from diagnose.core.units import counted, duration
-from diagnose.engine.reporter import Reporter
+from diagnose.engine.reporter import HOST_STAGE, Reporter
 from diagnose.engine.retry import RETRY_FILE
 from diagnose.engine.run import Run, RunOutcome, RunRequest
 from diagnose.render.acted import acted_lines
 from diagnose.render.causes import cause_lines, causes_of
 from diagnose.render.hostlist import fold
+from diagnose.render.stage_times import stage_entry, stage_text
 from diagnose.render.tally import coverage_line, coverage_of, tally_text, verdict_label
 from diagnose.slurm.hosts import SlurmQuery
 
@@ -57,8 +59,10 @@ def where(hosts: Sequence[str]) -> str:
 class TerminalReporter(Reporter):
     """On a terminal: a progress bar over the hosts, then, while the benchmarks and the later stages run, a
     live display of each stage under way (with its time) and the latest step (which host, which collective
-    or phase). It leaves nothing behind: the summary follows on a clean screen. The engine's problems are
-    ``diagnose: ...`` lines on stderr."""
+    or phase), which a long step's heartbeat rewrites with its time against planned and its latest figure.
+    A normal end leaves nothing behind: the summary follows on a clean screen; a stage cut short leaves one
+    line saying so and what it was still running. The engine's problems are ``diagnose: ...`` lines on
+    stderr."""
 
     def __init__(self, console: Any = None) -> None:
         from rich.console import Console
@@ -115,14 +119,24 @@ class TerminalReporter(Reporter):
             self._drop_step()
             self._live.refresh()  # at once, not at the next tick: a short stage is shown too
 
-    def step(self, stage: str, hosts: Sequence[str], detail: str) -> None:
+    def step(self, stage: str, hosts: Sequence[str], detail: str, planned_s: float | None = None) -> None:
         with self._lock:
-            if self._live is None:
-                return
-            self._drop_step()  # added anew, so it stays under the stage it belongs to
-            indent = "  " * len(self._stages)
-            self._step = self._live.add_task(f"{indent}{where(hosts)}: {detail}", total=None)
-            self._live.refresh()
+            self._show_step(f"{where(hosts)}: {detail}" if hosts else detail)
+
+    def still(self, stage: str, hosts: Sequence[str], text: str) -> None:
+        if stage == HOST_STAGE and self._bar is not None:
+            self._bar.update(self._task, description=text)
+            return
+        with self._lock:
+            self._show_step(f"{where(hosts)}: {text}" if hosts else text)
+
+    def _show_step(self, text: str) -> None:
+        if self._live is None:
+            return
+        self._drop_step()  # added anew, so it stays under the stage it belongs to
+        indent = "  " * len(self._stages)
+        self._step = self._live.add_task(f"{indent}{text}", total=None)
+        self._live.refresh()
 
     def stage_finished(self, stage: str, seconds: float) -> None:
         with self._lock:
@@ -135,6 +149,15 @@ class TerminalReporter(Reporter):
                 self._live.stop()
                 self._live = None
 
+    def stage_interrupted(self, stage: str, seconds: float, running: Sequence[str] = ()) -> None:
+        if stage == HOST_STAGE:
+            self.hosts_finished()
+        else:
+            self.stage_finished(stage, seconds)
+        self.console.print(
+            f"diagnose: {stage_text(stage_entry(stage, seconds, running))}", markup=False, highlight=False
+        )
+
     def _drop_step(self) -> None:
         if self._step is not None:
             self._live.remove_task(self._step)
@@ -146,9 +169,10 @@ class TerminalReporter(Reporter):
 
 class LineReporter(Reporter):
     """Without a terminal (cron, CI, a pipe): one timestamped line on stderr per stage, per step and per
-    stage's end (``2026-11-27T07:09:19Z diagnose: benchmarks on node[1-2]: all_reduce, 4 ranks``), so that a
-    log shows what ran when, and a slow stage is told from a hung one. Never a line per host or per measured
-    row; stdout keeps only the summary."""
+    stage's end (``2026-11-27T07:09:19Z diagnose: benchmarks on node[1-2]: all_reduce, 4 ranks``), and one
+    each heartbeat while a step goes on (``GPU stress on node1: burnin, 8 ranks still running, 31 s of
+    1 min 00 s planned; latest 71 °C``), so that a log shows what ran when, and a slow stage is told from a
+    hung one. Never a line per host or per measured row; stdout keeps only the summary."""
 
     def __init__(self, stream: TextIO | None = None) -> None:
         self.stream = stream
@@ -168,19 +192,25 @@ class LineReporter(Reporter):
 
     def hosts_started(self, total: int) -> None:
         self._hosts_began = time.monotonic()
-        self.say(f"host checks on {counted(total, 'host')}")
+        self.say(f"{HOST_STAGE} on {counted(total, 'host')}")
 
     def hosts_finished(self) -> None:
-        self.say(f"host checks done in {duration(time.monotonic() - self._hosts_began)}")
+        self.say(stage_text(stage_entry(HOST_STAGE, time.monotonic() - self._hosts_began)))
 
     def stage_started(self, stage: str, hosts: Sequence[str] = ()) -> None:
         self.say(f"{stage} on {where(hosts)}" if hosts else stage)
 
-    def step(self, stage: str, hosts: Sequence[str], detail: str) -> None:
+    def step(self, stage: str, hosts: Sequence[str], detail: str, planned_s: float | None = None) -> None:
         self.say(f"{stage} on {where(hosts)}: {detail}")
 
+    def still(self, stage: str, hosts: Sequence[str], text: str) -> None:
+        self.say(f"{stage} on {where(hosts)}: {text}" if hosts else f"{stage}: {text}")
+
     def stage_finished(self, stage: str, seconds: float) -> None:
-        self.say(f"{stage} done in {duration(seconds)}")
+        self.say(stage_text(stage_entry(stage, seconds)))
+
+    def stage_interrupted(self, stage: str, seconds: float, running: Sequence[str] = ()) -> None:
+        self.say(stage_text(stage_entry(stage, seconds, running)))
 
     def run_finished(self, seconds: float) -> None:
         self.say(f"done in {duration(seconds)}")

@@ -233,6 +233,7 @@ SETTINGS: dict[str, Validator] = {
     "diagnose_connect_timeout": _SECONDS,
     "command_timeout_s": _SECONDS,
     "bench_startup_timeout_s": _SECONDS,
+    "progress_interval_s": _SECONDS,
     "max_output_bytes": bounded(Vars.int, 1024),
     "bench_env": _bench_env,
     "ansible_ssh_common_args": _ssh_args,

@@ -18,6 +18,7 @@ from diagnose.connectors.base import (
     kill_session_script,
     parse_batch_output,
     running_batch_hosts,
+    running_commands,
     stop_running_batches,
 )
 from diagnose.connectors.jump import close_jump_hosts, open_jump_hosts
@@ -43,6 +44,7 @@ __all__ = [
     "open_jump_hosts",
     "parse_batch_output",
     "running_batch_hosts",
+    "running_commands",
     "stop_running_batches",
 ]
 

@@ -177,6 +177,7 @@ Sink = Callable[[bytes], None]
 
 _RUNNING: dict[str, Connection] = {}  # batch token -> connection, once the batch's session is known
 _IN_FLIGHT: dict[str, Connection] = {}  # batch token -> connection, from the batch's start to its end
+_STREAMS: dict[str, FramedStream] = {}  # batch token -> its stdout, read for the command running now
 _RUNNING_LOCK = threading.Lock()
 _SETTLED = threading.Condition(_RUNNING_LOCK)  # notified as each batch ends
 _STOPS = [0]  # how many stops were asked for: a batch that learns its session after one stops itself
@@ -309,6 +310,7 @@ class Connection(ABC):
         with _RUNNING_LOCK:
             stops_seen = _STOPS[0]
             _IN_FLIGHT[token] = self
+            _STREAMS[token] = out
         interrupted = False
 
         def deadline() -> float:
@@ -343,6 +345,7 @@ class Connection(ABC):
             with _RUNNING_LOCK:
                 _RUNNING.pop(token, None)
                 _IN_FLIGHT.pop(token, None)
+                _STREAMS.pop(token, None)
                 _SETTLED.notify_all()
         out.close()
         err.close()
@@ -416,6 +419,16 @@ def running_batch_hosts() -> list[str]:
     """The hosts with a check batch in flight now: what a stop is about to end."""
     with _RUNNING_LOCK:
         return sorted({c.name for c in _IN_FLIGHT.values()})
+
+
+def running_commands() -> list[tuple[str, str | None, float]]:
+    """Per check batch in flight: its host, the key of the command running there (None between two
+    commands, or before the first) and for how many seconds it has run. A stage cut short, and a host stage
+    that goes on for long, say by these which host holds it up with what."""
+    now = time.monotonic()
+    with _RUNNING_LOCK:
+        batches = [(c.name, _STREAMS[t]) for t, c in _IN_FLIGHT.items() if t in _STREAMS]
+    return sorted((name, out.current, now - out.since if out.current else 0.0) for name, out in batches)
 
 
 def stop_running_batches(timeout: float = STOP_TIMEOUT_S) -> list[str]:

@@ -9,6 +9,7 @@ gives each command a :class:`Capped` of its own, so one chatty command cannot pu
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from dataclasses import dataclass
 
@@ -88,6 +89,7 @@ class FramedStream:
         self.limit = limit
         self.sections: dict[str, Section] = {}
         self.current: str | None = None
+        self.since = 0.0  # when the current section opened (monotonic): how long its command has run
         self.session: int | None = None
         self.markers = 0  # how many markers arrived: the batch's progress
         self._pending = b""
@@ -149,7 +151,7 @@ class FramedStream:
         self.markers += 1
         if kind == "OUT":
             self.sections[key] = Section(Capped(self.limit))
-            self.current = key
+            self.current, self.since = key, time.monotonic()
         elif kind == "END" and key == self.current:
             self.sections[key].end = parts[3] if len(parts) > 3 else ""
             self.current = None

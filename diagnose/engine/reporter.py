@@ -4,7 +4,10 @@ and steps, and trouble that is no check's result.
 The engine never prints: the command line shows progress on a terminal and timestamped lines without one
 (a cron log must say what ran when), ``--quiet`` and node-check keep silent (cron mail and slurmd's log stay
 one line), and tests and site scripts want silence. Each caller hands the stages a :class:`Reporter`; this
-base class says nothing, a caller overrides what it shows.
+base class says nothing, a caller overrides what it shows. A run wraps the caller's reporter in
+:class:`~diagnose.engine.underway.Underway`, which keeps what is under way: it tells a long step again
+while it runs (:meth:`Reporter.still`), says what a stage cut short was still running, and records each
+stage's time in results.json.
 """
 
 from __future__ import annotations
@@ -12,6 +15,9 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+
+#: The first stage's name, in progress lines and results.json's ``run.stages``.
+HOST_STAGE = "host checks"
 
 
 class Reporter:
@@ -31,11 +37,26 @@ class Reporter:
         """A stage after the host checks begins on ``hosts`` (the benchmarks, an extra after the sweep
         within them, the second snapshot, the reports)."""
 
-    def step(self, stage: str, hosts: Sequence[str], detail: str) -> None:
-        """One step of ``stage`` on ``hosts``: a collective or phase a launch began, or how it ended."""
+    def step(self, stage: str, hosts: Sequence[str], detail: str, planned_s: float | None = None) -> None:
+        """One step of ``stage`` on ``hosts``: a collective or phase a launch began, or how it ended;
+        ``planned_s``: how long the step is meant to take, where it has a length of its own (a burn-in)."""
+
+    def figure(self, stage: str, hosts: Sequence[str], text: str) -> None:
+        """The latest figure the step under way on ``hosts`` measured (``612 TFLOP/s, 71 °C``)."""
+
+    def step_finished(self, stage: str, hosts: Sequence[str]) -> None:
+        """The launch on ``hosts`` is over: its last step no longer runs."""
+
+    def still(self, stage: str, hosts: Sequence[str], text: str) -> None:
+        """A step, or a stage without one, has run for a while since it was last told: ``text`` says
+        which, for how long against what was planned, and its latest figure (the run's heartbeat)."""
 
     def stage_finished(self, stage: str, seconds: float) -> None:
         """``stage`` ended normally after ``seconds``."""
+
+    def stage_interrupted(self, stage: str, seconds: float, running: Sequence[str] = ()) -> None:
+        """``stage`` was cut short (Ctrl-C, SIGTERM) after ``seconds``; ``running``: what was still under
+        way then (``q3 still running ibstat (6 s)``)."""
 
     def run_finished(self, seconds: float) -> None:
         """The run is measured, recorded and rendered, ``seconds`` after it started; the summary follows."""
@@ -46,9 +67,14 @@ class Reporter:
 
     @contextmanager
     def stage(self, name: str, hosts: Sequence[str] = ()) -> Iterator[None]:
-        """The block as stage ``name``: its start told, and its end with its duration when it ends normally
-        (an interrupt or an error has lines of its own)."""
+        """The block as stage ``name``: its start told, and its end with its duration, as done when it ends
+        normally and as interrupted when Ctrl-C cuts it short (a stage cut short is not done); an error has
+        lines of its own."""
         began = time.monotonic()
         self.stage_started(name, hosts)
-        yield
+        try:
+            yield
+        except KeyboardInterrupt:
+            self.stage_interrupted(name, time.monotonic() - began)
+            raise
         self.stage_finished(name, time.monotonic() - began)

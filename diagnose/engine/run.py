@@ -55,6 +55,7 @@ from diagnose.engine.profile_hint import hardware_of, hosts_without_profile, no_
 from diagnose.engine.reporter import Reporter
 from diagnose.engine.retry import write_retry_file
 from diagnose.engine.run_ids import make_run_dir, new_run_id, run_header
+from diagnose.engine.underway import Underway, progress_interval
 from diagnose.history.coverage import record_coverage
 from diagnose.k8s.pods import PodSource
 from diagnose.probes.registry import HOST_SETTINGS
@@ -235,7 +236,9 @@ class Run:
 
     def __init__(self, request: RunRequest, reporter: Reporter | None = None) -> None:
         self.request = request
-        self.reporter = reporter or Reporter()
+        # Kept between the engine's notices: a long step told again, a stage cut short told as such, each
+        # stage's time in results.json (diagnose.engine.underway).
+        self.reporter = Underway(reporter or Reporter(), progress_interval(request.hosts))
         self.options = request.options
         self.nightly = request.playbook.nightly
         self.deadline = unattended.Deadline(self.nightly.time_budget_s if self.nightly else None)
@@ -252,7 +255,8 @@ class Run:
         except unattended.LockBusy as exc:
             return RunOutcome("locked", str(exc), exit_code=exc.exit_code)
         try:
-            return self._locked(db)
+            with self.reporter.beating():
+                return self._locked(db)
         finally:
             if lock is not None:
                 lock.release()
@@ -330,6 +334,7 @@ class Run:
             return RunOutcome("config", str(exc))
         header = self._header()
         store = engine.ResultsStore(out_dir / "results.json", header)
+        self.reporter.keep(store)
         if self.nightly is not None and db is not None:
             self._nightly_xid_window(db, header)
         try:
@@ -342,6 +347,7 @@ class Run:
             store.finish(finished=_now(), error="internal error; see stderr")
             return RunOutcome("internal", detail, out_dir=out_dir)
         finally:
+            self.reporter.keep(None)  # the document is final: later stages (the reports) are not in it
             engine.close_all(self.states, self.reporter)
         return self._record(out_dir, document, regressions, db)
 

@@ -30,7 +30,7 @@ from diagnose.core.hosts import Host
 from diagnose.core.model import SEVERITY, CheckResult, HostRecord, Outcome
 from diagnose.engine.evaluate import evaluate_check, evaluate_cluster, outcome_result
 from diagnose.engine.host_batch import HostState, commands_of, judge_batch, mark_unreachable, save_evidence
-from diagnose.engine.reporter import Reporter
+from diagnose.engine.reporter import HOST_STAGE, Reporter
 from diagnose.engine.results import ResultsStore
 from diagnose.engine.step_stage import run_batches_in_steps, run_host_stage_in_steps, uses_steps
 
@@ -85,6 +85,7 @@ def run_host_stage(
         store.set_host(HostRecord(name=host.name, address=host.address))
     states: dict[str, HostState] = {}
     reporter.hosts_started(len(hosts))
+    began = time.monotonic()
     # Hosts are handed on as each finishes, through a queue their futures fill: looking over every
     # pending future on each tick would cost the controller hosts x ticks at 16,384 hosts.
     finishing: queue.SimpleQueue[Future[HostState]] = queue.SimpleQueue()
@@ -128,8 +129,15 @@ def run_host_stage(
                         )
                     )
                 break
-    finally:
+    except KeyboardInterrupt:  # cut short, not done: the reporter says what each host was still running
+        reporter.stage_interrupted(HOST_STAGE, time.monotonic() - began)
+        raise
+    except BaseException:
         reporter.hosts_finished()
+        raise
+    else:
+        reporter.hosts_finished()
+    finally:
         pool.shutdown(wait=False, cancel_futures=True)
     store.flush(force=True)
     return {h.name: states[h.name] for h in hosts if h.name in states}  # inventory order: rank 0 first

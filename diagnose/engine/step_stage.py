@@ -19,6 +19,7 @@ and anything else reaches a node through its srun connection, a step each time.
 from __future__ import annotations
 
 import concurrent.futures
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ from diagnose.core.hosts import Host
 from diagnose.core.model import HostRecord
 from diagnose.core.streams import DEFAULT_MAX_OUTPUT_BYTES
 from diagnose.engine.host_batch import HostState, commands_of, judge_batch, mark_unreachable
-from diagnose.engine.reporter import Reporter
+from diagnose.engine.reporter import HOST_STAGE, Reporter
 from diagnose.engine.results import ResultsStore
 
 #: Host variable: False keeps the host stage on a step per node and command batch.
@@ -189,6 +190,7 @@ def run_host_stage_in_steps(
     for host in hosts:
         store.set_host(HostRecord(name=host.name, address=host.address))
     reporter.hosts_started(len(hosts))
+    began = time.monotonic()
     waves = plan_waves(hosts, checks)
 
     def stop() -> str | None:
@@ -205,12 +207,17 @@ def run_host_stage_in_steps(
                 store.set_host(state.record)
                 store.add_checks(state.results)
                 reporter.host_done(state.host.name)
-    except BaseException:
+    except BaseException as exc:
+        if isinstance(exc, KeyboardInterrupt):  # cut short, not done: said before the steps are cancelled
+            reporter.stage_interrupted(HOST_STAGE, time.monotonic() - began)
+        else:
+            reporter.hosts_finished()
         cancel_running_steps("diagnose was interrupted")
         concurrent.futures.wait(futures, timeout=CANCEL_WAIT_S + 10)
         raise
-    finally:
+    else:
         reporter.hosts_finished()
+    finally:
         pool.shutdown(wait=False, cancel_futures=True)
     store.flush(force=True)
     return {h.name: states[h.name] for h in hosts if h.name in states}

@@ -106,6 +106,9 @@ class LaunchSpec:
     fetch_dir: str | None = None
     fetch_max_bytes: int = 512 * 1024 * 1024
     told: Teller | None = None
+    # Seconds a phase of the program is meant to take, where it has a length of its own (a burn-in): what
+    # the run's heartbeat sets a long step's elapsed time against.
+    planned_s: Callable[[str], float | None] | None = None
 
 
 @dataclass
@@ -160,7 +163,7 @@ class Launch(ABC):
         self._partial = ""
         self._done = False
         self._warmed: set[str] = set()
-        self.told = LaunchProgress(spec.told, spec.nproc)
+        self.told = LaunchProgress(spec.told, spec.nproc, spec.planned_s)
 
     # -- I/O on every host at once ----------------------------------------------------------------------
     def _each(

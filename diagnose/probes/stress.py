@@ -104,6 +104,7 @@ class Stress:
             host_env={host.name: parse_bench_env(host.vars.get("bench_env"))},
             program=Path(program.__file__),
             told=self.ctx.told,
+            planned_s={"memtest": memtest_s or None, "burnin": burnin_s or None}.get,
         )
 
     def measure(self, index: int, host: Host) -> tuple[HostStress, float]:

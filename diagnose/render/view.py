@@ -23,6 +23,7 @@ from diagnose.render.causes import causes_of
 from diagnose.render.checklist import NOT_COVERED, OTHER_SECTION, SectionResult, build_checklist
 from diagnose.render.hostlist import summarize
 from diagnose.render.parts import Part, build_parts
+from diagnose.render.stage_times import stage_text
 from diagnose.render.tally import coverage_line, coverage_of
 from diagnose.render.text import MESSAGE_CHARS, format_time, show
 from diagnose.render.values import Shown, shown
@@ -74,6 +75,7 @@ class Cover:
     limited: bool  # a PASS on under half of its results: the cover must not read as an acceptance
     coverage: str  # what the verdict stands on, one line (diagnose.render.tally.coverage_line)
     checklist_coverage: str  # how many checklist items the run answered, and how many it did not
+    stages: list[str]  # each stage's time as the progress lines said it; a stage cut short says so
 
 
 def build_cover(results: dict[str, Any], checklist: list[SectionResult] | None = None) -> Cover:
@@ -131,6 +133,7 @@ def build_cover(results: dict[str, Any], checklist: list[SectionResult] | None =
         limited=verdict == "PASS" and coverage.limited,
         coverage=coverage_line(str(verdict), coverage),
         checklist_coverage=checklist_coverage(build_checklist(results) if checklist is None else checklist),
+        stages=[stage_text(e) for e in run.get("stages") or [] if isinstance(e, dict)],
     )
 
 

@@ -5,20 +5,34 @@ A fresh `diagnose run` process (stderr a pipe, as under cron) over two real sshd
 gloo sweep and the fleet probes (two gloo ranks per host), must write timestamped lines on stderr naming each
 stage, its hosts and each step as it starts, in the order they ran, before the summary on stdout; never a
 line per measured size.
+
+A step that runs on (issue 43, item 3: 41 s of silence during sdc on a CPU test host, a one-minute burn-in
+told only when the GPU stress ended) must be told again every ``progress_interval_s`` (here 1 s instead of
+30) with its host, its time against what was planned and its latest figure; a host stage held up by a
+hanging ``ibstat`` names the host and the command. A host stage cut short by Ctrl-C (item 4: it read
+``host checks done in 6 s``) must say ``host checks interrupted after``, with the host and the command it
+was still running, on stderr, in results.json's ``run.stages`` and in the report.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import signal
+import subprocess
 import sys
+import threading
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 
+from tests.support.bedhosts import command_lines, wait_until
 from tests.support.cli import diagnose
+from tests.support.paths import REPO
 from tests.support.playbooks import write_playbook
-from tests.support.testbed import HostSpec, TestBed
+from tests.support.testbed import HostSpec, Reply, TestBed
 
 pytestmark = pytest.mark.integration
 
@@ -82,3 +96,139 @@ def test_a_run_without_a_terminal_tells_each_stage_host_and_step_on_stderr(
     assert times == sorted(times)
     assert all(not STAMPED.match(line) for line in done.stdout.splitlines()), "stdout keeps the summary only"
     assert done.stdout.startswith("diagnose: "), done.stdout
+
+
+STRESS = """name: stress-progress
+description: the GPU stress stage alone, its burn-in capped to seconds on CPU hosts
+checks: [host.reachable]
+vars:
+  burnin_minutes: 10
+benchmarks:
+  enabled: true
+  collectives: [all_reduce]
+  min_bytes: 4K
+  max_bytes: 4K
+  warmup_iters: 1
+  iters: 2
+  straggler_isolation: false
+  stress: true
+"""
+STILL = re.compile(r"^GPU stress on (node\d): (\S+), 2 ranks still running, (\d+) s(?: of (\d+) s planned)?")
+
+
+def test_a_long_step_without_a_terminal_is_told_again_with_its_host_time_and_plan(
+    testbed: TestBed, tmp_path: Path
+) -> None:
+    testbed.add_many([HostSpec("node1"), HostSpec("node2")])
+    inventory = testbed.write_inventory(
+        tmp_path / "inv.yaml",
+        extra_vars={
+            "diagnose_profile": "cpu-testbed",
+            "bench_procs_per_host": 2,
+            "bench_startup_timeout_s": 300,
+            "ansible_python_interpreter": sys.executable,
+            "progress_interval_s": 1,
+        },
+    )
+    playbook = write_playbook(tmp_path, STRESS)
+    argv = ["run", "-i", str(inventory), "--playbook", str(playbook), "-o", str(tmp_path / "out")]
+    done = diagnose(*argv, "--format", "json", cwd=tmp_path, timeout=500)
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    told = [m.group(2) for m in map(STAMPED.match, done.stderr.splitlines()) if m]
+    still = [m for m in map(STILL.match, told) if m]
+    assert still, f"no step told again while it ran:\n{done.stderr}"
+    burnin = [m for m in still if m.group(2) == "burnin"]
+    assert burnin, f"the burn-in (2 s on a CPU host) was not told again:\n{done.stderr}"
+    assert all(m.group(4) == "2" for m in burnin), "the burn-in's time is set against the 2 s planned"
+    assert {m.group(1) for m in still} <= {"node1", "node2"}
+    ended = next(i for i, text in enumerate(told) if text.startswith("GPU stress done in "))
+    assert all(told.index(m.string) < ended for m in still), "told while it ran, not after"
+
+
+class HangingRun:
+    """`diagnose run` in a fresh process over q1, q2 and q3, whose ``ibstat`` hangs, stderr a pipe read line by
+    line as it comes, so that a test waits on what the run has said."""
+
+    def __init__(self, testbed: TestBed, tmp_path: Path) -> None:
+        testbed.add_many([HostSpec("q1"), HostSpec("q2")])
+        self.stuck = testbed.add(HostSpec("q3", tools={"ibstat": Reply(stdout="partial\n", hang=True)}))
+        inventory = testbed.write_inventory(tmp_path / "inv.yaml", extra_vars={"progress_interval_s": 1})
+        text = "name: hang\ndescription: one hanging tool\nchecks: [host.reachable, ib.port_state]\n"
+        playbook = write_playbook(tmp_path, text)
+        self.out = tmp_path / "out"
+        argv = [
+            "run",
+            "-i",
+            str(inventory),
+            "--playbook",
+            str(playbook),
+            "-o",
+            str(self.out),
+            "--format",
+            "json",
+        ]
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "diagnose.cli", *argv, "-e", "command_timeout_s=300"],
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: list[str] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        wait_until(lambda: command_lines(self.stuck, "ibstat"), 60, "ibstat to hang on q3")
+
+    def _read(self) -> None:
+        for line in self.proc.stderr or []:
+            self.lines.append(line)
+
+    def checked(self) -> set[str]:
+        """The hosts results.json has check results of so far."""
+        try:
+            return {c["host"] for c in json.loads((self.out / "results.json").read_text())["checks"]}
+        except (OSError, ValueError):
+            return set()
+
+    def interrupt(self) -> str:
+        """Ctrl-C; the whole of stderr once the run has ended (exit 130)."""
+        self.proc.send_signal(signal.SIGINT)
+        self.proc.wait(timeout=60)
+        self.reader.join(timeout=10)
+        stderr = "".join(self.lines)
+        assert self.proc.returncode == 130, stderr
+        return stderr
+
+
+def test_a_host_stage_held_up_by_a_hanging_command_is_told_again_naming_host_and_command(
+    testbed: TestBed, tmp_path: Path
+) -> None:
+    run = HangingRun(testbed, tmp_path)
+    held_up = re.compile(
+        r"diagnose: host checks: 2 of 3 hosts done after \d+ s; q3 still running ibstat \(\d+ s\)"
+    )
+    wait_until(lambda: any(held_up.search(line) for line in run.lines), 60, "the host stage told again")
+    run.interrupt()
+
+
+def test_ctrl_c_in_the_host_checks_says_interrupted_and_what_was_still_running(
+    testbed: TestBed, tmp_path: Path
+) -> None:
+    run = HangingRun(testbed, tmp_path)
+    wait_until(lambda: {"q1", "q2"} <= run.checked(), 60, "the results of q1 and q2")
+    stderr = run.interrupt()
+    assert "host checks done in" not in stderr, "a stage cut short is not done"
+    said = re.search(
+        r"diagnose: (host checks interrupted after \d+ s; q3 still running ibstat \(\d+ s\))\n", stderr
+    )
+    assert said, stderr
+    out = run.out
+    stages = json.loads((out / "results.json").read_text())["run"]["stages"]
+    assert [s["stage"] for s in stages] == ["host checks"] and stages[0]["interrupted"] is True
+    assert re.fullmatch(r"q3 still running ibstat \(\d+ s\)", stages[0]["still_running"][0]), stages
+    report = diagnose("report", str(out), "--format", "html", cwd=tmp_path, timeout=120)
+    assert report.returncode == 0, report.stderr
+    html = (out / "report.html").read_text()
+    shown = re.search(r'data-role="stages">([^<]*)<', html)
+    assert shown and shown.group(1) == said.group(1), shown

@@ -15,6 +15,8 @@ import pytest
 from rich.console import Console
 
 from diagnose.commands.run import LineReporter, TerminalReporter, reporter_for, where
+from diagnose.engine.reporter import HOST_STAGE
+from diagnose.engine.underway import Underway
 from diagnose.launchers.progress import LaunchProgress, Teller
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -39,6 +41,35 @@ def test_the_terminal_shows_the_stage_its_hosts_and_the_step_under_way_then_clea
             stress.ended("hung")
             assert "node1: torchrun hung, stopped after 0 s" in ANSI.sub("", screen.getvalue())
     assert reporter._live is None, "the display ends with the last stage"
+
+
+def test_the_terminal_shows_a_long_step_told_again_and_a_stage_cut_short_stays_on_screen() -> None:
+    """Issue 43: the live display shows the heartbeat's time against planned and latest figure, as the log
+    does; Ctrl-C in the host checks leaves 'interrupted', never 'done', with the command still running."""
+    screen = io.StringIO()
+    now = [0.0]
+    reporter = Underway(
+        TerminalReporter(Console(file=screen, force_terminal=True, width=160)),
+        interval_s=30,
+        clock=lambda: now[0],
+        running=lambda: [("q3", "ibstat", 6.0)],
+    )
+    teller = Teller(reporter)
+    with reporter.stage("benchmarks", ["gpu1"]):
+        teller.step(["gpu1"], "burnin, 8 ranks", 60.0)
+        teller.figure(["gpu1"], "612 TFLOP/s, 71 °C")
+        now[0] = 31.0
+        reporter.beat()
+        shown = ANSI.sub("", screen.getvalue())
+        assert (
+            "gpu1: burnin, 8 ranks still running, 31 s of 1 min 00 s planned; latest 612 TFLOP/s, 71 °C"
+            in shown
+        )
+    reporter.hosts_started(3)
+    reporter.stage_interrupted(HOST_STAGE, 6.2)
+    shown = ANSI.sub("", screen.getvalue())
+    assert "diagnose: host checks interrupted after 6 s; q3 still running ibstat (6 s)" in shown
+    assert "done in" not in shown
 
 
 def test_a_log_gets_one_stamped_line_a_stage_and_a_step_never_one_a_size() -> None:
