@@ -63,4 +63,4 @@ PY
     wait "$holder" 2>/dev/null
     exit 0
 fi
-step p2p python3 -m diagnose run "${common[@]}" -o "$out/p2p"
+step p2p python3 -m diagnose run "${common[@]}" -e diagnose_profile=single-node-nvlink -o "$out/p2p"
