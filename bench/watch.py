@@ -11,6 +11,7 @@ over a whole history (docs/watch-simulation.md explains each).
     python bench/watch.py --gpus 1024            # about 20 s on 2 cores
     python bench/watch.py --gpus 16384 --seed 1  # the table of docs/watch-simulation.md
     python bench/watch.py --gpus 1024 --failure-scale 16 --sweep   # how each threshold was chosen
+    python bench/watch.py --gpus 1024 --history-nights 7          # also a nightly begun a week before
 """
 
 from __future__ import annotations
@@ -345,22 +346,39 @@ class Fleet:
                 cum[f.row, f.night :] = np.cumsum(inc[f.row, f.night :])
         return cum
 
-    def watched(self) -> dict[str, np.ndarray]:
+    def judge_night(self, m: Metric, lo: int, t: int) -> np.ndarray:
+        """The components the watch list names on night ``t`` by metric ``m``, its readings from night ``lo``
+        on (a part replaced since then from its own first night). The matrix is the nightly's: ``WINDOW``
+        columns, nights without a reading NaN, as ``judge_fleet`` aligns a young series."""
+        cols = np.arange(t - WINDOW + 1, t + 1)
+        window = np.full((self.rows[m.unit], WINDOW), np.nan)
+        window[:, cols >= lo] = self.values[m.name][:, lo : t + 1]
+        born = self.born[m.unit]
+        window[(cols[None, :] < born[:, None]) & (born[:, None] <= t)] = np.nan
+        grid = np.where(np.isnan(window), np.nan, cols.astype(float))
+        limits = None if m.limit is None else np.full(window.shape[0], m.limit)
+        return judge_matrix(grid, window, m.shape, m.worse, limits).watched
+
+    def judged_nights(self, history: int | None) -> list[tuple[int, int]]:
+        """(first night of the window, night judged): the nightly has run since night 0, or with ``history``
+        it starts afresh every that many nights (a fleet whose nightly is young), judged from its
+        ``MIN_POINTS``-th night on."""
+        if history is None:
+            return [(max(0, t - WINDOW + 1), t) for t in range(MIN_NIGHT - 1, self.nights)]
+        out = []
+        for t in range(self.nights):
+            lo = max(t - WINDOW + 1, t - t % history)
+            if t - lo + 1 >= watch_trend.MIN_POINTS:
+                out.append((lo, t))
+        return out
+
+    def watched(self, history: int | None = None) -> dict[str, np.ndarray]:
         """Per unit, a (rows × nights) map of the nights each component had at least one metric watched."""
         out = {unit: np.zeros((rows, self.nights), dtype=bool) for unit, rows in self.rows.items()}
         self.by_metric = {m.name: 0 for m in METRICS}
-        nights = np.arange(self.nights, dtype=float)
-        for t in range(MIN_NIGHT - 1, self.nights):
-            lo = max(0, t - WINDOW + 1)
+        for lo, t in self.judged_nights(history):
             for m in METRICS:
-                window = self.values[m.name][:, lo : t + 1].copy()
-                born = self.born[m.unit]
-                replaced = (born > lo) & (born <= t)
-                cols = np.arange(lo, t + 1)
-                window[replaced[:, None] & (cols[None, :] < born[:, None])] = np.nan
-                grid = np.broadcast_to(nights[lo : t + 1], window.shape)
-                limits = None if m.limit is None else np.full(window.shape[0], m.limit)
-                hit = judge_matrix(grid, window, m.shape, m.worse, limits).watched
+                hit = self.judge_night(m, lo, t)
                 self.by_metric[m.name] += int(hit.sum())
                 out[m.unit][:, t] |= hit
         return out
@@ -403,6 +421,35 @@ def score(fleet: Fleet, watched: dict[str, np.ndarray]) -> tuple[list[list[str]]
     return table, (true / total if total else float("nan"))
 
 
+def score_young(fleet: Fleet, history: int) -> list[list[str]]:
+    """Per-kind recall and lead time when the nightly began ``history`` nights before each failure: the
+    failing part and all its peers have only those nights of readings."""
+    table = []
+    pooled: dict[bool, list[int]] = {True: [], False: []}
+    longer: list[int] = []
+    for kind in KINDS:
+        units = {kind.unit, "port"} if kind.unit == "cable" else {kind.unit}
+        leads = []
+        for f in fleet.failures:
+            if f.kind is not kind or not (history <= f.night < fleet.nights):
+                continue
+            start, lead = f.night - history, 0
+            for t in range(start + watch_trend.MIN_POINTS - 1, f.night):
+                lo = max(start, t - WINDOW + 1)
+                if any(fleet.judge_night(m, lo, t)[f.row] for m in METRICS if m.unit in units):
+                    lead = f.night - t
+                    break
+            leads.append(lead)
+            if kind.visible and f.night - f.onset >= LONG_TREND:
+                longer.append(lead)
+        pooled[kind.visible] += leads
+        table.append(_recall_row(kind.name, "trend" if kind.visible else "none", leads))
+    table.append(_recall_row("all with a trend", "trend", pooled[True]))
+    table.append(_recall_row(f"  of them, trend >= {LONG_TREND} nights", "trend", longer))
+    table.append(_recall_row("all without one", "none", pooled[False]))
+    return table
+
+
 def _named(watched: dict[str, np.ndarray], unit: str) -> np.ndarray:
     """The nights a failing unit was named: a cable also through its port's counters (one port per cable)."""
     return watched[unit] | watched["port"] if unit == "cable" else watched[unit]
@@ -435,9 +482,11 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def false_entries(fleet: Fleet, watched: dict[str, np.ndarray]) -> list[list[str]]:
+def false_entries(
+    fleet: Fleet, watched: dict[str, np.ndarray], history: int | None = None
+) -> list[list[str]]:
     """Watch entries per 1,000 component-nights (and per 1,000 GPU-nights) on a fleet without failures."""
-    judged = fleet.nights - (MIN_NIGHT - 1)
+    judged = len(fleet.judged_nights(history))
     rows, total = [], 0
     for unit, grid in watched.items():
         count = int(grid.sum())
@@ -562,6 +611,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--sweep", action="store_true", help="move each threshold in turn and print the table"
     )
+    parser.add_argument(
+        "--history-nights",
+        type=int,
+        help="also score a young nightly: begun this many nights before each failure (a healthy fleet's"
+        " history starting afresh every this many nights)",
+    )
     parser.add_argument("--timing-child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--keep", type=int, default=90, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -588,6 +643,14 @@ def main(argv: list[str] | None = None) -> int:
     entries = false_entries(healthy, healthy.watched())
     print(_table(["component", "entries", "per 1,000 component-nights"], entries))
     print("by metric: " + ", ".join(f"{k} {v}" for k, v in healthy.by_metric.items() if v))
+    if args.history_nights:
+        young = args.history_nights
+        print(f"\nyoung nightly: begun {young} nights before each failure")
+        print(_table(RECALL_HEADERS, score_young(sick, young)))
+        print(f"\nhealthy fleet, its history starting afresh every {young} nights, false watch entries")
+        entries = false_entries(healthy, healthy.watched(young), young)
+        print(_table(["component", "entries", "per 1,000 component-nights"], entries))
+        print("by metric: " + ", ".join(f"{k} {v}" for k, v in healthy.by_metric.items() if v))
     print(f"(simulation and nightly judgement: {time.perf_counter() - start:.1f} s)")
     print_timing(args)
     print("\nnoise sources:")

@@ -17,6 +17,7 @@ recorded leaves the store as it was.
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +30,7 @@ from diagnose.history.storage import open_db
 from diagnose.history.trends import text_table
 from diagnose.history.watch_readings import Reading, metric_of, readings
 from diagnose.history.watch_store import Identity, identity, load_past, next_night, record_readings
-from diagnose.history.watch_trend import WINDOW, Series, Watch, judge_fleet
+from diagnose.history.watch_trend import WINDOW, Series, Steady, Watch, judge_groups
 
 WATCH_ID = HISTORY_WATCH
 #: Nights each watched metric's series carries in the result, for the report's plot.
@@ -122,13 +123,44 @@ def _result(reading: Reading, entries: list[dict[str, Any]], notes: list[str]) -
     )
 
 
-def _notes(known: Identity) -> dict[str, list[str]]:
+def _notes(known: Identity, now: Sequence[Reading]) -> dict[str, list[str]]:
     notes: dict[str, list[str]] = {}
     for component, before, after in known.moved:
         notes.setdefault(component, []).append(f"moved from {before} to {after}; its series goes on")
     for component, old, slot in known.replaced:
         notes.setdefault(component, []).append(f"replaced {old} in {slot}; a new series")
+    for component, shared in sorted({(r.component, r.shared) for r in now if r.shared}):
+        notes.setdefault(component, []).append(f"{shared} is reported by another slot too; read by its slot")
     return notes
+
+
+def _shared(now: Sequence[Reading]) -> list[dict[str, Any]]:
+    """Identities two slots reported tonight, each with the slots now standing in for it."""
+    slots: dict[str, dict[str, str]] = {}
+    for r in now:
+        if r.shared:
+            slots.setdefault(r.shared, {})[r.component] = r.slot
+    return [
+        {"identity": shared, "components": sorted(found), "slots": [found[c] for c in sorted(found)]}
+        for shared, found in sorted(slots.items())
+    ]
+
+
+def _steady_entry(steady: Steady, reading: Reading) -> dict[str, Any]:
+    return {
+        "component": steady.component,
+        "host": reading.host,
+        "slot": reading.slot,
+        "model": reading.model,
+        "metric": steady.metric,
+        "first": steady.first,
+        "last": steady.last,
+        "nights": steady.nights,
+        "rate_per_night": steady.rate_per_night,
+        "fleet_steady": steady.fleet_steady,
+        "fleet": steady.fleet,
+        "words": steady.words,
+    }
 
 
 def watch(
@@ -146,16 +178,20 @@ def watch(
     by_key = {(s.component, s.metric): s for s in series}
     at = {r.component: r for r in now}
     grouped: dict[str, list[dict[str, Any]]] = {}
-    for found in judge_fleet(series):
+    verdicts = judge_groups(series)
+    for found in verdicts.watched:
         grouped.setdefault(found.component, []).append(_entry(found, by_key[(found.component, found.metric)]))
-    notes = _notes(known)
+    notes = _notes(known, now)
     checks = [_result(at[c], grouped[c], notes.get(c, [])) for c in sorted(grouped, key=lambda c: at[c].slot)]
+    steady = sorted(verdicts.steady, key=lambda s: (at[s.component].slot, s.metric))
     summary = {
         "night": night,
         "components": len(at),
         "watched": len(checks),
         "moved": [{"component": c, "from": a, "to": b} for c, a, b in known.moved],
         "replaced": [{"component": c, "replaced": old, "slot": s} for c, old, s in known.replaced],
+        "steady": [_steady_entry(s, at[s.component]) for s in steady],
+        "shared": _shared(now),
     }
     return WatchFindings(checks, summary, now)
 
@@ -173,8 +209,36 @@ def _projection(entry: Mapping[str, Any]) -> str:
     return f"at limit {limit:.4g}" if to_limit <= 0 else f"~{max(1, round(to_limit))} nights to {limit:.4g}"
 
 
+def _stored_steady(conn: sqlite3.Connection, night: int) -> list[tuple[Steady, str]]:
+    """The counters of ``night``'s components counting steadily, judged again from the stored readings (the
+    judgement is pure, so it says what the run said), each with the host it was last read on."""
+    found: dict[tuple[str, str], tuple[str, str, list[float], list[float]]] = {}
+    for component, model, host, metric, at, value in conn.execute(
+        "SELECT c.component, c.model, c.host, m.name, r.night, r.value FROM watch_readings r"
+        " JOIN watch_components c ON c.id = r.component JOIN watch_metrics m ON m.id = r.metric"
+        " WHERE c.last_night = ? AND r.night > ? ORDER BY r.night",
+        (night, night - WINDOW),
+    ):
+        kind = metric_of(metric)
+        if kind is not None and kind.shape == "counter":
+            entry = found.setdefault((component, metric), (model, host, [], []))
+            entry[2].append(float(at))
+            entry[3].append(float(value))
+    hosts = {component: host for (component, _), (_, host, _, _) in found.items()}
+    series = []
+    for (component, metric), (model, _, nights, values) in sorted(found.items()):
+        kind = metric_of(metric)
+        if kind is not None:
+            series.append(
+                Series(component, metric, model, tuple(nights), tuple(values), kind.shape, kind.worse)
+            )
+    return [(s, hosts[s.component]) for s in judge_groups(series).steady]
+
+
 def watch_table(db_path: str | Path) -> str:
-    """``diagnose history --watch``: the newest night's watched components, one line per metric that moved."""
+    """``diagnose history --watch``: the newest night's watched components, one line per metric that moved,
+    then the counters counting steadily that are not watched (a steady rate is no trend, but it is a rate an
+    operator wants to see)."""
     with open_db(db_path) as conn:
         newest = conn.execute(
             "SELECT w.run_id, r.started, w.night FROM watch_runs w JOIN runs r ON r.id = w.run_id"
@@ -190,6 +254,7 @@ def watch_table(db_path: str | Path) -> str:
             "SELECT host, observed FROM checks WHERE run_id = ? AND check_id = ? ORDER BY host",
             (run_id, WATCH_ID),
         ).fetchall()
+        steady = _stored_steady(conn, night)
     head = f"watch list of run {run_id} ({started}): {counted(len(rows), 'component')} watched of {read} read"
     table = []
     for host, observed in rows:
@@ -206,7 +271,23 @@ def watch_table(db_path: str | Path) -> str:
                     str(entry["action"]),
                 ]
             )
-    if not table:
-        return head
-    headers = ["component", "host", "metric", "from → to", "nights", "projection", "action"]
-    return head + "\n" + text_table(headers, table)
+    out = head
+    if table:
+        headers = ["component", "host", "metric", "from → to", "nights", "projection", "action"]
+        out += "\n" + text_table(headers, table)
+    if steady:
+        out += f"\n\ncounting steadily, not watched: {counted(len(steady), 'counter')}\n" + text_table(
+            ["component", "host", "metric", "per night", "nights", "counting, of its model"],
+            [
+                [
+                    s.component,
+                    host,
+                    s.metric,
+                    f"{s.rate_per_night:+.3g}",
+                    str(s.nights),
+                    f"{s.fleet_steady} of {s.fleet}",
+                ]
+                for s, host in steady
+            ],
+        )
+    return out

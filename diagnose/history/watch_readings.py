@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from diagnose.catalog.stage_ids import GPU_BURNIN, GPU_GEMM, GPU_HBM
@@ -94,6 +94,8 @@ class Reading:
     metric: str
     value: float
     limit: float | None = None
+    shared: str = ""  # the identity it reported where another slot reported it too tonight (then the
+    # component is the slot)
 
 
 _GPU_COUNTERS = (
@@ -257,13 +259,26 @@ def _stress_readings(
                         yield Reading(where.component, host, where.slot, where.model, metric, float(value))
 
 
+def _by_slot(reading: Reading) -> Reading:
+    """The reading keyed by where it sat (``slot:node1/00000000:18:00.0``, ``slot:node1/mlx5_0/1``), the
+    identity it reported kept in ``shared``."""
+    host, _, where = reading.slot.partition(" ")
+    where = where.removeprefix("GPU ")
+    return replace(reading, component=f"slot:{host}/{where}", shared=reading.component)
+
+
 def readings(
     facts_by_host: Mapping[str, Mapping[str, Any]], checks: Sequence[Mapping[str, Any]] = ()
 ) -> list[Reading]:
     """Every watched number of one run: ``facts_by_host`` is each host's facts by check id (the host stage's),
-    ``checks`` the run's result rows (the stress figures). One reading per component and metric: the first
-    wins where two hosts claim one part (a serial printed twice is the board's problem, not a second GPU)."""
-    found: dict[tuple[str, str], Reading] = {}
+    ``checks`` the run's result rows (the stress figures), one reading per component and metric.
+
+    An identity that two slots report the same night (a cloned serial, a board's placeholder the parser did
+    not catch, a GUID repeated across hosts) is not one part: merged, the two would make one series of
+    alternating readings, or one would silently go unread. Both are read by their host and slot instead, and
+    ``shared`` says which identity they had, for the report."""
+    found: list[Reading] = []
+    slots: dict[str, set[str]] = {}
     for host in sorted(facts_by_host):
         facts = facts_by_host[host]
         gpus = _gpus(host, facts)
@@ -273,5 +288,11 @@ def readings(
             *_optics_readings(host, facts),
             *_stress_readings(host, checks, gpus),
         ):
-            found.setdefault((reading.component, reading.metric), reading)
-    return list(found.values())
+            found.append(reading)
+            slots.setdefault(reading.component, set()).add(reading.slot)
+    unique: dict[tuple[str, str], Reading] = {}
+    for reading in found:
+        if len(slots[reading.component]) > 1 and not reading.component.startswith("slot:"):
+            reading = _by_slot(reading)
+        unique.setdefault((reading.component, reading.metric), reading)
+    return list(unique.values())

@@ -315,7 +315,12 @@ def _watch_families(results: dict[str, Any]) -> list[_Family]:
             if isinstance(entry.get("slope_per_night"), int | float):
                 slope.add(labels, entry["slope_per_night"])
     counts = _Family(
-        "diagnose_watch_components", "Components the watch list read in the run, and how many it watches."
+        "diagnose_watch_components",
+        "Components the watch list read in the run, how many it watches, and the counters counting steadily.",
+    )
+    steady = _Family(
+        "diagnose_watch_steady_per_night",
+        "Rate per night of a counter counting steadily (no trend, so not watched): its later rise is judged on it.",
     )
     summary = (
         (results.get("history") or {}).get("watch") if isinstance(results.get("history"), dict) else None
@@ -324,4 +329,11 @@ def _watch_families(results: dict[str, Any]) -> list[_Family]:
         for state, key in (("read", "components"), ("watched", "watched")):
             if isinstance(summary.get(key), int):
                 counts.add({"state": state}, summary[key])
-    return [watched, to_limit, slope, counts]
+        counting = [e for e in summary.get("steady") or [] if isinstance(e, dict)]
+        if "steady" in summary:
+            counts.add({"state": "steady"}, len(counting))
+        for entry in counting:
+            if isinstance(entry.get("rate_per_night"), int | float):
+                labels = {k: entry.get(k) for k in ("component", "host", "metric")}
+                steady.add(labels, entry["rate_per_night"])
+    return [watched, to_limit, slope, counts, steady]

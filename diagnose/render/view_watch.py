@@ -40,11 +40,23 @@ class WatchItem:
 
 
 @dataclass
+class WatchSteady:
+    component: str
+    host: str
+    metric: str
+    rate: str  # "+40 a night"
+    nights: int
+    peers: str  # "3 of 96 count steadily too"
+
+
+@dataclass
 class WatchView:
     read: int | None
     items: list[WatchItem]
     moved: list[str] = field(default_factory=list)
     replaced: list[str] = field(default_factory=list)
+    steady: list[WatchSteady] = field(default_factory=list)
+    shared: list[str] = field(default_factory=list)
 
 
 def _projection(entry: dict[str, Any]) -> str:
@@ -104,7 +116,27 @@ def build_watch(results: dict[str, Any]) -> WatchView | None:
         for r in summary.get("replaced") or []
         if isinstance(r, dict)
     ]
-    if not items and not moved and not replaced:
+    steady = [_steady(e) for e in summary.get("steady") or [] if isinstance(e, dict)]
+    shared = [
+        f"{s.get('identity')} was reported by {' and '.join(map(str, s.get('slots') or []))} the same night: "
+        "not one part, so each is read by its host and slot"
+        for s in summary.get("shared") or []
+        if isinstance(s, dict)
+    ]
+    if not items and not moved and not replaced and not steady and not shared:
         return None
     read = summary.get("components") if isinstance(summary.get("components"), int) else None
-    return WatchView(read, items, moved, replaced)
+    return WatchView(read, items, moved, replaced, steady, shared)
+
+
+def _steady(entry: dict[str, Any]) -> WatchSteady:
+    rate, fleet, counting = entry.get("rate_per_night"), entry.get("fleet"), entry.get("fleet_steady")
+    others = (counting - 1) if isinstance(counting, int) else None
+    return WatchSteady(
+        component=str(entry.get("component") or "?"),
+        host=str(entry.get("host") or ""),
+        metric=str(entry.get("metric") or "?"),
+        rate=f"{rate:+.3g} a night" if is_number(rate) else "?",
+        nights=entry.get("nights") if isinstance(entry.get("nights"), int) else 0,
+        peers=f"{others} of its {fleet - 1} peers" if others is not None and isinstance(fleet, int) else "?",
+    )

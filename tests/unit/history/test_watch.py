@@ -27,7 +27,7 @@ from diagnose.render.prometheus import render_prometheus
 from diagnose.render.view import build_report
 from tests.support.nightly import make_results, night
 from tests.support.paths import CAPTURED
-from tests.support.watchkit import IBSTAT, SERIAL, gpu_query, ib_counters
+from tests.support.watchkit import IBSTAT, SERIAL, gpu_query, gpu_rows, ib_counters, ibstat_of_host, port_guid
 
 H100 = "NVIDIA H100 80GB HBM3"
 BUS = "00000000:00:06.0"
@@ -180,3 +180,111 @@ def test_history_watch_names_the_climbing_gpu_and_every_output_shows_it(tmp_path
     chapter = html[html.index('class="plot watch"') :]
     assert f"gpu:{climbing}" in chapter and "<svg" in chapter[: chapter.index("</div>")]
     assert "0 → 216 over 8 nights" in chapter and "drain at the next maintenance window" in chapter
+
+
+def run_nights(tmp_path: Path, nights: int, facts_of: Any) -> tuple[Path, dict[str, Any]]:
+    """``nights`` nightly runs, each judged by ``history.watch`` on ``facts_of(n)`` and recorded; the last
+    run's results."""
+    db = tmp_path / "h.sqlite3"
+    for n in range(nights):
+        results = make_results(f"run{n:02d}", night(n))
+        found = history.watch(db, results, facts_of(n))
+        results["checks"] += [dataclasses.asdict(c) for c in found.results]
+        results["history"] = {"watch": found.summary}
+        run_dir = tmp_path / "runs" / results["run"]["id"]
+        run_dir.mkdir(parents=True)
+        history.record_run(db, results, run_dir)
+        history.record_watch(db, results, found)
+    return db, results
+
+
+ECC_CLIMB = [0, 3, 10, 30, 80, 200, 500, 1200]
+SYMBOL_CLIMB = [0, 4, 15, 60, 180, 500, 1200, 2500]
+
+
+def six_hosts(n: int, steady_port: bool = False) -> dict[str, dict[str, Any]]:
+    """Six 8-GPU hosts (48 GPUs, 48 ports; serials and GUIDs of their own): node3's GPU 5 climbs along
+    :data:`ECC_CLIMB` and node4's mlx5_4 along :data:`SYMBOL_CLIMB` (or, with ``steady_port``, only that
+    port moves: it gains 10 a night); everything else stays where the captures have it."""
+    hosts = {}
+    for index in range(6):
+        counts = [ECC_CLIMB[n] if (index, gpu) == (3, 5) and not steady_port else 0 for gpu in range(8)]
+        symbols = 10 * n if steady_port else SYMBOL_CLIMB[n]
+        changes = {("mlx5_4", "symbol_error"): symbols} if index == 4 else {}
+        hosts[f"node{index}"] = {
+            "gpu.memory": gpu_facts(gpu_rows(counts, 1752524022000 + 100 * index)),
+            "ib.counters": parse_ib_counters(ib_counters(changes)),
+            "ib.port_state": parse_ibstat(ibstat_of_host(index)),
+        }
+    return hosts
+
+
+def test_eight_nights_on_six_hosts_name_the_climbing_gpu_and_port(tmp_path: Path) -> None:
+    _, results = run_nights(tmp_path, 8, six_hosts)
+    watched = {c["observed"]["component"]: c for c in results["checks"] if c["id"] == history.WATCH_ID}
+    port = f"port:{port_guid(4, 'mlx5_4')}/1"
+    assert set(watched) == {"gpu:1752524022305", port}
+    assert "went from 0 to 1200 over 7 nights" in watched["gpu:1752524022305"]["message"]
+    assert "its 47 peers stayed flat" in watched["gpu:1752524022305"]["message"]
+    assert "ib.symbol_error went from 0 to 2500" in watched[port]["message"]
+    assert "deviations" not in watched[port]["message"]
+
+
+def test_a_port_counting_steadily_is_listed_apart_in_every_output(tmp_path: Path) -> None:
+    db, results = run_nights(tmp_path, 16, lambda n: six_hosts(n, steady_port=True))
+    port = f"port:{port_guid(4, 'mlx5_4')}/1"
+    assert [c for c in results["checks"] if c["id"] == history.WATCH_ID] == []
+    (steady,) = results["history"]["watch"]["steady"]
+    assert (steady["component"], steady["host"], steady["metric"]) == (port, "node4", "ib.symbol_error")
+    assert (steady["rate_per_night"], steady["fleet_steady"], steady["fleet"]) == (10.0, 1, 48)
+    assert steady["words"] == "counting steadily: +10 a night for 13 nights; no other of its 48 ports does"
+
+    table = history.watch_table(db).splitlines()
+    assert table[0].endswith("0 components watched of 102 read")
+    assert table[2] == "counting steadily, not watched: 1 counter"
+    assert table[5].split() == [port, "node4", "ib.symbol_error", "+10", "13", "1", "of", "48"]
+
+    prom = render_prometheus(results).decode().splitlines()
+    labels = f'component="{port}",host="node4",metric="ib.symbol_error"'
+    assert f"diagnose_watch_steady_per_night{{{labels}}} 10.0" in prom
+    assert 'diagnose_watch_components{state="steady"} 1.0' in prom
+
+    html = render_html(build_report(results, tmp_path))
+    chapter = html[html.index("Counting steadily, not watched") :]
+    assert port in chapter and "+10 a night" in chapter and "0 of its 47 peers" in chapter
+
+
+def test_one_identity_on_two_hosts_the_same_night_is_read_by_host_and_slot(tmp_path: Path) -> None:
+    cloned = {
+        host: {"gpu.memory": gpu_facts(gpu_query(corrected_volatile=n))} for n, host in enumerate(("a", "b"))
+    }
+    found = {r.component: r for r in readings(cloned) if r.metric == "gpu.ecc_corrected_volatile"}
+    assert {c: (r.value, r.shared) for c, r in found.items()} == {
+        f"slot:a/{BUS}": (0.0, f"gpu:{SERIAL}"),
+        f"slot:b/{BUS}": (1.0, f"gpu:{SERIAL}"),
+    }
+    no_serial = {h: {"gpu.memory": gpu_facts(gpu_query(serial="[N/A]"))} for h in ("a", "b")}
+    assert {r.component for r in readings(no_serial)} == {f"slot:a/{BUS}", f"slot:b/{BUS}"}
+    same_guids = {
+        h: {
+            "ib.counters": parse_ib_counters(ib_counters({})),
+            "ib.port_state": parse_ibstat((CAPTURED / IBSTAT).read_text()),
+        }
+        for h in ("a", "b")
+    }
+    ports = {r.component for r in readings(same_guids)}
+    assert (
+        "slot:a/mlx5_0/1" in ports
+        and "slot:b/mlx5_0/1" in ports
+        and not any(p.startswith("port:") for p in ports)
+    )
+
+    _, results = run_nights(tmp_path, 2, lambda n: cloned)
+    (shared,) = results["history"]["watch"]["shared"]
+    assert shared == {
+        "identity": f"gpu:{SERIAL}",
+        "components": [f"slot:a/{BUS}", f"slot:b/{BUS}"],
+        "slots": [f"a GPU {BUS}", f"b GPU {BUS}"],
+    }
+    html = render_html(build_report(results, tmp_path))
+    assert f"gpu:{SERIAL} was reported by a GPU {BUS} and b GPU {BUS} the same night" in html

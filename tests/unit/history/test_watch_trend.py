@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from diagnose.history.watch_trend import HORIZON, Series, judge, judge_fleet
+from diagnose.history.watch_trend import HORIZON, MIN_POINTS, Series, judge, judge_fleet, judge_groups
 
 NIGHTS = tuple(float(n) for n in range(30))
 MODEL = "NVIDIA H100 80GB HBM3"
@@ -99,7 +99,8 @@ def test_a_counter_rising_where_its_peers_sit_still_stands_out_and_a_steady_flee
     rising = _counter("gpu:bad", growing)
     quiet = [_counter(f"gpu:{n}", [0.0] * 30) for n in range(15)]
     watch = judge(rising, quiet)
-    assert watch is not None and watch.versus_fleet is not None and watch.versus_fleet > 6
+    assert watch is not None and watch.versus_fleet is None  # no spread among its peers to count in
+    assert "its 15 peers stayed flat" in watch.reason
     assert watch.acceleration > 0
     assert "accelerating" in watch.reason
     same = [_counter(f"gpu:{n}", growing) for n in range(15)]
@@ -140,3 +141,65 @@ def test_missing_nights_and_epoch_days_leave_the_judgement_alone() -> None:
     watches = judge_fleet([*peers, warming])
     assert [w.component for w in watches] == ["cable:hot"]
     assert watches[0].nights_to_limit is not None and 0 < watches[0].nights_to_limit < HORIZON
+
+
+def _port(component: str, values: list[float]) -> Series:
+    nights = tuple(float(n) for n in range(len(values)))
+    return Series(component, "ib.symbol_error", "MT4129", nights, tuple(values), "counter", 1)
+
+
+def test_eight_nights_of_a_climb_among_flat_peers_are_enough_to_be_watched() -> None:
+    # six hosts whose nightly began eight nights ago: the older half of the 14-night window is empty, the
+    # series' own first four readings are its past
+    ecc = [0.0, 3.0, 10.0, 30.0, 80.0, 200.0, 500.0, 1200.0]
+    peers = [_counter(f"gpu:{n}", [float(n % 4)] * 8) for n in range(47)]
+    watches = judge_fleet([*peers, _counter("gpu:bad", ecc)])
+    assert [w.component for w in watches] == ["gpu:bad"]
+    assert watches[0].acceleration > 0 and "accelerating" in watches[0].reason
+    symbols = [0.0, 4.0, 15.0, 60.0, 180.0, 500.0, 1200.0, 2500.0]
+    ports = [_port(f"port:{n}", [7.0] * 8) for n in range(47)]
+    assert [w.component for w in judge_fleet([*ports, _port("port:bad", symbols)])] == ["port:bad"]
+    assert judge(_counter("gpu:young", ecc[: MIN_POINTS - 1]), peers) is None
+
+
+def test_a_counter_gaining_the_same_every_night_is_listed_apart_and_a_later_rise_is_judged_on_its_rate() -> (
+    None
+):
+    steady = _port("port:steady", [10.0 * n for n in range(16)])
+    others = [_port(f"port:{n}", [float(n % 5 == 0) * 3.0 * k for k in range(16)]) for n in range(2)]
+    flat = [_port(f"port:flat{n}", [2.0] * 16) for n in range(93)]
+    found = judge_groups([steady, *others, *flat])
+    assert found.watched == []
+    counting = {s.component: s for s in found.steady}
+    assert set(counting) == {"port:steady", "port:0"}
+    entry = counting["port:steady"]
+    assert (entry.rate_per_night, entry.nights, entry.fleet_steady, entry.fleet) == (10.0, 13, 2, 96)
+    assert entry.words == "counting steadily: +10 a night for 13 nights; 2 ports of 96 do"
+    rising = _port("port:steady", [10.0 * n for n in range(16)] + [150.0 + 25.0 * k for k in range(1, 6)])
+    longer = [_port(f"port:flat{n}", [2.0] * 21) for n in range(93)]
+    (watch,) = judge_groups([rising, *longer]).watched
+    assert "it counted +10 a night before, +25 now" in watch.reason
+
+
+def test_peers_that_all_read_the_same_every_night_are_said_in_words() -> None:
+    def cable(component: str, values: list[float]) -> Series:
+        nights = tuple(float(n) for n in range(len(values)))
+        return Series(component, "cable.temperature_c", "T-F4GS-BV0", nights, tuple(values), "level", 1)
+
+    peers = [cable(f"cable:{n}", [54.0] * 16) for n in range(20)]
+    (watch,) = judge_fleet([*peers, cable("cable:hot", [54.0 + 0.5 * n for n in range(16)])])
+    assert watch.reason.endswith("(+0.5 per night); its 20 peers stayed flat")
+    assert "deviations" not in watch.reason and watch.versus_fleet is None
+
+
+def test_six_nights_are_not_projected_thirty_nights_ahead_but_a_near_crossing_is_watched() -> None:
+    rng = random.Random(5)
+
+    def cable(component: str, values: list[float]) -> Series:
+        nights = tuple(float(n) for n in range(len(values)))
+        return Series(component, "cable.temperature_c", "T-F4GS-BV0", nights, tuple(values), "level", 1, 75.0)
+
+    peers = [cable(f"cable:{n}", [54.0 + rng.gauss(0, 0.7) for _ in range(6)]) for n in range(40)]
+    warm = cable("cable:warm", [54.0 + 0.8 * n + rng.gauss(0, 0.2) for n in range(6)])  # ~25 nights out
+    hot = cable("cable:hot", [64.0 + 2.0 * n for n in range(6)])
+    assert [w.component for w in judge_fleet([*peers, warm, hot])] == ["cable:hot"]
