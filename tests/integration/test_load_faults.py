@@ -1,10 +1,12 @@
-"""Issue 24's host checks end to end over real sshd hosts: a foreign process and DCGM's diagnostics.
+"""The host checks of a GPU under load end to end over real sshd hosts: a foreign process, memory held by
+one the host cannot see, and DCGM's diagnostics.
 
 Two healthy 8x H100 NDR nodes of tests/support/hostkit.py whose dcgmi passes level 3, and one node each of
-tests/support/loadkit.py: the lent H100's matmul process on GPU 3 (gpu-shared), GPU 3 failing DCGM's
-diagnostic test with faulty memory (dcgm-fail), and a dcgmi that never returns (dcgm-hung, budget 4 s).
-One ``diagnose run`` with the acceptance playbook's values (foreign_processes_status FAIL, level 3) judges
-them; a second, short gloo sweep on a healthy node and the shared one shows the benchmark marked.
+tests/support/loadkit.py: the lent H100's matmul process on GPU 3 (gpu-shared), GPU 3's memory held by a
+process no listing shows (gpu-held), GPU 3 failing DCGM's diagnostic test with faulty memory (dcgm-fail),
+and a dcgmi that never returns (dcgm-hung, budget 4 s). One ``diagnose run`` with the acceptance playbook's
+values (foreign_processes_status FAIL, level 3) judges them; a second, short gloo sweep on a healthy node
+and the shared one shows the benchmark marked.
 """
 
 from __future__ import annotations
@@ -22,12 +24,14 @@ from diagnose.cli import main
 from tests.support.hostkit import PROFILE, healthy_h100, memlock_vars
 from tests.support.loadkit import (
     DCGM_PASS,
+    HELD_MIB,
     dcgm_fail,
     dcgm_hang,
     dcgm_pass,
     dcgmi_reply,
     foreign_process,
     gpu_bus_id,
+    memory_holder,
     with_dcgmi,
 )
 from tests.support.testbed import TestBed
@@ -50,6 +54,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     with TestBed(work / "bed") as bed:
         hosts = [dcgm_pass(h) for h in HEALTHY]
         hosts += [with_dcgmi(foreign_process("gpu-shared"), 3, dcgmi_reply(DCGM_PASS))]
+        hosts += [with_dcgmi(memory_holder("gpu-held"), 3, dcgmi_reply(DCGM_PASS))]
         hosts += [dcgm_fail("dcgm-fail"), dcgm_hang("dcgm-hung")]
         bed.add_many(hosts)
         inventory = bed.write_inventory(
@@ -104,6 +109,27 @@ def test_a_foreign_process_fails_the_sign_off_naming_gpu_pid_name_and_memory(run
     )
     assert result["observed"][0]["pid"] == 461 and result["remediation"]
     assert results_for(run, "gpu.dcgm")["gpu-shared"]["status"] == "PASS"
+
+
+def test_memory_held_by_a_process_the_host_cannot_see_fails_the_sign_off(run: dict[str, Any]) -> None:
+    """No process listed and the GPU idle, but 70 GB of GPU 3 in use: a holder outside the host's pid
+    namespace (a leaked container, a killed job's orphan), named with the GPU and the amount."""
+    result = results_for(run, "gpu.processes")["gpu-held"]
+    assert result["status"] == "FAIL"
+    assert result["message"].startswith(
+        f"gpu-held: GPU 3 ({gpu_bus_id(3)}) {HELD_MIB} MiB of 81559 MiB held before diagnose started "
+        "anything, by no process this host can see"
+    )
+    assert result["observed"] == [
+        {
+            "bus_id": gpu_bus_id(3),
+            "gpu": "3",
+            "utilization_pct": 0,
+            "held_mib": HELD_MIB,
+            "memory_total_mib": 81559,
+        }
+    ]
+    assert "gpu-held" in {c["hosts"][0] for c in run["results"]["causes"] if c["check"] == "gpu.processes"}
 
 
 def test_a_failing_dcgm_test_names_the_gpu(run: dict[str, Any]) -> None:

@@ -353,7 +353,7 @@ def mtu_2048(name: str) -> HostSpec:
     return _with_tool(healthy_h100(name), "ibv_devinfo", Reply(stdout=text))
 
 
-def _with_query(spec: HostSpec, query: str) -> HostSpec:
+def with_query(spec: HostSpec, query: str) -> HostSpec:
     return _with_tool(spec, "nvidia-smi", _nvidia_smi(query, captured(H100_NVLINK_STATUS)))
 
 
@@ -373,23 +373,23 @@ def xid_79(name: str) -> HostSpec:
 
 def remap_pending(name: str) -> HostSpec:
     """GPU 1 with 4 uncorrectable remapped rows pending a reset (gpu_query/remap_pending_gpu1.txt)."""
-    return _with_query(healthy_h100(name), _graft_query("gpu_query/remap_pending_gpu1.txt"))
+    return with_query(healthy_h100(name), _graft_query("gpu_query/remap_pending_gpu1.txt"))
 
 
 def pcie_x8(name: str) -> HostSpec:
     """GPU 1's PCIe link trained at x8 of x16 (gpu_query/pcie_x8_gpu1.txt)."""
-    return _with_query(healthy_h100(name), _graft_query("gpu_query/pcie_x8_gpu1.txt"))
+    return with_query(healthy_h100(name), _graft_query("gpu_query/pcie_x8_gpu1.txt"))
 
 
 def hw_slowdown(name: str) -> HostSpec:
     """GPU 1 held by HW slowdown and HW thermal slowdown at 91 C, busy (gpu_query/hw_slowdown_gpu1.txt)."""
-    return _with_query(healthy_h100(name), _graft_query("gpu_query/hw_slowdown_gpu1.txt"))
+    return with_query(healthy_h100(name), _graft_query("gpu_query/hw_slowdown_gpu1.txt"))
 
 
 def fabric_init(name: str) -> HostSpec:
     """Fabric state In Progress on all eight GPUs (gpu_query/fabric_in_progress.txt, whose two GPUs both
     show it: the fabric manager registers a node's GPUs together)."""
-    return _with_query(healthy_h100(name), _graft_query("gpu_query/fabric_in_progress.txt", every_gpu=True))
+    return with_query(healthy_h100(name), _graft_query("gpu_query/fabric_in_progress.txt", every_gpu=True))
 
 
 def nvlink_down(name: str) -> HostSpec:
@@ -589,7 +589,7 @@ def serial_query(serials: Sequence[str]) -> str:
 def with_board_serials(spec: HostSpec, serials: Sequence[str]) -> HostSpec:
     """``spec`` whose nvidia-smi is the healthy node's with ``serials`` as its eight GPUs' board serials
     (serial_query): a fault of ``spec``'s own nvidia-smi is replaced, the rest of ``spec`` stays."""
-    return _with_query(spec, serial_query(serials))
+    return with_query(spec, serial_query(serials))
 
 
 def reequip(host: TestHost, spec: HostSpec) -> None:

@@ -7,6 +7,12 @@ changes one thing of a healthy node:
 * ``foreign_process``: the compute-apps answer gains the row captured on the lent H100 while a second
   python3 ran a matmul loop (pid 461, 1002 MiB), moved to GPU 3 of the H100 node (its bus id from
   hostkit's GPU query: composed, the one field changed).
+* ``memory_holder``: the GPU query with board serials (hostkit's ``serial_query``: the query's first tier asks
+  for them beside the memory) gains the memory columns an idle 8x H100 80GB prints (memory.total
+  81559 MiB, memory.used 0 MiB: microsoft/VirtualClient's query-gpu-8xH100.csv, driver 535.161.07), and
+  GPU ``gpu`` shows in use the share of its memory that an idle process outside both hosts held on the lent
+  H200 (123,407 of 143,771 MiB: tests/fixtures/gpu_runs/h200x2-holders-2026-11-28), utilization 0 %, with
+  no process listed (composed: the two fields added, one changed).
 * ``with_dcgmi``: a ``dcgmi`` answering ``diag -r <level> -j`` with the document of a
   tests/fixtures/captured/dcgm_diag file (see its SOURCE) without the frame lines gpu.dcgm's own command
   prints around it, and with that file's exit status; ``dcgm_pass``, ``dcgm_fail`` (GPU 3 fails the
@@ -19,7 +25,15 @@ import re
 from dataclasses import replace
 
 from diagnose.parsers.gpu_query import parse_gpu_query
-from tests.support.hostkit import COMPUTE_APPS_ARGS, H100_QUERY, IDLE_APPS, captured, healthy_h100
+from tests.support.hostkit import (
+    COMPUTE_APPS_ARGS,
+    H100_QUERY,
+    IDLE_APPS,
+    captured,
+    healthy_h100,
+    serial_query,
+    with_query,
+)
 from tests.support.testbed import HostSpec, Reply
 
 HOG_APPS = "compute_apps/h100x1_580_matmul_hog.txt"
@@ -45,6 +59,22 @@ def foreign_process(name: str, gpu: int = 3) -> HostSpec:
     branch = f"'{COMPUTE_APPS_ARGS}')\n    cat <<'DIAGNOSE_CAPTURED_OUTPUT_END'\n"
     assert script.count(branch + idle + "\n") == 1, "the compute-apps branch of the fake nvidia-smi"
     return replace(spec, tools={**spec.tools, "nvidia-smi": script.replace(branch + idle, branch + busy)})
+
+
+#: An idle H100 80GB's memory (VirtualClient's 8x H100 query) and the share the lent H200's holder held.
+H100_MEMORY_MIB = 81559
+HELD_MIB = round(H100_MEMORY_MIB * 123407 / 143771)
+
+
+def memory_holder(name: str, gpu: int = 3) -> HostSpec:
+    """A healthy node whose GPU ``gpu`` has ``HELD_MIB`` in use by a process no listing shows."""
+    serials = [f"165372406{5580 + i}" for i in range(8)]
+    header, *rows = serial_query(serials).rstrip("\n").splitlines()
+    lines = [f"{header}, memory.used [MiB], memory.total [MiB]"]
+    for row in rows:
+        used = HELD_MIB if row.split(",")[0].strip() == str(gpu) else 0
+        lines.append(f"{row}, {used}, {H100_MEMORY_MIB}")
+    return with_query(healthy_h100(name), "\n".join(lines) + "\n")
 
 
 def dcgmi_reply(fixture: str) -> Reply:
