@@ -138,6 +138,38 @@ def test_a_rank_waiting_for_a_straggler_is_skew_not_a_slow_fabric(tmp_path: Path
     assert "slow fabric" in both.message and "rank 2 waits for rank 0" in both.message
 
 
+def _uneven(tmp_path: Path, rank: int, comm_ms: list[float]) -> RankAnalysis:
+    """Five 10 ms steps of one rank: 1 ms of backward kernels, one NCCL all-reduce from 0.2 ms (behind the
+    backward) lasting ``comm_ms[n]`` in step ``n`` (the first, a warm-up, is left out of the medians)."""
+    events = []
+    for number, comm in enumerate(comm_ms):
+        o = number * 10_000.0
+        events += [
+            event("user_annotation", f"ProfilerStep#{number}", o, 10_000, 1),
+            event("cpu_op", "autograd::engine::evaluate_function: MmBackward0", o, 50, 2),
+            event("cuda_runtime", "cudaLaunchKernel", o + 10, 5, 2, correlation=number * 10 + 1),
+            event("kernel", "sm90_gemm", o, 1000, 7, correlation=number * 10 + 1),
+            event("cuda_runtime", "cudaLaunchKernel", o + 100, 5, 1, correlation=number * 10 + 2),
+            event("kernel", "ncclDevKernel_AllReduce", o + 200, comm * 1000, 20, correlation=number * 10 + 2),
+        ]
+    return analyze_trace(write_trace(tmp_path / f"uneven{rank}.json", events, rank=rank))
+
+
+def test_a_step_boundary_inside_an_all_reduce_is_not_rank_skew(tmp_path: Path) -> None:
+    """Two ranks whose all-reduces take the same time step for step, except that 2.5 ms of rank 1's third
+    step fell into its second (where one step's window ends): the per-step sums agree and the paired
+    differences are 0, +2.5, -2.5, 0 ms. The medians of the steady steps differ by 1.25 ms (2.75 against
+    4.0), over the 1 ms floor: read as medians, rank 1 "waited" for rank 0. As the lent socket-bound H200
+    pair showed, that is no skew."""
+    rank0 = _uneven(tmp_path, 0, [2.0, 2.0, 3.0, 8.0, 2.5])
+    rank1 = _uneven(tmp_path, 1, [2.0, 2.0, 5.5, 5.5, 2.5])
+    assert rank1.summary["comm_ms"] - rank0.summary["comm_ms"] == pytest.approx(1.25)
+    fabric = FabricBaseline(busbw_gbps=175.0 / 2.0, grad_bytes=100_000_000, ranks=2, nodes=1)
+    overlap = _verdicts([rank0, rank1], fabric)["train.overlap"]
+    assert overlap.status == "PASS", overlap.message
+    assert "waits for" not in overlap.message
+
+
 def test_what_cannot_hide_behind_backward_is_not_the_jobs_fault(tmp_path: Path) -> None:
     """1 ms of backward compute, a 4 ms all-reduce from 0.5: 3.5 ms exposed (35 % of the step, ratio
     0.12). The step's 4 ms of communication on a fabric measured at 3.8 ms for the gradients (1.1×, no slow
