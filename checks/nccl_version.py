@@ -1,7 +1,7 @@
 """nccl.version — which NCCL this host's jobs load, found in the order that decides it.
 
-First the benchmark interpreter's ``torch.cuda.nccl.version()`` (``ansible_python_interpreter``, default
-``python3``): PyTorch wheels bundle their own NCCL and that is the one a training job runs. Then a system
+First the benchmark interpreter's ``torch.cuda.nccl.version()`` (``bench_python``, else
+``ansible_python_interpreter``, default ``python3``: the Python the benchmarks will run): PyTorch wheels bundle their own NCCL and that is the one a training job runs. Then a system
 ``libnccl.so.2`` from ``ldconfig -p``, its version read from the file the SONAME link resolves to. Then the
 ``libnccl2`` / ``libnccl`` package. The same version on every host is judged by ``versions.consistency``.
 """
@@ -37,7 +37,9 @@ LIBS_SCRIPT = (
 
 
 def commands_for(host_vars: Vars) -> tuple[Command, ...]:
-    python = host_vars.str("ansible_python_interpreter", "python3") or "python3"
+    python = (
+        host_vars.str("bench_python") or host_vars.str("ansible_python_interpreter", "python3") or "python3"
+    )
     probe = f"{shlex.quote(python)} -c {shlex.quote(TORCH_PROBE)}"
     return (
         Command("torch_probe", probe, timeout=60, required=False),

@@ -439,12 +439,12 @@ class Stage:
         """Why torchrun cannot start, when the host checks already saw torch fail to import there.
 
         Launching anyway would end in a wall of tracebacks per host; this names the hosts and the fix.
-        A host with its own ``bench_python`` was not probed, so it is given the benefit of the doubt.
+        nccl.version probed the same Python the launch uses (``bench_python``, else the host's interpreter).
         """
         missing, hints = {}, {}
         for host in hosts:
             facts = self.ctx.facts.get(host.name, {}).get("nccl.version") or {}
-            if facts.get("torch") is None and facts.get("torch_error") and not host.vars.get("bench_python"):
+            if facts.get("torch") is None and facts.get("torch_error"):
                 interpreter = str(facts.get("python") or host.python)
                 missing[host.name] = f"{interpreter}: {facts['torch_error']}"
                 hint = torch_hint(interpreter, host.connection == "local", nvidia_gpu=facts.get("nvidia_gpu"))

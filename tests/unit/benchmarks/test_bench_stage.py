@@ -120,8 +120,10 @@ def test_hosts_where_torch_does_not_import_are_named_before_any_launch(tmp_path:
         and "bench_python" in result.message
     )
     assert "pip install" not in result.message, "a remote host's Python is not fixed by installing diagnose"
+    # nccl.version probes bench_python where it is set: the launch's own Python, judged the same way.
     hosts[1].vars = Vars({"bench_python": "/opt/venv/bin/python"}, host="gpu2")
-    assert Stage(ctx).torch_missing(hosts) is None, "a host with its own bench_python was not probed"
+    facts["gpu2"]["nccl.version"]["python"] = "/opt/venv/bin/python"
+    assert "gpu2 (/opt/venv/bin/python: ModuleNotFoundError)" in (Stage(ctx).torch_missing(hosts) or "")
 
 
 def test_this_machine_without_torch_is_told_to_install_the_bench_extra_where_diagnose_runs(

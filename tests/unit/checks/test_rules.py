@@ -423,6 +423,20 @@ def test_nccl_version_from_torch_on_the_lent_h200() -> None:
     assert "system NCCL 2.28.3 also installed" in outcome.message
 
 
+def test_nccl_version_probes_the_python_the_benchmarks_run() -> None:
+    """``bench_python`` names the Python with torch the benchmarks launch; the probe must ask that one,
+    not the login's interpreter, or a host whose torch lives in a venv reads as "torch not importable"."""
+
+    def probe(**values: str) -> str:
+        (command,) = [c for c in nccl_version.CHECK.commands_for(Vars(values)) if c.key == "torch_probe"]
+        return command.script
+
+    assert probe().startswith("python3 -c ")
+    assert probe(ansible_python_interpreter="/usr/bin/python3.12").startswith("/usr/bin/python3.12 -c ")
+    venv = probe(ansible_python_interpreter="/usr/bin/python3", bench_python="/opt/my venv/bin/python")
+    assert venv.startswith("'/opt/my venv/bin/python' -c ")
+
+
 def test_nccl_version_falls_back_to_the_system_library_then_the_package() -> None:
     cpu = out("nccl_version/torch_cpu_build_devbox.txt")
     resolved = version_facts(cpu, "nccl_version/libs_h200x4_resolved.txt")
