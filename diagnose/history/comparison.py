@@ -3,6 +3,8 @@
 Comparison rules (each finding becomes one ``history.regression`` result):
 
 * a check (per host, or cluster-wide) that was PASS or WARN in the reference and is FAIL now — FAIL;
+* a host that answered in the reference and now could not be reached, or stopped answering during the run
+  (``host.reachable`` FAIL, or ERROR: lost mid-run, which no other result of that host can say) — FAIL;
 * a host of the reference run that is absent from this run (an unreachable host is still present: it
   already FAILs ``host.reachable``) — FAIL;
 * driver, CUDA, NCCL or torch changed on some hosts — WARN when every host now agrees (an upgrade), FAIL
@@ -37,6 +39,9 @@ from diagnose.history.storage import Reference, good_run_ids, load_results, open
 REGRESSION_ID = HISTORY_REGRESSION
 DEFAULT_BUSBW_DROP_PCT = 10.0
 VERSION_FIELDS = ("driver", "cuda", "nccl", "torch")
+
+#: The check whose ERROR is a finding of its own: a host lost during the run.
+REACHABLE_ID = "host.reachable"
 
 BenchKey = tuple[str, str | None, int | None, int | None]  # collective, tool, nodes, ranks
 
@@ -97,21 +102,22 @@ def _check_regressions(ref_snap: Snapshot, ref: Reference, cur: Snapshot) -> lis
     found = []
     for (check_id, host), (status, message) in sorted(cur.checks.items()):
         before = ref_snap.checks.get((check_id, host))
-        if status != "FAIL" or before is None or before[0] not in ("PASS", "WARN"):
+        lost = check_id == REACHABLE_ID and status == "ERROR"
+        if (status != "FAIL" and not lost) or before is None or before[0] not in ("PASS", "WARN"):
             continue
         where = host or "cluster"
         found.append(
             Regression(
                 "check",
-                f"{where} {check_id} {before[0]}→FAIL",
+                f"{where} {check_id} {before[0]}→{status}",
                 CheckResult(
                     id=REGRESSION_ID,
                     host=host or None,
                     checklist="–",
                     status="FAIL",
-                    observed="FAIL",
+                    observed=status,
                     expected=f"{before[0]} (run {ref.run_id})",
-                    message=f"{check_id} on {where} went {before[0]}→FAIL since {_since(ref)}: {message}",
+                    message=f"{check_id} on {where} went {before[0]}→{status} since {_since(ref)}: {message}",
                     remediation=f"See the {check_id} result of this run for the cause.{_evidence_hint(ref)}",
                 ),
                 check=(check_id, host),

@@ -150,6 +150,28 @@ def test_host_disappeared_but_unreachable_host_is_present(db: Path, tmp_path: Pa
     assert [r.summary for r in history.regressions(db, unreachable)] == ["node02 host.reachable PASS→FAIL"]
 
 
+def test_a_host_lost_during_the_run_is_a_regression(db: Path, tmp_path: Path) -> None:
+    """node02 answered at the start and stopped answering mid-run: host.reachable ERROR, its other results
+    ERROR too. The one change that counts is the host's: PASS→ERROR, one FAIL finding, not zero."""
+    record(db, make_results("r1", night(0)), tmp_path)
+    tonight = make_results("r2", night(1))
+    for check in tonight["checks"]:
+        if check["host"] == "node02":
+            check.update(status="ERROR", message="the host stopped answering during the run")
+    tonight["checks"].append(
+        {
+            "id": "host.reachable",
+            "host": "node02",
+            "checklist": "–",
+            "status": "ERROR",
+            "message": "answered at the start, then no answer for 20 s",
+        }
+    )
+    found = history.regressions(db, tonight)
+    assert [r.summary for r in found] == ["node02 host.reachable PASS→ERROR"]
+    assert found[0].result.status == "FAIL" and found[0].result.observed == "ERROR"
+
+
 def test_reference_is_last_pass_run_of_the_same_series(db: Path, tmp_path: Path) -> None:
     record(db, make_results("r1", night(0)), tmp_path)
     bad = make_results("r2", night(1))
