@@ -14,6 +14,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -240,9 +241,13 @@ def _terminate(signum: int, frame: Any) -> None:
 
 def execute(request: RunRequest, quiet: bool) -> RunOutcome:
     """Run the request to its end, telling progress as :func:`reporter_for` says; SIGTERM (a scheduler's
-    stop) ends it like Ctrl-C, results kept."""
+    stop) ends it like Ctrl-C, results kept. With ``--quiet`` no library's Python warning reaches stderr
+    either: there it is a cron job's mail, and it holds the verdict line alone."""
     signal.signal(signal.SIGTERM, _terminate)
-    return Run(request, reporter_for(quiet, sys.stderr.isatty())).execute()
+    with warnings.catch_warnings():
+        if quiet:
+            warnings.simplefilter("ignore")
+        return Run(request, reporter_for(quiet, sys.stderr.isatty())).execute()
 
 
 def summary_lines(document: dict[str, Any], out_dir: Path | None, written: list[Path]) -> list[str]:

@@ -71,11 +71,18 @@ def busbw_svg(
         ax.set_ylabel("busbw (GB/s)")
         ax.grid(True, which="major", lw=0.3, color="#bbbbbb")
         ax.tick_params(axis="x", labelrotation=35, labelsize=6.5)
-        ax.legend(loc="upper left", fontsize=6.5, frameon=False)
+        _legend(ax, loc="upper left", fontsize=6.5, frameon=False)
         fig.tight_layout(pad=0.4)
         buffer = io.StringIO()
         fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
     return _finish(buffer.getvalue(), salt)
+
+
+def _legend(ax: Any, **options: Any) -> None:
+    """A legend where something is labelled: matplotlib warns on an empty one ("No artists with labels
+    found"), and that warning would reach a cron job's mail from a plot with no rows."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(**options)
 
 
 def _finish(svg: str, salt: str) -> str:
@@ -111,7 +118,7 @@ def trend_svg(labels: list[str], series: dict[str, list[float | None]], salt: st
         ax.set_ylim(bottom=0)
         ax.set_ylabel("busbw (GB/s)")
         ax.grid(True, lw=0.3, color="#bbbbbb")
-        ax.legend(loc="lower left", fontsize=6.5, frameon=False, ncol=len(series))
+        _legend(ax, loc="lower left", fontsize=6.5, frameon=False, ncol=max(1, len(series)))
         fig.tight_layout(pad=0.4)
         buffer = io.StringIO()
         fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
@@ -134,7 +141,7 @@ def burnin_svg(series: dict[str, dict[str, list[Any]]], salt: str) -> str:
         heat.set_xlabel("seconds into the burn-in")
         for ax in (clock, heat):
             ax.grid(True, lw=0.3, color="#bbbbbb")
-        clock.legend(loc="lower left", fontsize=6, frameon=False, ncol=min(8, max(1, len(series))))
+        _legend(clock, loc="lower left", fontsize=6, frameon=False, ncol=min(8, max(1, len(series))))
         fig.tight_layout(pad=0.4)
         buffer = io.StringIO()
         fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})

@@ -1,0 +1,32 @@
+"""``--quiet`` is what cron mails: nothing may reach stderr but the engine's problems, not even a library's
+Python warning raised while the run goes on (matplotlib's legend warning once did)."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import pytest
+
+from diagnose.commands import run as runs
+
+
+class _WarningRun:
+    """A run whose work raises a library warning, as a plot of a run without rows did."""
+
+    def __init__(self, request: Any, reporter: Any) -> None:
+        self.reporter = reporter
+
+    def execute(self) -> str:
+        warnings.warn("No artists with labels found to put in legend.", UserWarning, stacklevel=1)
+        return "outcome"
+
+
+@pytest.mark.parametrize("quiet", [True, False])
+def test_quiet_keeps_library_warnings_off_stderr(
+    quiet: bool, monkeypatch: pytest.MonkeyPatch, recwarn: pytest.WarningsRecorder
+) -> None:
+    monkeypatch.setattr(runs, "Run", _WarningRun)
+    monkeypatch.setattr(runs.signal, "signal", lambda *args: None)  # the test process keeps its SIGTERM
+    assert runs.execute(None, quiet=quiet) == "outcome"  # type: ignore[arg-type]
+    assert len(recwarn) == (0 if quiet else 1)
