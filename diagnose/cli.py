@@ -13,6 +13,7 @@ import difflib
 import logging
 import os
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Any, NoReturn
@@ -389,7 +390,10 @@ def _verbose() -> None:
     """``-v``: each command a host runs, with how it ended (``diagnose.commands``), on stderr; stdout keeps
     the summary cron mails and scripts read."""
     handler = logging.StreamHandler(_CurrentStderr())  # type: ignore[arg-type]
-    handler.setFormatter(logging.Formatter("diagnose: %(asctime)s %(message)s", "%H:%M:%S"))
+    # The progress lines' own stamp (UTC, ISO 8601, before the program's name), so one grep reads both.
+    stamp = logging.Formatter("%(asctime)s diagnose: %(message)s", "%Y-%m-%dT%H:%M:%SZ")
+    stamp.converter = time.gmtime
+    handler.setFormatter(stamp)
     logger = logging.getLogger("diagnose.commands")
     logger.addHandler(handler)
     logger.setLevel(logging.DEBUG)

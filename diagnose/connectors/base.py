@@ -116,6 +116,7 @@ def framed_outputs(
             stderr=stderr[0] if stderr else "",
             exit_code=code,
             timed_out=bool(wrapper.strip()) and code in (124, 137),
+            duration_s=out.seconds(command.key),
         )
     return results
 

@@ -73,6 +73,8 @@ class Section:
 
     body: Capped
     end: str | None = None
+    opened: float = 0.0  # monotonic, when its OUT marker arrived
+    seconds: float = 0.0  # from its OUT marker to its END marker, as the reader saw them arrive
 
 
 class FramedStream:
@@ -150,13 +152,22 @@ class FramedStream:
         kind, key = parts[1], parts[2]
         self.markers += 1
         if kind == "OUT":
-            self.sections[key] = Section(Capped(self.limit))
-            self.current, self.since = key, time.monotonic()
+            now = time.monotonic()
+            self.sections[key] = Section(Capped(self.limit), opened=now)
+            self.current, self.since = key, now
         elif kind == "END" and key == self.current:
-            self.sections[key].end = parts[3] if len(parts) > 3 else ""
+            section = self.sections[key]
+            section.end = parts[3] if len(parts) > 3 else ""
+            section.seconds = time.monotonic() - section.opened
             self.current = None
         elif kind == "SID" and key.isdigit():
             self.session = int(key)
+
+    def seconds(self, key: str) -> float:
+        """How long a completed section's command ran, as its markers arrived (0.0 if it never completed):
+        a batch runs its commands one after another, so this is what ``-v`` shows of each."""
+        section = self.sections.get(key)
+        return section.seconds if section is not None and section.end is not None else 0.0
 
     def finished(self, key: str) -> tuple[str, str] | None:
         """(output, END tail) of a completed section, None if it never completed.

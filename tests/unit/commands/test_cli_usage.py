@@ -7,6 +7,7 @@ parser, real run on this machine, real history database (tests/support/nightly.p
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -68,7 +69,9 @@ def test_verbose_shows_each_command_each_host_ran(capsys, tmp_path, monkeypatch,
     err = capsys.readouterr().err
     shown = [line for line in err.splitlines() if "os_release: `" in line]
     assert shown and "exit 0 after" in shown[0], err
-    assert shown[0].startswith("diagnose: ") and "localhost" in shown[0], shown
+    # The progress lines' stamp: UTC, ISO 8601, before the program's name.
+    assert re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ diagnose: ", shown[0]), shown
+    assert "localhost" in shown[0], shown
 
 
 def test_history_last_counts_runs_and_limit_says_it_is_deprecated(capsys, tmp_path) -> None:

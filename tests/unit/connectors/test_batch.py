@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import subprocess
 
+import pytest
+
 from diagnose.connectors import batch_script, parse_batch_output
+from diagnose.connectors.base import framed_outputs
+from diagnose.core import streams
 from diagnose.core.check import Command
+from diagnose.core.streams import FramedStream
 
 TOKEN = "@@diagnose-test"
 
@@ -57,3 +62,25 @@ def test_a_truncated_batch_marks_the_missing_commands() -> None:
     out = parse_batch_output(cut, done.stderr, commands, TOKEN)
     assert out["a"].stdout == "a\n"
     assert out["b"].error and not out["b"].ok
+
+
+def test_each_command_of_a_batch_keeps_how_long_it_ran(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch arrives as one stream; each command's time is from its OUT marker to its END marker as they
+    arrive (``-v`` shows it: a hung nvidia-smi is found by it). The clock is the test's."""
+    moments = {"t": 0.0}
+    monkeypatch.setattr(streams.time, "monotonic", lambda: moments["t"])
+    commands = [Command("a", "echo a"), Command("slow", "echo slow")]
+    out, err = FramedStream(TOKEN), FramedStream(TOKEN)
+    for line, moment in (
+        (f"{TOKEN} OUT a\n", 100.0),
+        (f"a\n\n{TOKEN} END a 0 timeout\n", 100.25),
+        (f"{TOKEN} OUT slow\n", 100.25),
+        (f"slow\n\n{TOKEN} END slow 0 timeout\n", 103.75),
+    ):
+        moments["t"] = moment
+        out.feed(line.encode())
+    out.close()
+    err.close()
+    outputs = framed_outputs(out, err, commands)
+    assert (outputs["a"].duration_s, outputs["slow"].duration_s) == (0.25, 3.5)
+    assert outputs["slow"].stdout == "slow\n" and outputs["slow"].exit_code == 0
