@@ -59,3 +59,27 @@ def test_stated_facts_are_strict_on_what_they_state() -> None:
     assert differences(stated, [*stated, *stated])
     assert differences({}, {"extra": 1}) and differences([], [1])
     assert differences({"on": True}, {"on": 1})
+
+
+def test_a_long_list_is_stated_by_counts_and_the_odd_one_out() -> None:
+    """Eight ports, seven Active, mlx5_3 Down: each form fails when the answer departs from it."""
+    ports = [{"device": f"mlx5_{i}", "state": "Down" if i == 3 else "Active", "rate": 400} for i in range(8)]
+    stated = {
+        "#": 8,
+        "*": {"rate": 400},
+        "#state=Active": 7,
+        "device=mlx5_3": {"state": "Down"},
+        "0": {"rate": 400},
+    }
+    assert differences(stated, ports) == []
+    assert differences({"#": 7}, ports)
+    assert differences({"*": {"state": "Active"}}, ports)
+    assert differences({"#state=Active": 8}, ports)
+    assert differences({"device=mlx5_3": {"state": "Active"}}, ports)
+    assert differences({"state=Active": {}}, ports), "a pick must name exactly one item"
+    assert differences({"device=mlx5_9": {}}, ports)
+    assert differences({"9": {}}, ports)
+    row = {"GPU0": "X", "GPU1": "NV18", "NIC0": "PIX", "NIC1": "SYS"}
+    assert differences({"#": 4, "#=NV18": 1, "NIC0": "PIX"}, row) == []
+    assert differences({"#=SYS": 2}, row) and differences({"NIC2": "SYS"}, row)
+    assert differences({"#active=false": 1}, [{"active": False}, {"active": 0}]) == []

@@ -3,7 +3,6 @@ drain may be lifted), the reason and the one-line summary, and the exit codes of
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from diagnose.commands.node_check import (
 from diagnose.core.model import CheckResult
 from diagnose.parsers.scontrol_node import parse_scontrol_node
 from diagnose.slurm.drain import REASON_LIMIT, Action, decide, drain_reason
+from tests.support.facts import check_case
 from tests.support.paths import CAPTURED, FACTS
 
 CASES = sorted((FACTS / "scontrol_node").glob("*.json"))
@@ -34,15 +34,8 @@ def node(case: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("path", CASES, ids=[p.stem for p in CASES])
 def test_scontrol_node_cases(path: Path) -> None:
-    """Each case names the fields it pins; ``fields`` holds a few of the plain ones (OS has spaces)."""
-    case = json.loads(path.read_text())
-    assert case["source"]
-    facts = parse_scontrol_node((CAPTURED / case["fixture"]).read_text())
-    expected = case["facts"]
-    assert {k: v for k, v in facts.items() if k != "fields"} == {
-        k: v for k, v in expected.items() if k != "fields"
-    }
-    assert {k: facts["fields"][k] for k in expected["fields"]} == expected["fields"]
+    """Each case states the fields a reader of the node's line pins (the runner of tests/support/facts.py)."""
+    check_case(path, lambda text, rc: parse_scontrol_node(text))
 
 
 def test_scontrol_node_without_a_node_line_is_a_parse_error() -> None:
