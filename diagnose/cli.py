@@ -68,6 +68,7 @@ def run_options(args: argparse.Namespace, **more: Any) -> Any:
         runs_dir=args.runs_dir,
         formats=args.format,
         skip_benchmarks=args.skip_benchmarks,
+        tool=args.tool,
         accept_unknown_host_keys=args.accept_unknown_host_keys,
         known_hosts=args.known_hosts,
         history=args.history,
@@ -546,6 +547,10 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = list(argv) if argv is not None else sys.argv[1:]
     if getattr(args, "forks", 1) < 1:
         args.parser.error("-f/--forks: give at least 1")
+    if getattr(args, "tool", None) and getattr(args, "skip_benchmarks", False):
+        args.parser.error(
+            f"--tool {args.tool}: --skip-benchmarks measures no collectives; give one of the two"
+        )
     if getattr(args, "verbose", 0):
         _verbose()
     try:

@@ -7,6 +7,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
+from diagnose.config.playbook import TOOLS
 from diagnose.render.render import DEFAULT_FORMATS, FORMATS
 
 
@@ -54,6 +55,12 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", default=DEFAULT_FORMATS, help=formats_help(DEFAULT_FORMATS))
     parser.add_argument("-e", "--extra-vars", action="append", help="key=value, JSON/YAML mapping or @file")
     parser.add_argument("--skip-benchmarks", action="store_true", help="per-host checks only")
+    parser.add_argument(
+        "--tool",
+        choices=TOOLS,
+        help="what measures the collectives, over the playbook's benchmarks.tool: torch (diagnose's own "
+        "program) or nccl-tests (the site's *_perf binaries in nccl_tests_dir; docs/benchmarks.md)",
+    )
     parser.add_argument(
         "--accept-unknown-host-keys",
         action="store_true",

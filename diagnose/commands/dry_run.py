@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from diagnose.benchmarks.nccl_tests_argv import BINARIES, Settings, binary_path
 from diagnose.benchmarks.straggler import refuse_shared_master
 from diagnose.config.playbook import PROFILE_VARIABLE, BenchmarkPlan
 from diagnose.core.check import Check
@@ -142,7 +143,8 @@ def sweep_lines(request: RunRequest) -> list[str]:
     backend = first.vars.str("bench_backend") if first else None
     ranks = ranks_per_host(first) if first else 1
     lines = [
-        f"\nbenchmark sweep: {', '.join(plan.collectives)} with {plan.tool}",
+        f"\nbenchmark sweep: {', '.join(plan.collectives)} with {plan.tool}"
+        + (" (--tool)" if request.options.tool else ""),
         f"  sizes: {human_bytes(sizes[0])} to {human_bytes(sizes[-1])}, ×{plan.step_factor} ({len(sizes)} sizes)"
         if sizes
         else "  sizes: none",
@@ -151,6 +153,8 @@ def sweep_lines(request: RunRequest) -> list[str]:
         f"  backend: {backend or 'nccl on GPU hosts, gloo on CPU hosts (from the host facts; bench_backend sets it)'}",
         f"  ranks: {counted(len(hosts), 'host')} × {ranks} = {len(hosts) * ranks} (bench_gpus_per_host, else expected_gpu_count)",
     ]
+    if plan.tool == "nccl-tests" and first is not None:
+        lines.append(f"  nccl-tests: {nccl_tests_line(plan, first, len(hosts))}")
     alone = one_rank(hosts)
     if alone:
         lines.append(f"  SKIP: {alone}")
@@ -167,6 +171,20 @@ def sweep_lines(request: RunRequest) -> list[str]:
         why = "straggler_isolation off" if not plan.straggler_isolation else "needs more than 2 hosts"
         lines.append(f"  localization: off ({why})")
     return lines
+
+
+def nccl_tests_line(plan: BenchmarkPlan, first: Host, hosts: int) -> str:
+    """Which binaries run and how they start, or why they cannot: the operator sees a missing
+    nccl_tests_dir before the run rather than as an ERROR per collective after the host checks."""
+    settings = Settings.of(first.vars)
+    if settings.directory is None:
+        fallback = (
+            "torch measures instead (nccl_tests_fallback)" if settings.fallback else "each would be an ERROR"
+        )
+        return f"nccl_tests_dir is not set, so no binary can run: {fallback}"
+    binaries = ", ".join(binary_path(settings.directory, c) for c in plan.collectives if c in BINARIES)
+    how = f"under {settings.mpirun} across the {hosts} hosts" if hosts > 1 else "on the one host"
+    return f"{binaries or 'no binary for these collectives'}, {how}"
 
 
 def _extra_settings(key: str, hosts: Sequence[Host], plan: BenchmarkPlan) -> str:

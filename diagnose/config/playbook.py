@@ -12,7 +12,7 @@ from __future__ import annotations
 import fnmatch
 import glob
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -262,6 +262,23 @@ def _benchmark_plan(data: YamlMap | None, path: Path) -> BenchmarkPlan | None:
         perftest=section.boolean("perftest", False),
         perftest_latency=section.boolean("perftest_latency", False),
     )
+
+
+def with_tool(playbook: Playbook, tool: str | None) -> Playbook:
+    """The playbook measuring its collectives with ``tool`` (``run --tool``), so that a site with
+    nccl-tests built can use it without writing a playbook of its own. A playbook that measures nothing
+    is refused rather than run without the measurement the operator asked for."""
+    if tool is None:
+        return playbook
+    if tool not in TOOLS:
+        raise ConfigError(f"--tool: must be one of {', '.join(TOOLS)}, got {tool!r}")
+    plan = playbook.benchmarks
+    if plan is None or not plan.enabled or not plan.collectives:
+        raise ConfigError(
+            f"--tool {tool}: the playbook {playbook.name} measures no collectives; choose one that does "
+            "(acceptance, nightly, ...) or leave --tool out"
+        )
+    return replace(playbook, benchmarks=replace(plan, tool=tool))
 
 
 def _nightly_plan(data: YamlMap | None, path: Path) -> NightlyPlan | None:

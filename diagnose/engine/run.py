@@ -39,6 +39,7 @@ from diagnose.config.playbook import (
     check_unknown_patterns,
     custom_check_paths,
     load_playbook,
+    with_tool,
 )
 from diagnose.config.profile_files import available_profiles, load_profile
 from diagnose.config.profiles import unknown_variable_warnings
@@ -83,6 +84,7 @@ class RunOptions:
     runs_dir: str | None = None
     formats: str = DEFAULT_FORMATS
     skip_benchmarks: bool = False
+    tool: str | None = None  # --tool: what measures the collectives, over the playbook's own
     accept_unknown_host_keys: bool = False
     known_hosts: str | None = None
     history: str | None = None
@@ -178,7 +180,7 @@ def _campaign_sources(options: RunOptions) -> list[HostSource]:
 def prepare(options: RunOptions) -> RunRequest:
     """Everything loaded and checked; a ConfigError names the file and line (or option) at fault."""
     formats = parse_formats(options.formats)
-    playbook = load_playbook(options.playbook)
+    playbook = with_tool(load_playbook(options.playbook), options.tool)
     extra_vars = parse_extra_vars(options.extra_vars)
     if options.history:  # before the lock beside it is taken: a mistyped folder is refused, not made
         history.check_db_path(options.history)

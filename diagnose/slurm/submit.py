@@ -127,6 +127,8 @@ def inner_argv(options: RunOptions, query: SlurmQuery, public_vars: list[str], d
         argv += ["-e", arg]
     if options.skip_benchmarks:
         argv.append("--skip-benchmarks")
+    if options.tool:
+        argv += ["--tool", options.tool]
     if options.accept_unknown_host_keys:
         argv.append("--accept-unknown-host-keys")
     if options.known_hosts:
