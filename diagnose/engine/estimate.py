@@ -47,11 +47,12 @@ import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
+from diagnose.checks import gpu_dcgm
 from diagnose.config.playbook import BenchmarkPlan, NightlyPlan
 from diagnose.config.profiles import fabric_expected
 from diagnose.core.check import Check
 from diagnose.core.hosts import Host
-from diagnose.core.units import bus_factor, counted
+from diagnose.core.units import bus_factor, counted, duration
 from diagnose.engine.host_batch import commands_of
 from diagnose.localize.timing import TimeModel
 from diagnose.probes.perftest_settings import settings_from as perftest_settings
@@ -139,12 +140,27 @@ def host_stage(hosts: Sequence[Host], checks: Sequence[Check], forks: int) -> St
     )
     gpus, read = gpus_per_host(hosts[0]) if hosts else (0, "no GPU")
     wave = HOST_WAVE_S + HOST_WAVE_PER_GPU_S * gpus if gpus else HOST_WAVE_CPU_S
+    dcgm, dcgm_read = dcgm_s(hosts[0], checks) if hosts and gpus else (0.0, "")
     return StageEstimate(
         "host stage",
-        waves * wave,
+        waves * (wave + dcgm),
         waves * bound,
         f"{counted(len(hosts), 'host')} in {counted(waves, 'wave')} of --forks {forks}, {wave:g} s a wave "
-        f"({read}); bound: every command at its timeout",
+        f"({read}){dcgm_read}; bound: every command at its timeout",
+    )
+
+
+def dcgm_s(first: Host, checks: Sequence[Check]) -> tuple[float, str]:
+    """DCGM's diagnostics, which the host stage waits for: at level 3 they are most of an acceptance's host
+    stage (about 15 minutes by DCGM's guide), so a window booked without them would be short. Typical is half
+    the level's budget, which gpu.dcgm sets at about twice what DCGM's guide says the level takes."""
+    level = gpu_dcgm.level_of(first.vars)
+    if not level or not any(c.id == gpu_dcgm.CHECK.id for c in checks):
+        return 0.0, ""
+    typical = gpu_dcgm.budget_of(first.vars, level) / 2
+    return (
+        typical,
+        f" + DCGM level {level} {duration(typical)} where installed (dcgm_diag_level; half its budget)",
     )
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from diagnose.checks import ib_port_state, net_port_range
+from diagnose.checks import gpu_dcgm, ib_port_state, net_port_range
 from diagnose.config.playbook import BenchmarkPlan, NightlyPlan, load_playbook
 from diagnose.core.hosts import Host
 from diagnose.core.vars import Vars
@@ -161,3 +161,19 @@ def test_every_basis_says_what_it_stands_on_in_the_operator_s_words() -> None:
             assert "lent" not in stage.basis and "None" not in stage.basis, stage
     opened = estimate(hosts(1), CHECKS, plan(fleet_probes=True), 5)
     assert "GPU count open: 8 assumed" in opened[0].basis
+
+
+def test_dcgm_diagnostics_are_in_the_host_stage_they_hold_up() -> None:
+    """The acceptance playbook's dcgm_diag_level 3 keeps every GPU host's batch for about 15 minutes (DCGM's
+    guide); the host stage read ~20 s for an 8-GPU node before, and a window booked on it was short."""
+    checks = [*CHECKS, gpu_dcgm.CHECK]
+    level3 = host_stage(hosts(2, expected_gpu_count=8, dcgm_diag_level=3), checks, 32)
+    assert level3.typical_s == pytest.approx(4 + 2 * 8 + 1800 / 2)
+    assert "DCGM level 3 15 min 00 s where installed (dcgm_diag_level; half its budget)" in level3.basis
+    level1 = host_stage(hosts(2, expected_gpu_count=8, dcgm_diag_level=1), checks, 32)
+    assert level1.typical_s == pytest.approx(20 + 180 / 2)
+    # Off, not selected, or on hosts without GPUs (gpu.dcgm SKIPs there): nothing added.
+    for values, selected in (({"expected_gpu_count": 8}, checks), ({"dcgm_diag_level": 3, "expected_gpu_count": 8}, CHECKS),
+                             ({"dcgm_diag_level": 3, "expected_gpu_count": 0}, checks)):  # fmt: skip
+        stage = host_stage(hosts(2, **values), selected, 32)
+        assert "DCGM" not in stage.basis and stage.typical_s < 21, (values, stage)
