@@ -9,7 +9,8 @@ here, so adding an odd firmware's output is adding a file, not code.
 
 A ``source`` names where the output came from in a form one can follow (:data:`SOURCE_SHAPES`): a captured
 fixture's folder SOURCE, a repository and path (``owner/repo:path``), an address, a named machine with the date
-of the capture, or ``composed from`` one of those with what was changed. A description alone is refused.
+of the capture, the exact command with its tools' versions and the system it ran on, or ``composed from`` one
+of those with what was changed. A description alone, or "the development container", is refused.
 """
 
 from __future__ import annotations
@@ -48,11 +49,14 @@ def fixtures_read(paths: Iterable[Path]) -> set[str]:
     return {name for path in paths if (name := json.loads(path.read_text()).get("fixture"))}
 
 
-# Where an output came from, in a form one can follow: a repository and path, an address, a machine and date.
+# Where an output came from, in a form one can follow: a repository and path, an address, a lent machine and
+# date, or the exact command with its tools' versions and the system it ran on (what anyone can run again; the
+# project's own development container, named alone, is a place nobody else can look).
 REFERENCE = (
     r"(?:[\w.-]+/[\w.-]+:[\w./-]+"  # owner/repo:path
     r"|https?://\S+"
-    r"|machine: [^,:]+, \d{4}-\d{2}-\d{2}"  # machine: lent nvidia-h100-x1, 2026-11-25
+    r"|machine: (?!development container\b)[^,:]+, \d{4}-\d{2}-\d{2}"  # machine: lent nvidia-h100-x1, 2026-11-25
+    r"|command: `[^`]+` \([^()]*\d[^()]*\) on [^,:`]+, \d{4}-\d{2}-\d{2}"  # the command, its tools' versions, where
     r"|tests/fixtures/captured/[\w./-]+\.txt)"  # a capture of this repository, itself sourced
 )
 SOURCE_SHAPES = re.compile(

@@ -49,6 +49,16 @@ def test_a_source_that_only_describes_its_output_is_refused() -> None:
     assert (
         source_problem({"source": "linux-rdma/rdma-core:libibverbs/examples/devinfo.c: its message"}) is None
     )
+    assert source_problem({"source": "machine: development container, 2026-11-27: ls -1 /dev/infiniband"})
+    assert source_problem({"source": "command: `ls -1 /dev/infiniband` on Debian 12, 2026-11-28"}), (
+        "no version"
+    )
+    assert (
+        source_problem(
+            {"source": "command: `ls -1 /dev/infiniband` (coreutils 9.1-1) on Debian 12, 2026-11-28"}
+        )
+        is None
+    )
 
 
 def test_stated_facts_are_strict_on_what_they_state() -> None:
