@@ -29,7 +29,7 @@ from diagnose.render.causes import cause_lines, causes_of
 from diagnose.render.hostlist import fold
 from diagnose.render.stage_times import stage_entry, stage_text
 from diagnose.render.tally import coverage_line, coverage_of, tally_text, verdict_label
-from diagnose.slurm.hosts import SlurmQuery
+from diagnose.targets.slurm_nodes import SlurmQuery
 
 #: How many host groups a progress line names before it counts the rest.
 MAX_GROUPS = 4

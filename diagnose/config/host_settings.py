@@ -39,7 +39,7 @@ _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
 _DNS_SUBDOMAIN = re.compile(r"(?=.{1,253}\Z)[a-z0-9]([-a-z0-9.]*[a-z0-9])?\Z")
 # kubeconfig context names are free text in practice (arn:aws:eks:...:cluster/x, gke_p_z_c, user@cluster).
 _CONTEXT = re.compile(r"[A-Za-z0-9_.:@/+-]+\Z")
-# Slurm (diagnose.slurm.hosts, connectors/srun.py, bench/launcher_srun.py, slurm_submit.py): names as
+# Slurm (diagnose.targets.slurm_nodes, connectors/srun.py, bench/launcher_srun.py, slurm_submit.py): names as
 # slurm.conf allows them, a job id, and sbatch's time formats (minutes, M:S, H:M:S, D-H, D-H:M, D-H:M:S).
 _SLURM_NAME = re.compile(r"[A-Za-z0-9_.-]+\Z")
 _SLURM_JOB = re.compile(r"[0-9]+\Z")
@@ -173,7 +173,7 @@ def _bench_launcher(values: Vars, name: str) -> str | None:
 
 
 def _kubectl_args(values: Vars, name: str) -> str | None:
-    """Extra kubectl options diagnose cannot pass on safely stop the run (see diagnose.k8s.pods)."""
+    """Extra kubectl options diagnose cannot pass on safely stop the run (see diagnose.k8s.target)."""
     try:
         parse_extra_args(values.str(name))
     except KubectlArgsError as exc:
@@ -248,7 +248,7 @@ SETTINGS: dict[str, Validator] = {
     "diagnose_kubectl": _path,
     "ansible_kubectl_extra_args": _kubectl_args,
     "diagnose_k8s_selector": _one_line,
-    # Slurm (diagnose.slurm.hosts, connectors/srun.py, engine/step_stage.py, launchers/srun.py, slurm/submit.py)
+    # Slurm (diagnose.targets.slurm_nodes, connectors/srun.py, engine/step_stage.py, launchers/srun.py, slurm/submit.py)
     "bench_launcher": _bench_launcher,
     "slurm_job_id": _matching(_SLURM_JOB, "a Slurm job id"),
     "slurm_node": _matching(_SLURM_NAME, "a Slurm node name"),

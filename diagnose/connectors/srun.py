@@ -3,7 +3,7 @@
 Where compute nodes refuse SSH (only jobs run there), the host checks still reach every node of an
 allocation: each script runs as ``srun --jobid J --overlap --nodes 1 --ntasks 1 --nodelist NODE
 /bin/sh -c SCRIPT`` (``ansible_connection: srun``; the default for the nodes of an allocation, see
-:mod:`diagnose.slurm.hosts`). ``--overlap`` lets it share the node with the benchmark's step and with the
+:mod:`diagnose.targets.slurm_nodes`). ``--overlap`` lets it share the node with the benchmark's step and with the
 other checks. The transport is a local program like ``local``'s shell, so it shares that connector's
 streaming loop; batches, caps, the frozen-host watchdog, stopping by session (another step on the same
 node runs the kill script) and files written through the exec stream come from the base class unchanged.

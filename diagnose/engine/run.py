@@ -58,13 +58,13 @@ from diagnose.engine.retry import write_retry_file
 from diagnose.engine.run_ids import make_run_dir, new_run_id, run_header
 from diagnose.engine.underway import Underway, progress_interval
 from diagnose.history.coverage import record_coverage
-from diagnose.k8s.pods import PodSource
 from diagnose.probes.registry import HOST_SETTINGS
 from diagnose.quarantine.kubernetes import check_cordon_request
 from diagnose.quarantine.stage import act_on_nodes
 from diagnose.render.pdf import PdfUnavailable
 from diagnose.render.render import DEFAULT_FORMATS, FORMATS, render
-from diagnose.slurm import hosts as slurm_hosts
+from diagnose.targets import slurm_nodes
+from diagnose.targets.k8s_pods import PodSource
 from diagnose.targets.loading import InventoryFiles
 from diagnose.targets.local_machine import LocalMachine, default_inventory
 from diagnose.targets.resolve import resolve_hosts
@@ -91,7 +91,7 @@ class RunOptions:
     cluster_name: str | None = None
     operator: str | None = None
     argv: list[str] = field(default_factory=list)  # recorded (redacted) in run.argv
-    slurm: slurm_hosts.SlurmQuery | None = None  # hosts from Slurm (--slurm ...), inventories lend vars
+    slurm: slurm_nodes.SlurmQuery | None = None  # hosts from Slurm (--slurm ...), inventories lend vars
     connect_timeout: float | None = None  # -T: every host's default, beneath its variables (as Ansible)
     k8s_cordon: bool = False  # cordon and taint the nodes of failing pods (diagnose.quarantine)
     list_only: bool = False  # --list-hosts: the hosts only; key files are not read
@@ -114,7 +114,7 @@ class RunRequest:
     inventory: Path | None  # the first source: names the run folder and, by default, the cluster
     profile_note: str | None = None
     warnings: list[str] = field(default_factory=list)
-    slurm: slurm_hosts.SlurmNodes | None = None  # where the hosts came from, when Slurm listed them
+    slurm: slurm_nodes.SlurmNodes | None = None  # where the hosts came from, when Slurm listed them
     needs: Needs | None = None  # a campaign run: what the campaign's whole playbook asks of each host
 
     @property
@@ -159,7 +159,7 @@ def host_sources(options: RunOptions) -> list[HostSource]:
     variables) or, when neither is named, this machine; pods chosen by label selector in any of them."""
     sources: list[HostSource] = [InventoryFiles(options.inventories)] if options.inventories else []
     if options.slurm is not None:
-        sources.append(slurm_hosts.find_nodes(options.slurm))
+        sources.append(slurm_nodes.find_nodes(options.slurm))
     elif not sources:
         sources.append(LocalMachine())
     if options.connect_timeout is not None:
@@ -193,7 +193,7 @@ def prepare(options: RunOptions) -> RunRequest:
         extra_vars = {**extra_vars, **forced}
     settings = HOST_SETTINGS if options.list_only else {**HOST_SETTINGS, **LOGIN_SETTINGS}
     hosts = resolve_hosts(sources, HostContext(playbook, options.limit, extra_vars, settings=settings))
-    slurm = next((s for s in sources if isinstance(s, slurm_hosts.SlurmNodes)), None)
+    slurm = next((s for s in sources if isinstance(s, slurm_nodes.SlurmNodes)), None)
     inventories = [Path(i) for i in options.inventories] or ([] if slurm else [default_inventory()])
     catalog = load_catalog()
     check_unknown_patterns(playbook, [e.id for e in catalog])

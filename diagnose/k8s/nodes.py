@@ -14,7 +14,7 @@ once lifted), which ``kubectl describe node`` and node dashboards show with the 
 
 :func:`node_state`, :func:`quarantine_steps` and :func:`lift_steps` are pure (a node object in, the kubectl
 command lines out); :func:`read_nodes`, :func:`list_nodes` and :func:`apply` are the only I/O, argv lists
-through :func:`diagnose.k8s.pods.run_kubectl`, so nothing from a node or a check reaches a shell.
+through :func:`diagnose.k8s.kubectl.run_kubectl`, so nothing from a node or a check reaches a shell.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from diagnose.k8s.pods import KUBECTL_TIMEOUT_S, K8sError, Runner, run_kubectl
+from diagnose.k8s.kubectl import KUBECTL_TIMEOUT_S, K8sError, Runner, run_kubectl
 from diagnose.k8s.target import KubectlTarget, first_error_line
 
 TAINT_KEY = "diagnose.health/unhealthy"

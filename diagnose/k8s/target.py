@@ -5,7 +5,7 @@ A host with ``ansible_connection: kubectl`` is a pod, reached with ``kubectl exe
 ``_context``, ``_kubeconfig``, ``_extra_args``; ``diagnose_kubectl`` names the binary). Every command line
 is an argv list, never a shell line, so no inventory text reaches a local shell. This is what the
 ``kubectl`` connector (:mod:`diagnose.connectors.kubectl`) needs; finding and reading pods before a run is
-:mod:`diagnose.k8s.pods`. Everything here is pure.
+:mod:`diagnose.targets.k8s_pods`. Everything here is pure.
 """
 
 from __future__ import annotations

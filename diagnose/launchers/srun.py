@@ -20,7 +20,7 @@ accounting, its cgroups and its cleanup. Here the controller (the batch host, or
    connection and the NCCL logs come home (:mod:`diagnose.launchers.base`).
 
 Chosen by ``bench_launcher: srun`` (the default for the nodes of an allocation, see
-:mod:`diagnose.slurm.hosts`). Variables: ``slurm_job_id`` (default ``$SLURM_JOB_ID``), ``slurm_node``
+:mod:`diagnose.targets.slurm_nodes`). Variables: ``slurm_job_id`` (default ``$SLURM_JOB_ID``), ``slurm_node``
 (a host's Slurm node name, default its name), and those of torchrun (``bench_python``,
 ``bench_master_addr``, ``bench_master_port``). Every Slurm command is an argv list, never a shell line.
 """

@@ -1,6 +1,6 @@
 """What Slurm's client commands print about nodes: ``sinfo`` node rows and ``scontrol show hostnames``.
 
-The Slurm host source (:mod:`diagnose.slurm.hosts`) lets Slurm itself filter (``sinfo -p/-n/-t``) and
+The Slurm host source (:mod:`diagnose.targets.slurm_nodes`) lets Slurm itself filter (``sinfo -p/-n/-t``) and
 expand hostlist expressions (``scontrol show hostnames``); these parsers only read the answers, so the
 names, partitions and states are exactly Slurm's.
 """

@@ -2,7 +2,7 @@
 an earlier run set on the nodes that pass again, all within the quarantine cap.
 
 A pod is a host of the run; its node is ``spec.nodeName`` (read before the run by
-:func:`diagnose.k8s.pods.attach_pods` into ``diagnose_k8s_node``). A node is failing when a check FAILed on
+:func:`diagnose.targets.k8s_pods.attach_pods` into ``diagnose_k8s_node``). A node is failing when a check FAILed on
 one of its pods, counting only checks that judge the node: a pod that could not be entered
 (``host.reachable``), a pod spec short of RDMA resources (``k8s.*``) or an environment the job set
 (``nccl.env``) says nothing about the node under it. A node is healthy when every pod on it was reached and
@@ -25,7 +25,7 @@ from diagnose.core.hosts import Host
 from diagnose.core.model import CheckResult
 from diagnose.core.vars import Vars
 from diagnose.k8s import nodes as k8s_nodes
-from diagnose.k8s.pods import K8sError, Runner, run_kubectl
+from diagnose.k8s.kubectl import K8sError, Runner, run_kubectl
 from diagnose.parsers.pod import NODE_VARIABLE
 from diagnose.quarantine.cap import (
     FAILED,

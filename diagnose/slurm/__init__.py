@@ -1,3 +1,3 @@
-"""Slurm as a host source and as an actor: nodes of an allocation or partition, drains the tool owns,
-submitting the run as a batch job.
+"""Slurm as an actor: drains the tool owns, submitting the run as a batch job. Its nodes as hosts are a host
+source among the others, in :mod:`diagnose.targets.slurm_nodes`.
 """

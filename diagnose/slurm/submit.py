@@ -4,7 +4,7 @@ A nightly that starts collectives over SSH on nodes where user jobs hold the GPU
 much as the fabric, and disturbs them. Submitted through sbatch, the run waits for nodes Slurm gives it
 exclusively (``--exclusive``), and the batch script runs ``diagnose run --slurm`` on them: hosts from
 ``SLURM_JOB_NODELIST``, checks through srun steps, the benchmark as one srun step
-(:mod:`diagnose.slurm.hosts`, :mod:`diagnose.connectors.srun`, :mod:`diagnose.launchers.srun`).
+(:mod:`diagnose.targets.slurm_nodes`, :mod:`diagnose.connectors.srun`, :mod:`diagnose.launchers.srun`).
 
 The job's shape comes from variables, read like the benchmark settings from the first host (any inventory
 level, the playbook's ``vars`` or ``-e``): ``slurm_partition`` (default ``--slurm-partition``),
@@ -42,7 +42,7 @@ from diagnose.core.units import counted
 from diagnose.engine.run import RunOptions, RunRequest
 from diagnose.engine.run_ids import check_out_dir
 from diagnose.history.coverage import last_covered, stalest
-from diagnose.slurm.hosts import SLURM_TIMEOUT_S, SlurmQuery, first_error_line, sinfo_nodes
+from diagnose.targets.slurm_nodes import SLURM_TIMEOUT_S, SlurmQuery, first_error_line, sinfo_nodes
 
 #: Variable → sbatch option, in the order they appear on its command line.
 SBATCH_OPTIONS = (

@@ -24,7 +24,7 @@ from diagnose.targets.limit_files import LimitLine, read_limit_file, term_error
 ALL = "all"
 UNGROUPED = "ungrouped"
 PRIORITY_VARIABLE = "ansible_group_priority"
-#: A group holding this variable lists pods by label selector (:mod:`diagnose.k8s.pods` finds them), so an
+#: A group holding this variable lists pods by label selector (:mod:`diagnose.targets.k8s_pods` finds them), so an
 #: inventory whose hosts are all such pods is not empty.
 SELECTOR_VARIABLE = "diagnose_k8s_selector"
 

@@ -1,8 +1,8 @@
 """Where a run's hosts come from, behind one seam: :class:`HostSource`.
 
 Inventory files (:class:`diagnose.targets.loading.InventoryFiles`), this machine
-(:class:`diagnose.targets.local_machine.LocalMachine`), Slurm's nodes (:class:`diagnose.slurm.hosts.SlurmNodes`)
-and Kubernetes pods chosen by label (:class:`diagnose.k8s.pods.PodSource`) are each a source.
+(:class:`diagnose.targets.local_machine.LocalMachine`), Slurm's nodes (:class:`diagnose.targets.slurm_nodes.SlurmNodes`)
+and Kubernetes pods chosen by label (:class:`diagnose.targets.k8s_pods.PodSource`) are each a source.
 :func:`diagnose.targets.resolve.resolve_hosts` builds one inventory from the sources, in order, applies
 ``--limit``, merges every host's variables with Ansible's precedence and lets each source complete what only
 it can tell; the engine asks nothing else for hosts. A source overrides only the hooks it needs: the

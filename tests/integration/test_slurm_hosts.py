@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from diagnose.core.errors import ConfigError
-from diagnose.slurm.hosts import SlurmQuery, expand_hostlist, find_nodes
+from diagnose.targets.slurm_nodes import SlurmQuery, expand_hostlist, find_nodes
 from tests.support.paths import REPO
 from tests.support.slurmbed import SlurmBed, slurm_bed
 

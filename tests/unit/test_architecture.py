@@ -187,9 +187,9 @@ def test_the_cli_holds_no_check_ids() -> None:
 MAY_USE = {
     "core": set(),
     "config": {"core", "connectors", "k8s"},
-    "targets": {"core", "config", "parsers"},
+    "targets": {"core", "config", "parsers", "k8s"},
     "slurm": {"core", "config", "parsers", "targets", "history", "engine"},
-    "k8s": {"core", "parsers", "targets"},
+    "k8s": {"core", "parsers"},
     "connectors": {"core", "parsers", "k8s"},
     "parsers": {"core"},
     "catalog": {"core"},

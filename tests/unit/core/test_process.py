@@ -10,10 +10,10 @@ import pytest
 
 from diagnose.core.errors import ConfigError
 from diagnose.core.process import DENIED, MISSING, TIMEOUT, ProgramError, run_program
-from diagnose.k8s.pods import K8sError, run_kubectl
+from diagnose.k8s.kubectl import K8sError, run_kubectl
 from diagnose.launchers.srun import slurm_command
 from diagnose.slurm.drain import SlurmError, read_node
-from diagnose.slurm.hosts import run_slurm
+from diagnose.targets.slurm_nodes import run_slurm
 
 
 def test_a_failing_program_is_an_answer_with_its_outputs() -> None:

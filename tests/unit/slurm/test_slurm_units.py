@@ -24,10 +24,10 @@ from diagnose.history import prune, record_run
 from diagnose.history.coverage import last_covered, record_coverage, stalest
 from diagnose.launchers.srun import RANK, files_archive, srun_argv, task_script
 from diagnose.launchers.torchrun_argv import torchrun_args
-from diagnose.slurm.hosts import SlurmNode, SlurmNodes, SlurmQuery
 from diagnose.slurm.submit import batch_script, inner_argv, job_id, plan, split_secrets
 from diagnose.targets.loading import InventoryFiles
 from diagnose.targets.resolve import resolve_hosts
+from diagnose.targets.slurm_nodes import SlurmNode, SlurmNodes, SlurmQuery
 from diagnose.targets.sources import HostContext
 
 

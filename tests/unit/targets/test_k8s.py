@@ -14,8 +14,8 @@ from diagnose.config.playbook import load_playbook
 from diagnose.core.errors import ConfigError
 from diagnose.core.hosts import Host
 from diagnose.core.vars import Vars
-from diagnose.k8s.pods import PodSource, attach_pods, running_pod_names
 from diagnose.k8s.target import POD_ERROR_VAR, KubectlArgsError, KubectlTarget, error_reason, parse_extra_args
+from diagnose.targets.k8s_pods import PodSource, attach_pods, running_pod_names
 from diagnose.targets.loading import InventoryFiles
 from diagnose.targets.resolve import resolve_hosts
 from diagnose.targets.sources import HostContext

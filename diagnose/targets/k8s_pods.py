@@ -7,22 +7,22 @@ A group with ``diagnose_k8s_selector`` is expanded into its Running pods by :fun
 benchmark's ranks meet at. :class:`PodSource` does both for a run, as a
 :class:`~diagnose.targets.sources.HostSource`. How one pod is entered is :mod:`diagnose.k8s.target`.
 
-Parsing (pod lists) is pure; the I/O is ``subprocess.run`` with a timeout, injectable.
+Parsing (pod lists) is pure; kubectl runs through :mod:`diagnose.k8s.kubectl`, injectable.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from diagnose.core.errors import ConfigError
 from diagnose.core.hosts import Host
-from diagnose.core.process import MISSING, TIMEOUT, ProgramError, run_program
 from diagnose.core.vars import Vars
+from diagnose.k8s.kubectl import KUBECTL_TIMEOUT_S, K8sError, Runner, run_kubectl
 from diagnose.k8s.target import (
     CONTROL_CHARS,
     EXTRA_ARGS_VAR,
@@ -37,13 +37,8 @@ from diagnose.parsers.pod import NODE_VARIABLE, POD_VARIABLE, parse_pod
 from diagnose.targets.model import SELECTOR_VARIABLE, Inventory
 from diagnose.targets.sources import HostContext, HostSource
 
-KUBECTL_TIMEOUT_S = 30.0
 GROUP_NAMESPACE_VAR = "diagnose_k8s_namespace"
 GROUP_CONTAINER_VAR = "diagnose_k8s_container"
-
-
-class K8sError(Exception):
-    """kubectl could not give what was asked; the message is one line for the operator."""
 
 
 def running_pod_names(listing: Mapping[str, Any]) -> list[str]:
@@ -61,22 +56,6 @@ def running_pod_names(listing: Mapping[str, Any]) -> list[str]:
         ):
             names.append(str(metadata["name"]))
     return sorted(names)
-
-
-# ----------------------------------------------------------------------------------------------- the I/O
-
-Runner = Callable[[Sequence[str], float], "subprocess.CompletedProcess[str]"]
-
-
-def run_kubectl(argv: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
-    """kubectl with its outputs captured; a kubectl that cannot start raises K8sError."""
-    try:
-        return run_program(argv, timeout)
-    except ProgramError as exc:
-        if exc.reason == TIMEOUT:
-            return subprocess.CompletedProcess(list(argv), 124, "", str(exc))
-        hint = " (install kubectl or set diagnose_kubectl)" if exc.reason == MISSING else ""
-        raise K8sError(f"{exc}{hint}") from None
 
 
 def _json_of(done: subprocess.CompletedProcess[str], what: str) -> dict[str, Any]:
