@@ -37,6 +37,7 @@ or ``-e``):
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -70,7 +71,7 @@ from diagnose.benchmarks.straggler import (
     refuse_shared_master,
     straggler_checks,
 )
-from diagnose.catalog.stage_ids import BENCH_CLEANUP, BENCH_STRAGGLER, NCCL_TRANSPORT, bench_id
+from diagnose.catalog.stage_ids import BENCH_CLEANUP, BENCH_STRAGGLER, HOST_TORCH, NCCL_TRANSPORT, bench_id
 from diagnose.config.profiles import no_gpu_reason
 from diagnose.core.errors import ConfigError
 from diagnose.core.hosts import Host
@@ -153,6 +154,9 @@ class Stage:
         self.records: dict[str, dict[str, Any]] = {}
         # Hosts that stopped answering during the sweep, with why: the extras after it leave them out.
         self.lost: dict[str, str] = {}
+        # Hosts whose missing torch was said (host.torch), once each whichever launch found it first.
+        self._torch_reported: set[str] = set()
+        self._torch_lock = threading.Lock()
 
     # -- sizing -------------------------------------------------------------------------------------------
     def expected_rows(self, collectives: list[str], sizes: list[int], ranks: int) -> list[tuple[str, int]]:
@@ -449,10 +453,32 @@ class Stage:
                 missing[host.name] = f"{interpreter}: {facts['torch_error']}"
                 hint = torch_hint(interpreter, host.connection == "local", nvidia_gpu=facts.get("nvidia_gpu"))
                 hints.setdefault(hint, None)
+                self.report_torch(host.name, interpreter, str(facts["torch_error"]), hint)
         if not missing:
             return None
         where = "; ".join(f"{name} ({why})" for name, why in missing.items())
         return f"torch cannot be imported on {where}. " + ". ".join(hints)
+
+    def report_torch(self, host: str, interpreter: str, error: str, hint: str) -> None:
+        """One ``host.torch`` ERROR per host whose benchmark Python cannot import torch, the first time a
+        launch needs it: the one cause, with the one fix, that every benchmark it prevented is listed under
+        (diagnose.render.cause_links), instead of each saying it again."""
+        with self._torch_lock:
+            if host in self._torch_reported:
+                return
+            self._torch_reported.add(host)
+        self.ctx.emit_check(
+            CheckResult(
+                HOST_TORCH,
+                host,
+                CHECKLIST,
+                "ERROR",
+                observed=error,
+                expected="torch imports",
+                message=f"torch cannot be imported by {interpreter} on {host}: {error}. {hint}",
+                remediation=hint,
+            )
+        )
 
     def run_torch(self, setup: Setup, collectives: list[str], judge_transport: bool = True) -> None:
         """One torchrun launch of every collective, its entries, straggler isolation and cleanup checks."""

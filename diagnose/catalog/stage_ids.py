@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 NCCL_TRANSPORT = "nccl.transport"
+HOST_TORCH = "host.torch"
 BENCH_PREFIX = "bench."
 BENCH_STRAGGLER = "bench.straggler"
 BENCH_LINK = "bench.link"
@@ -77,6 +78,13 @@ class StageId:
 
 
 STAGE_IDS: tuple[StageId, ...] = (
+    StageId(
+        HOST_TORCH,
+        "3",
+        "benchmark stage, where a host's benchmark Python cannot import torch",
+        "torch imports in the Python the benchmarks run (bench_python), on every host they need",
+        action="check_config",
+    ),
     StageId(
         NCCL_TRANSPORT,
         "3",

@@ -32,11 +32,15 @@ from diagnose.catalog.stage_ids import (
     GPU_HBM,
     GPU_MEMTEST,
     GPU_SDC,
+    HOST_TORCH,
     IB_LATENCY,
     IB_WRITE_BW,
     NCCL_TRANSPORT,
     TRAIN_OVERLAP,
     TRAIN_TAIL,
+)
+from diagnose.catalog.stage_ids import (
+    STRESS as STRESS_IDS,
 )
 
 #: What moves bytes between GPUs or hosts: a transport fault shows in every one of these.
@@ -72,6 +76,8 @@ class Root:
 #: First match wins: the deeper condition before what it may also have caused.
 ROOTS: tuple[Root, ...] = (
     Root("host.reachable", ("*",), cluster=False, statuses=("ERROR",)),
+    # torch missing on a host: every launch that needed it there could not start (ERROR), one cause.
+    Root(HOST_TORCH, ("bench.*", "fleet.*", "train.*", "infer.*", *STRESS_IDS), statuses=("ERROR",)),
     Root("gpu.processes", (*GPU_WORK, *FABRIC)),
     Root("k8s.rdma_devices", (*FABRIC, "gpu.gpudirect", "ib.*")),
     Root("nccl.env", FABRIC),
@@ -97,7 +103,7 @@ ROOTS: tuple[Root, ...] = (
     Root(BENCH_LINK, ("bench.*", "fleet.*", "train.*", "infer.*")),
     # An all-reduce below its floor with no deeper cause: the training probe's exposed communication is that
     # fabric's (train.overlap says so in its words), not a second fault of the job.
-    Root("bench.all_reduce", (TRAIN_OVERLAP, TRAIN_TAIL)),
+    Root("bench.all_reduce", (TRAIN_OVERLAP, TRAIN_TAIL), statuses=("FAIL", "WARN")),
 )
 ROOT_IDS = frozenset(root.check for root in ROOTS)
 

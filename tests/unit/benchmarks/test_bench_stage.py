@@ -112,7 +112,11 @@ def test_hosts_where_torch_does_not_import_are_named_before_any_launch(tmp_path:
     }
     ctx = BenchContext(hosts, {}, facts, plan, tmp_path, "t", checks.append, lambda b: None)
     Stage(ctx).run_torch(Setup("gloo", 1, hosts, []), ["all_reduce"])
-    (result,) = checks
+    torch, result = checks
+    assert (torch.id, torch.host, torch.status) == ("host.torch", "gpu2", "ERROR"), "the one cause"
+    assert torch.message.startswith(
+        "torch cannot be imported by /usr/bin/python3 on gpu2: ModuleNotFoundError"
+    )
     assert result.id == "bench.all_reduce" and result.status == "ERROR"
     assert "gpu2 (/usr/bin/python3: ModuleNotFoundError)" in result.message and "gpu1" not in result.message
     assert (
