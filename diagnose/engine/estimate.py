@@ -64,6 +64,9 @@ from diagnose.probes.training import ProbeSettings
 HOST_WAVE_CPU_S = 2.0
 HOST_WAVE_S = 4.0
 HOST_WAVE_PER_GPU_S = 2.0
+#: What each DCGM diagnostic level takes on a node, by DCGM's guide (dcgmi-diag: level 1 "seconds", level 2
+#: about two minutes, level 3 about 15 minutes, level 4 longer still; gpu.dcgm's budgets are about twice these).
+DCGM_TYPICAL_S = {1: 30.0, 2: 120.0, 3: 900.0, 4: 3600.0}
 #: GPUs assumed where the profile leaves the count open: a full node, so that a window booked is not short.
 ASSUMED_GPUS = 8
 #: Seconds past a command's timeout the batch lets it be killed in (diagnose/connectors/base.py).
@@ -152,15 +155,15 @@ def host_stage(hosts: Sequence[Host], checks: Sequence[Check], forks: int) -> St
 
 def dcgm_s(first: Host, checks: Sequence[Check]) -> tuple[float, str]:
     """DCGM's diagnostics, which the host stage waits for: at level 3 they are most of an acceptance's host
-    stage (about 15 minutes by DCGM's guide), so a window booked without them would be short. Typical is half
-    the level's budget, which gpu.dcgm sets at about twice what DCGM's guide says the level takes."""
+    stage, so a window booked without them would be short. A budget set below the level's length ends it
+    there, so the smaller of the two counts."""
     level = gpu_dcgm.level_of(first.vars)
     if not level or not any(c.id == gpu_dcgm.CHECK.id for c in checks):
         return 0.0, ""
-    typical = gpu_dcgm.budget_of(first.vars, level) / 2
+    typical = min(DCGM_TYPICAL_S[level], gpu_dcgm.budget_of(first.vars, level))
     return (
         typical,
-        f" + DCGM level {level} {duration(typical)} where installed (dcgm_diag_level; half its budget)",
+        f" + DCGM level {level} {duration(typical)} where installed (dcgm_diag_level; DCGM's guide)",
     )
 
 

@@ -168,10 +168,15 @@ def test_dcgm_diagnostics_are_in_the_host_stage_they_hold_up() -> None:
     guide); the host stage read ~20 s for an 8-GPU node before, and a window booked on it was short."""
     checks = [*CHECKS, gpu_dcgm.CHECK]
     level3 = host_stage(hosts(2, expected_gpu_count=8, dcgm_diag_level=3), checks, 32)
-    assert level3.typical_s == pytest.approx(4 + 2 * 8 + 1800 / 2)
-    assert "DCGM level 3 15 min 00 s where installed (dcgm_diag_level; half its budget)" in level3.basis
+    assert level3.typical_s == pytest.approx(4 + 2 * 8 + 15 * 60)
+    assert "DCGM level 3 15 min 00 s where installed (dcgm_diag_level; DCGM's guide)" in level3.basis
     level1 = host_stage(hosts(2, expected_gpu_count=8, dcgm_diag_level=1), checks, 32)
-    assert level1.typical_s == pytest.approx(20 + 180 / 2)
+    assert level1.typical_s == pytest.approx(20 + 30)
+    # A budget below the level's length ends dcgmi there: the run cannot take longer than that.
+    capped = host_stage(
+        hosts(2, expected_gpu_count=8, dcgm_diag_level=3, dcgm_diag_timeout_s=300), checks, 32
+    )
+    assert capped.typical_s == pytest.approx(20 + 300)
     # Off, not selected, or on hosts without GPUs (gpu.dcgm SKIPs there): nothing added.
     for values, selected in (({"expected_gpu_count": 8}, checks), ({"dcgm_diag_level": 3, "expected_gpu_count": 8}, CHECKS),
                              ({"dcgm_diag_level": 3, "expected_gpu_count": 0}, checks)):  # fmt: skip
