@@ -43,10 +43,15 @@ def test_an_interrupt_does_not_wait_for_the_launches_under_way() -> None:
 
     try:
         with pytest.raises(KeyboardInterrupt):
-            launch_in_parallel(work, list(range(6)), workers=2)
+            launch_in_parallel(work, list(range(6)), workers=2, name="interrupted-wave")
         assert finished == [], "the interrupt waited for a launch under way"
     finally:
         release.set()
+    # The workers free only now: the items still queued would start here unless the interrupt dropped them.
+    for thread in threading.enumerate():
+        if thread.name.startswith("interrupted-wave"):
+            thread.join(30)
+            assert not thread.is_alive(), f"{thread.name} still runs"
     # Two workers: 0 and 1 ran, 0's worker may have taken 2 as it freed; 3, 4 and 5 never start.
     assert {0, 1} <= set(started) <= {0, 1, 2}, "items not started when it came are never started"
 
