@@ -33,6 +33,8 @@ CHECKS = (
     "ib.optics",
     "versions.firmware",
 )
+#: Checks that compare the hosts with each other instead of judging each alone.
+COMPARED = ("versions.firmware",)
 
 
 @pytest.fixture(scope="module")
@@ -74,8 +76,14 @@ def test_each_fault_is_named_on_its_host_by_its_check(run: dict[str, Any], host:
     assert result is not None, f"{check_id} has no result for {host}"
     assert result["status"] == status, result["message"]
     assert result["message"] and result["remediation"]
+    rows = results_for(run, check_id)
     for other in HEALTHY:
-        assert results_for(run, check_id).get(other, {"status": "PASS"})["status"] == "PASS"
+        if check_id in COMPARED:
+            # a comparison writes its row for the cluster and one for each host that differs, none for the rest
+            assert other not in rows and other not in rows[None]["message"], rows.get(other, rows[None])
+        else:
+            assert other in rows, f"{check_id} has no result for the healthy {other}"
+            assert rows[other]["status"] == "PASS", rows[other]["message"]
 
 
 def test_healthy_hosts_pass_and_say_what_they_saw(run: dict[str, Any]) -> None:
