@@ -79,66 +79,95 @@ def source_problem(case: dict[str, Any]) -> str | None:
     return None
 
 
-def _matches(item: Any, key: str, value: str) -> bool:
-    """Whether a list item's ``key`` (the item itself when the key is empty) reads ``value`` as a reader writes
-    it: ``index=1`` for the number, ``active=false`` for the JSON boolean, ``state=Down`` for the string."""
+_MISSING = object()
+
+
+def _reading(item: Any, key: str) -> Any:
+    """How a list item's ``key`` (the item itself when the key is empty) reads as a reader writes it:
+    ``index=1`` for the number, ``active=false`` for the JSON boolean, ``state=Down`` for the string."""
     if key:
         if not isinstance(item, dict) or key not in item:
-            return False
+            return _MISSING
         item = item[key]
-    return value in (str(item), json.dumps(item))
+    if item is None or isinstance(item, bool):
+        return json.dumps(item)
+    return str(item)
 
 
-def _stated_over(expected: dict[str, Any], actual: list[Any] | dict[str, Any], where: str) -> list[str]:
+def _stated_over(expected: dict[str, Any], actual: list[Any] | dict[str, Any]) -> str | None:
     """A collection stated by what a reader counts and picks out instead of item by item: ``#`` its length,
     ``*`` what every item says, ``#key=value`` how many items read so, ``key=value`` the one item that does,
     a number the item at that place (in a list), or a key of the mapping itself."""
     items = list(actual.values()) if isinstance(actual, dict) else actual
-    found: list[str] = []
+    by_key: dict[str, dict[Any, list[Any]]] = {}  # key -> reading -> items, built once per key named
+
+    def reading_so(name: str, wanted: str) -> list[Any]:
+        if name not in by_key:
+            groups: dict[Any, list[Any]] = {}
+            for item in items:
+                groups.setdefault(_reading(item, name), []).append(item)
+            by_key[name] = groups
+        return by_key[name].get(wanted, [])
+
     for key, value in expected.items():
-        at = f"{where}[{key}]"
         if isinstance(actual, dict) and key in actual:
-            found += differences(value, actual[key], f"{where}.{key}")
+            if (found := _departure(value, actual[key])) is not None:
+                return f".{key}{found}"
         elif key == "#":
-            found += [] if len(items) == value else [f"{at}: {len(items)} items, not {value}"]
+            if len(items) != value:
+                return f"[#]: {len(items)} items, not {value}"
         elif key == "*":
-            found += [d for i, item in enumerate(items) for d in differences(value, item, f"{where}[{i}]")]
+            for i, item in enumerate(items):
+                if (found := _departure(value, item)) is not None:
+                    return f"[{i}]{found}"
         elif key.startswith("#") and "=" in key:
-            name, _, wanted = key[1:].partition("=")
-            count = sum(_matches(item, name, wanted) for item in items)
-            found += [] if count == value else [f"{at}: {count} items, not {value}"]
+            count = len(reading_so(*key[1:].split("=", 1)))
+            if count != value:
+                return f"[{key}]: {count} items, not {value}"
         elif "=" in key:
-            name, _, wanted = key.partition("=")
-            picked = [item for item in items if _matches(item, name, wanted)]
-            found += differences(value, picked[0], at) if len(picked) == 1 else [f"{at}: {len(picked)} items"]
+            picked = reading_so(*key.split("=", 1))
+            if len(picked) != 1:
+                return f"[{key}]: {len(picked)} items"
+            if (found := _departure(value, picked[0])) is not None:
+                return f"[{key}]{found}"
         elif (
             isinstance(actual, list) and re.fullmatch(r"-?\d+", key) and -len(items) <= int(key) < len(items)
         ):
-            found += differences(value, items[int(key)], at)
+            if (found := _departure(value, items[int(key)])) is not None:
+                return f"[{key}]{found}"
         else:
-            found.append(f"{at}: missing")
-    return found
+            return f"[{key}]: missing"
+    return None
+
+
+def _departure(expected: Any, actual: Any) -> str | None:
+    """The first place where ``actual`` departs from what ``expected`` states, as a path and what was found
+    there; None where it holds. The path is written only on the way back from a departure, so a case that
+    holds costs no more than walking what it states."""
+    if isinstance(expected, dict) and expected:
+        if not isinstance(actual, dict | list):
+            return f": {actual!r} is not a mapping"
+        return _stated_over(expected, actual)
+    if isinstance(expected, list) and expected:
+        if not isinstance(actual, list) or len(actual) != len(expected):
+            return f": {actual!r} is not {len(expected)} items"
+        for i, (e, a) in enumerate(zip(expected, actual, strict=True)):
+            if (found := _departure(e, a)) is not None:
+                return f"[{i}]{found}"
+        return None
+    if expected == actual and isinstance(expected, bool) == isinstance(actual, bool):
+        return None
+    return f": {actual!r}, not {expected!r}"
 
 
 def differences(expected: Any, actual: Any, where: str = "facts") -> list[str]:
-    """Where ``actual`` departs from the facts ``expected`` states: every key stated must be there with its
-    value, every list must have the stated length and items; keys not stated are the parser's own business
-    (an empty dict or list states emptiness). A collection may also be stated by a mapping of counts and
-    picks (:func:`_stated_over`): eight HCAs, port 1 of mlx5_3 Down, the rest Active, without listing them."""
-    if isinstance(expected, dict) and expected:
-        if not isinstance(actual, dict | list):
-            return [f"{where}: {actual!r} is not a mapping"]
-        return _stated_over(expected, actual, where)
-    if isinstance(expected, list) and expected:
-        if not isinstance(actual, list) or len(actual) != len(expected):
-            return [f"{where}: {actual!r} is not {len(expected)} items"]
-        return [
-            d
-            for i, (e, a) in enumerate(zip(expected, actual, strict=True))
-            for d in differences(e, a, f"{where}[{i}]")
-        ]
-    same = expected == actual and isinstance(expected, bool) == isinstance(actual, bool)
-    return [] if same else [f"{where}: {actual!r}, not {expected!r}"]
+    """Where ``actual`` departs from the facts ``expected`` states (the first place, or none): every key stated
+    must be there with its value, every list must have the stated length and items; keys not stated are the
+    parser's own business (an empty dict or list states emptiness). A collection may also be stated by a
+    mapping of counts and picks (:func:`_stated_over`): eight HCAs, port 1 of mlx5_3 Down, the rest Active,
+    without listing them."""
+    found = _departure(expected, actual)
+    return [] if found is None else [f"{where}{found}"]
 
 
 def check_case(path: Path, parse: Parse) -> None:
