@@ -8,12 +8,12 @@ it runs (as a node does); and diagnose's cross-node collective runs between them
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -67,15 +67,31 @@ def test_two_hosts_with_their_own_network_are_two_nodes(testbed: TestBed) -> Non
     assert "only-beta" not in outside
 
 
+def _signals_pending(pid: int) -> int:
+    """The signals sent to ``pid`` and not yet acted on (a process told to die that has not run since)."""
+    status = dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+    return int(status["SigPnd"], 16) | int(status["ShdPnd"], 16)
+
+
 def test_a_host_outlives_its_sshd_and_the_bed_still_leaves_nothing(testbed: TestBed) -> None:
     host = testbed.add(HostSpec("gamma", own_network=True))
     started = testbed.ssh(host, "setsid sleep 600 </dev/null >/dev/null 2>&1 & echo started")
     assert started.stdout.strip() == "started"
+    wait_until(lambda: any(" sleep 600" in line for line in leftovers(host)), 10, "the sleep to start")
+    (sleeper,) = [int(line.split()[0]) for line in leftovers(host) if " sleep 600" in line]
+    captured, host.pid_namespace = host.pid_namespace, None
+    try:
+        with pytest.raises(RuntimeError, match="its pid namespace was not captured"):
+            sshd_pids(host)  # an empty namespace would have no sshd to kill, and the kill would do nothing
+    finally:
+        host.pid_namespace = captured
     for pid in sshd_pids(host):
-        os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # the session of the command above may end meanwhile
+            os.kill(pid, signal.SIGKILL)
     wait_until(lambda: not sshd_pids(host), 10, "the host's sshd to die")
-    time.sleep(0.5)
-    assert any("sleep 600" in line for line in leftovers(host)), "what the node runs survives its sshd"
+    # Every sshd is reaped: a signal its death sent is pending by now, whether or not the sleep has run since.
+    assert any(line.startswith(f"{sleeper} sleep 600") for line in leftovers(host)), "what the node runs"
+    assert _signals_pending(sleeper) == 0, "nothing is about to end it: it survives its sshd"
     assert host.alive
     testbed.stop()
     assert testbed.leftover_pids() == []
@@ -98,6 +114,13 @@ def test_the_harness_splits_gpus_evenly_and_parses_its_actions() -> None:
     )
     assert Action.parse("training probe on=sigint").what == "sigint"
     assert Action.parse("all_reduce=sigkill+3").what == "sigkill"
+    ranks_up = Action.parse("all_reduce, 2 ranks=kill-sshd:node2@program.py")
+    assert (ranks_up.what, ranks_up.host, ranks_up.delay, ranks_up.running) == (
+        "kill-sshd",
+        "node2",
+        0,
+        "program.py",
+    )
 
 
 def test_diagnose_runs_its_collective_across_two_harness_hosts(
@@ -139,7 +162,7 @@ def test_a_host_whose_sshd_dies_mid_sweep_is_one_cause_and_nothing_is_left(
     out = tmp_path / "run"
     done = _harness(
         tmp_path,
-        ["--at", "all_reduce, 2 ranks=kill-sshd:node2+2"],
+        ["--at", "all_reduce, 2 ranks=kill-sshd:node2@program.py"],
         ["-o", str(out), "--format", "json", "-e", "burnin_minutes=0"],
     )
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
@@ -165,14 +188,14 @@ def test_a_host_whose_sshd_dies_mid_sweep_is_one_cause_and_nothing_is_left(
 def test_a_controller_killed_with_sigkill_leaves_nothing_once_the_lease_has_passed(
     testbed_available: None, tmp_path: Path
 ) -> None:
-    """diagnose SIGKILLed (no stop of its own can run) three seconds into a sweep that would never end by
-    itself (a million iterations of 16 MiB): only the launch's watchdog can end the ranks on both hosts,
-    once no poll has renewed its 60 s lease."""
+    """diagnose SIGKILLed (no stop of its own can run) once the ranks of a sweep that would never end by
+    itself (a million iterations of 16 MiB) run on both hosts: only the launch's watchdog can end them, once
+    no poll has renewed its 60 s lease."""
     endless = GLOO_BENCH.replace("min_bytes: 4096\n  max_bytes: 16384", "min_bytes: 16M\n  max_bytes: 16M")
     playbook = write_playbook(tmp_path, endless.replace("iters: 2\n", "iters: 1000000\n"))
     done = _harness(
         tmp_path,
-        ["--at", "all_reduce, 2 ranks=sigkill+3"],
+        ["--at", "all_reduce, 2 ranks=sigkill@program.py"],
         ["--playbook", str(playbook), "-o", str(tmp_path / "run"), "--format", "json"],
     )
     assert done.returncode == -signal.SIGKILL % 256, done.stdout[-3000:]

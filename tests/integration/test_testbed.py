@@ -21,8 +21,9 @@ import paramiko
 import pytest
 import yaml
 
+from tests.support import testbed as testbed_module
 from tests.support.bedhosts import command_lines
-from tests.support.nshost import memlock_ceiling_kib
+from tests.support.nshost import hold_pid_namespace, memlock_ceiling_kib, pids_in
 from tests.support.paths import REPO
 from tests.support.testbed import (
     NO_REPLY_RC,
@@ -34,6 +35,7 @@ from tests.support.testbed import (
     TestbedError,
     TestHost,
 )
+from tests.support.toolbundle import make_bundle
 
 pytestmark = pytest.mark.integration
 
@@ -204,6 +206,61 @@ def test_processes_of_a_host_whose_pid_namespace_was_not_captured_are_an_error(t
             command_lines(host, "sshd")
     finally:
         host.pid_namespace = captured
+
+
+def test_a_host_whose_pid_namespace_cannot_be_captured_is_refused_and_leaves_nothing(
+    testbed: TestBed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The capture fails where the namespace's first process is not there to be read (gone, or not yet
+    forked): the bed must refuse the host, since a host it cannot look into would pass every "nothing left
+    running" check, and must stop what it started for it."""
+    namespaces: list[str] = []
+
+    def lost(holder: int) -> None:
+        held = hold_pid_namespace(holder)  # the real capture, to look at what was started
+        assert held is not None, "the host started and its namespace was there to capture"
+        namespaces.append(held[0])
+        os.close(held[1])
+
+    monkeypatch.setattr(testbed_module, "hold_pid_namespace", lost)
+    with pytest.raises(TestbedError, match="'uncaptured': its pid namespace could not be captured"):
+        testbed.add(HostSpec("uncaptured"))
+    assert "uncaptured" not in testbed.hosts
+    assert namespaces and pids_in(set(namespaces)) == [], "the refused host's processes were stopped"
+
+
+def test_the_bed_runs_from_a_tool_bundle_whatever_the_callers_path(
+    testbed_available: None, tmp_path: Path
+) -> None:
+    """On a lent GPU machine the programs the bed calls are in a tool bundle (DIAGNOSE_TESTBED_BIN), not on the
+    PATH: the bed must find every one there, its own ssh-keygen and ssh as well as the hosts' sshd."""
+    bundle = make_bundle(tmp_path / "bundle", ("sshd", "ssh", "ssh-keygen"))
+    script = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from tests.support.testbed import HostSpec, TestBed, prerequisite_problem\n"
+        "assert prerequisite_problem() is None, prerequisite_problem()\n"
+        "with TestBed(Path(sys.argv[1])) as bed:\n"
+        "    host = bed.add(HostSpec('bundled'))\n"
+        "    done = bed.ssh(host, 'echo answered')\n"
+        "    print(bed.ssh_argv(host, '')[0], done.stdout.strip(), done.returncode)\n"
+    )
+    env = {
+        **os.environ,
+        "PATH": str(tmp_path / "nothing-here"),
+        "DIAGNOSE_TESTBED_BIN": str(bundle),
+        "PYTHONPATH": str(REPO),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "bed")],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(bundle / "ssh"), "answered", "0"]
 
 
 def test_sysfs_infiniband_is_per_host_and_changes_while_the_host_runs(testbed: TestBed) -> None:

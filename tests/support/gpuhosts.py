@@ -28,16 +28,18 @@ a slow NIC or a bad cable on one node, before the command starts.
 ``kill-sshd:HOST`` kills every sshd of HOST (the listener and the sessions; what the sessions started keeps
 running), ``sigint``, ``sigterm`` or ``sigkill`` signal the command (``sigkill``: a controller that dies
 without stopping anything, as the OOM killer or a scheduler's hard limit does it); ``+SECONDS`` after the
-action word waits first (``'all_reduce.*2 ranks=sigint+5'``).
+action word waits first (``'all_reduce.*2 ranks=sigint+5'``); ``@WORD`` instead waits until every host runs
+a process whose command line holds WORD (``'all_reduce.*2 ranks=sigkill@program.py'``: once the ranks are
+up on all hosts, however long a loaded machine takes to start them).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -52,7 +54,7 @@ import yaml
 from diagnose.launchers.remote import LEASE_S
 from tests.support.netns import HOST_INTERFACE
 from tests.support.nshost import pids_in
-from tests.support.testbed import BUNDLE_BIN, HostSpec, TestBed, TestHost
+from tests.support.testbed import HostSpec, TestBed, TestHost, bed_program
 
 #: The driver's nodes every GPU host needs besides its own /dev/nvidia<N>.
 CONTROL_DEVICES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
@@ -138,25 +140,29 @@ def inventory(bed: TestBed, hosts: list[TestHost], path: Path, extra: dict[str, 
 
 @dataclass
 class Action:
-    """One ``--at`` rule: when a line matches ``pattern``, wait ``delay`` s, then do ``what``."""
+    """One ``--at`` rule: when a line matches ``pattern``, wait ``delay`` s or until every host runs a process
+    naming ``running``, then do ``what``."""
 
     pattern: re.Pattern[str]
     what: str
     host: str | None = None
     delay: float = 0.0
+    running: str | None = None
     done_at: float | None = None
     detail: str = ""
 
     @classmethod
     def parse(cls, text: str) -> Action:
         pattern, sep, action = text.rpartition("=")
-        found = re.fullmatch(r"(kill-sshd:([\w.-]+)|sigint|sigterm|sigkill)(?:\+(\d+(?:\.\d+)?))?", action)
+        found = re.fullmatch(
+            r"(kill-sshd:([\w.-]+)|sigint|sigterm|sigkill)(?:\+(\d+(?:\.\d+)?)|@(\S+))?", action
+        )
         if not sep or not found:
             raise argparse.ArgumentTypeError(
-                f"--at {text!r}: want PATTERN=kill-sshd:HOST|sigint|sigterm|sigkill[+S]"
+                f"--at {text!r}: want PATTERN=kill-sshd:HOST|sigint|sigterm|sigkill[+S|@WORD]"
             )
         what = "kill-sshd" if found.group(2) else found.group(1)
-        return cls(re.compile(pattern), what, found.group(2), float(found.group(3) or 0))
+        return cls(re.compile(pattern), what, found.group(2), float(found.group(3) or 0), found.group(4))
 
 
 @dataclass
@@ -168,8 +174,10 @@ class Outcome:
 
 def sshd_pids(host: TestHost) -> list[int]:
     """The host's sshd processes (listener and sessions), by their command name."""
+    if host.pid_namespace is None:
+        raise RuntimeError(f"host {host.name}: its pid namespace was not captured; cannot find its sshd")
     found = []
-    for pid in pids_in({host.pid_namespace or ""}):
+    for pid in pids_in({host.pid_namespace}):
         try:
             comm = Path(f"/proc/{pid}/comm").read_text().strip()
         except OSError:
@@ -217,13 +225,21 @@ def run_command(argv: list[str], actions: list[Action], hosts: dict[str, TestHos
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
 
     def act(action: Action) -> None:
+        word = action.running
+        while word is not None and not all(any(word in p for p in leftovers(h)) for h in hosts.values()):
+            if proc.poll() is not None:
+                action.detail = f"not done: the command ended before every host ran {word}"
+                outcome.actions.append({"at_s": None, "action": action.what, "detail": action.detail})
+                return
+            time.sleep(0.1)
         time.sleep(action.delay)
         action.done_at = round(time.monotonic() - start, 1)
         if action.what == "kill-sshd":
             host = hosts[action.host or ""]
             pids = sshd_pids(host)
             for pid in pids:
-                os.kill(pid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):  # a session that ended meanwhile
+                    os.kill(pid, signal.SIGKILL)
             action.detail = f"killed {len(pids)} sshd process(es) of {host.name}"
         else:
             proc.send_signal(getattr(signal, action.what.upper()))
@@ -249,7 +265,7 @@ def shape(host: TestHost, rate: str) -> str:
     if not re.fullmatch(r"\d+(\.\d+)?[kmg]?bit", rate):
         raise ValueError(f"--shape rate {rate!r}: want e.g. 2gbit or 500mbit")
     enter = ["nsenter", f"--net=/proc/{host.pid}/ns/net"]
-    tc = shutil.which("tc", path=os.pathsep.join([BUNDLE_BIN, "/usr/sbin:/usr/bin:/sbin:/bin"])) or "tc"
+    tc = bed_program("tc")
     root = [*enter, tc, "qdisc", "add", "dev", HOST_INTERFACE, "root", "tbf", "rate", rate]
     subprocess.run([*root, "burst", "4mb", "latency", "100ms"], check=True, capture_output=True, text=True)
     listing = subprocess.run(

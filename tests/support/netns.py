@@ -58,12 +58,14 @@ class PrivateNetwork:
 
     def __init__(self, log: Path, env: Mapping[str, str], *, switch: bool = False) -> None:
         self._env = dict(env)
+        # The loopback comes up last: the wait below reads it as the sign that the whole setup is done (a
+        # host attached before the bridge existed failed with "dgbr0 ... Device does not exist").
         setup = "ip link set lo up"
         if switch:
-            setup += (
-                f" && ip link add {BRIDGE} type bridge"
+            setup = (
+                f"ip link add {BRIDGE} type bridge"
                 f" && ip addr add {SUBNET_PREFIX}1/{SUBNET_BITS} dev {BRIDGE}"
-                f" && ip link set {BRIDGE} up"
+                f" && ip link set {BRIDGE} up && {setup}"
             )
         read_end, self._lifeline = os.pipe()
         with open(log, "ab") as out:

@@ -71,8 +71,9 @@ from tests.support.nshost import (
 )
 
 #: A folder of the programs the bed runs (sshd, ssh, ssh-keygen, ip) where the machine has none: a tool
-#: bundle (tests/support/toolbundle.py) brought to a GPU machine that ships without them. Its bin/ goes
-#: first on the PATH of everything the bed starts, never on the hosts' login PATH.
+#: bundle (tests/support/toolbundle.py) brought to a GPU machine that ships without them. The bed looks
+#: there first for every program it calls (:func:`bed_program`) and puts it first on the PATH of everything
+#: it starts, never on the hosts' login PATH: the caller's own PATH need not hold any of them.
 BUNDLE_BIN = os.environ.get("DIAGNOSE_TESTBED_BIN", "")
 SSHD = os.path.join(BUNDLE_BIN, "sshd") if BUNDLE_BIN else "/usr/sbin/sshd"
 LOOPBACK = "127.0.0.1"
@@ -98,6 +99,13 @@ _SPAWN_ENV = {
 #: The port sshd listens on inside a host with its own network (the bed maps a machine port to it).
 OWN_NETWORK_PORT = 22
 _PORT_ATTEMPTS = 5
+
+
+def bed_program(name: str) -> str:
+    """The program ``name`` as the bed runs it: from the bundle where there is one, else from the system's
+    folders (the caller's PATH plays no part); the bare name where neither has it, so that the call fails
+    naming it."""
+    return shutil.which(name, path=_SPAWN_ENV["PATH"]) or name
 
 
 @dataclass(frozen=True)
@@ -452,7 +460,7 @@ class TestBed:
             "ConnectTimeout": str(int(timeout)),
             "LogLevel": "ERROR",
         }
-        argv = ["ssh", "-F", "/dev/null", "-p", str(host.port)]
+        argv = [bed_program("ssh"), "-F", "/dev/null", "-p", str(host.port)]
         for key, value in options.items():
             argv += ["-o", f"{key}={value}"]
         if jump is not None:
@@ -817,12 +825,13 @@ def _find_prerequisite_problem() -> str | None:
         if not os.access(program, os.X_OK):
             return f"{program} is missing (install openssh-server)"
     for program in ("unshare", "ssh-keygen", "ssh", "mount"):
-        if shutil.which(program) is None:
-            return f"{program} is not on PATH"
+        if shutil.which(program, path=_SPAWN_ENV["PATH"]) is None:
+            return f"{program} is not on {_SPAWN_ENV['PATH']} (DIAGNOSE_TESTBED_BIN: a tool bundle)"
     probe = subprocess.run(
-        ["unshare", *_NS_FLAGS, "/bin/sh", "-c", "mount -t tmpfs testbed-probe /mnt"],
+        [bed_program("unshare"), *_NS_FLAGS, "/bin/sh", "-c", "mount -t tmpfs testbed-probe /mnt"],
         capture_output=True,
         text=True,
+        env=_SPAWN_ENV,
         check=False,
     )
     if probe.returncode != 0:
@@ -832,7 +841,7 @@ def _find_prerequisite_problem() -> str | None:
 
 def _keygen(path: Path, comment: str) -> None:
     subprocess.run(
-        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)],
+        [bed_program("ssh-keygen"), "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)],
         check=True,
         stdin=subprocess.DEVNULL,
         capture_output=True,

@@ -55,9 +55,9 @@ def make_bundle(dest: Path, programs: tuple[str, ...] = PROGRAMS) -> Path:
         for library in libraries(real):
             shutil.copy2(library.resolve(), lib / library.name)
         wrapper = bin_dir / name
-        wrapper.write_text(
+        wrapper.write_text(  # shell builtins only: it must run whatever PATH its caller has, even none
             "#!/bin/sh\n"
-            '_here=$(cd "$(dirname "$0")/.." && pwd)\n'
+            '_here=$(cd "${0%/*}/.." && pwd)\n'
             f'LD_LIBRARY_PATH="$_here/lib" exec "$_here/libexec/{name}" "$@"\n'
         )
         wrapper.chmod(0o755)
