@@ -138,16 +138,16 @@ def test_one_shaped_host_among_four_is_named_and_no_other_is_accused() -> None:
     )
     assert all(values == [] for values in measured.values()), "every recorded launch was asked for once"
     two = expected_busbw("all_reduce", 2, search["ranks_per_host"], first)
+    said = summary(finding, "all_reduce", two)
     assert (
-        summary(finding, "all_reduce", two)
+        said
         == search["finding"]["summary"]
-        == ("all_reduce: named host node3 (45 % slow) in 2 rounds, 12 launches, 134 s")
+        == "all_reduce: named host node3 (45 % slow) in 2 rounds, 12 launches, 134 s"
     )
     again = json.loads(json.dumps(finding.to_dict()))
     assert (again["status"], again["unresolved"]) == ("accused", [])
-    assert [a["name"] for a in again["accused"]] == ["node3"] and again["accused"] == search["finding"][
-        "accused"
-    ]
+    assert [a["name"] for a in again["accused"]] == ["node3"]
+    assert again["accused"] == search["finding"]["accused"]
     assert [{k: v for k, v in step.items() if k != "seconds"} for step in again["steps"]] == [
         {k: v for k, v in step.items() if k != "seconds"} for step in search["steps"]
     ]
@@ -173,8 +173,6 @@ def test_the_shaped_host_was_node3_and_the_search_left_nothing_running() -> None
     harness = _load("shaped4_harness.json")
     assert harness["shaped"] == {"node3": "qdisc tbf 8001: root refcnt 33 rate 8Gbit burst 4Mb lat 100ms"}
     assert harness["left_running"] == {f"node{i}": [] for i in range(1, 5)}
-    (search,) = _load("shaped4_results.json")["localization"]
-    assert all(launch["status"] == "done" for launch in search["launches"])
 
 
 def test_the_same_search_with_one_rendezvous_address_for_all_hosts_hung_and_is_now_refused() -> None:
