@@ -71,6 +71,10 @@ class CheckResult:
     # One of ACTIONS on every result that is not PASS (the results store fills it in where the emitter did
     # not); absent from a PASS row of results.json (docs/contracts.md, "Actions").
     action: str | None = None
+    # False on a PASS that shows a function worked and judges no figure (ranks exchanged data over gloo; a
+    # fleet of two CPU hosts without a floor): counted apart, never as PASS (docs/contracts.md, "Verdict and
+    # coverage"); absent from results.json where True.
+    judged: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         # Shallow on purpose: dataclasses.asdict deep-copies every observed value, which showed up as the
@@ -78,6 +82,8 @@ class CheckResult:
         row = {f.name: getattr(self, f.name) for f in fields(self)}
         if row["action"] is None:
             del row["action"]
+        if row["judged"]:
+            del row["judged"]
         return row
 
 

@@ -1,32 +1,26 @@
 """Fleet probes: the same figures measured on every host at once, each host judged against its peers.
 
-An extra of the benchmark stage (``benchmarks.fleet_probes: true``, :mod:`diagnose.probes.registry`). On
-every host at the same time, each in its own single-node launch:
-
-1. :mod:`diagnose.shipped.fleet_probe` — host memory copy; per GPU host→device and device→host copies
-   from pinned memory (the PCIe path); per ordered GPU pair a peer copy (NVLink where present);
-2. :mod:`diagnose.shipped.collective_bench` on that host alone with the plan's collectives at its largest size —
-   the single-node busbw (NVLink/NVSwitch and the GPUs themselves), skipped with one rank per host,
-   where a collective moves nothing between ranks.
-
-Hosts run their own launches in parallel threads, so the stage takes as long as the slowest host, not
-the sum. Per host, a GPU metric is the host's weakest GPU (or GPU pair): one bad link is what a job
-feels. :mod:`diagnose.probes.fleet_judge` then judges every metric within each *peer group* (hosts reporting the
-same GPUs: an H100 is not an odd H200) and this module turns the verdicts into checks and records:
+An extra of the benchmark stage (``benchmarks.fleet_probes: true``, :mod:`diagnose.probes.registry`). On every
+host at once, each in its own single-node launch: :mod:`diagnose.shipped.fleet_probe` (host memory copy; per
+GPU host↔device copies from pinned memory, the PCIe path; per ordered GPU pair a peer copy, NVLink where
+present), then :mod:`diagnose.shipped.collective_bench` on that host alone at the plan's largest size (the
+single-node busbw; skipped with one rank per host, where a collective moves nothing). The stage takes as long
+as the slowest host. A GPU metric is the host's weakest GPU (or pair): one bad link is what a job feels.
+:mod:`diagnose.probes.fleet_judge` judges every metric within each *peer group* (hosts reporting the same
+GPUs: an H100 is not an odd H200) and this module turns the verdicts into checks and records:
 
 * ``fleet.busbw`` (checklist 3), ``fleet.h2d``, ``fleet.nvlink`` and ``fleet.memcpy`` (node health, H):
   one result per host that is odd (or below the floor while its fleet clears it), one ERROR per host the
   probe could not measure, and one cluster-wide line per check with the median, the MAD and the floor —
-  FAIL when the fleet's median is below the floor (one finding, not one per host);
+  FAIL when the fleet's median is below the floor (one finding, not one per host). A PASS with no floor and
+  too few hosts to tell an odd one judged nothing: it is marked ``judged: false`` (shown, not counted PASS);
 * results.json ``fleet``: per host and metric the value, the group's median and MAD, the robust z and the
   verdict, and per metric and group a summary entry (``host`` null).
 
-With one host there is no fleet: its figures are recorded and every check is a SKIP saying so.
-
-Variables (first host): ``fleet_mad_k`` and ``fleet_min_rel_dev_pct`` (when a host is odd, see
-:mod:`diagnose.probes.fleet_judge`); floors ``min_host_copy_gbps`` (h2d and d2h per GPU), ``min_peer_copy_gbps`` (per
-GPU pair) and, for busbw on NCCL, the bottom of the single-node normal range (``nvlink_busbw_gbps`` ×
-(1 − ``bench_tolerance``), :mod:`diagnose.benchmarks.expect`).
+With one host there is no fleet: its figures are recorded and every check is a SKIP saying so. Variables
+(first host): ``fleet_mad_k`` and ``fleet_min_rel_dev_pct`` (:mod:`diagnose.probes.fleet_judge`); floors
+``min_host_copy_gbps`` (h2d and d2h per GPU), ``min_peer_copy_gbps`` (per GPU pair) and, for busbw on NCCL,
+the bottom of the single-node normal range (``nvlink_busbw_gbps`` × (1 − ``bench_tolerance``)).
 """
 
 from __future__ import annotations
@@ -360,6 +354,8 @@ def judge_fleet(
     per_host: dict[tuple[str, str], list[tuple[str, str, dict[str, Any]]]] = {}
     actions: dict[tuple[str, str], list[str]] = {}
     summaries: dict[str, list[tuple[str, str]]] = {}
+    # Checks where some group's PASS judged something: a floor, or a fleet strong enough to name odd hosts.
+    judged: set[str] = set()
     for group, members in grouped.items():
         for metric in sorted({m for item in members for m in item.values}, key=metric_order):
             check = check_of(metric)
@@ -380,6 +376,8 @@ def judge_fleet(
             status = "PASS" if quiet and verdict.status == "WARN" else verdict.status
             note = CPU_WEAK_NOTE if quiet else ""
             summaries.setdefault(check, []).append((status, prefix + verdict.message + note))
+            if settings.floors.get(metric) is not None or not verdict.weak:
+                judged.add(check)
             by_host = {i.host: i for i in members}
             for host in verdict.flagged():
                 if quiet and host.status == "WARN":
@@ -459,6 +457,8 @@ def judge_fleet(
                 message="; ".join(line for _, line in lines) + gaps,
                 remediation=SHORTFALL_REMEDIATION if status == "FAIL" else None,
                 action="check_config" if status in ("FAIL", "WARN") else None,
+                # No floor and too few hosts to tell an odd one: the figures are shown, not judged.
+                judged=status != "PASS" or check_id in judged,
             )
         )
     return out

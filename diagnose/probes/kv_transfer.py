@@ -329,6 +329,7 @@ class KVBench:
                 message=f"{verdict.message} [{summary}]",
                 remediation=REMEDIATION.get(check_id) if verdict.status in ("FAIL", "WARN") else None,
                 evidence=evidence,
+                judged=verdict.judged,
             )
         )
 

@@ -2,8 +2,8 @@
 
 CI dashboards (GitLab, Jenkins, GitHub test reporters) show ``classname`` as the group and ``name`` as the
 test, so a check id becomes the group and the host the test: a failing ``ib.port_state`` lists the hosts
-it failed on. FAIL maps to ``<failure>``, ERROR (could not be judged) to ``<error>``, SKIP to ``<skipped>``;
-WARN passes, with its message kept in ``<system-out>`` so that it is not lost. A result's action (what the
+it failed on. FAIL maps to ``<failure>``, ERROR (could not be judged) to ``<error>``, SKIP and a PASS that
+judged no figure (``judged: false``, type SHOWN) to ``<skipped>``; WARN passes, with its message kept in ``<system-out>`` so that it is not lost. A result's action (what the
 operator does first, docs/actions.md) is a ``<property name="action">`` of its testcase and closes the
 failure's message, so a CI view shows it without opening the detail. Where one cause explains other
 results (results.json ``causes``), the root's message opens with ``[cause: +N consequences (ids)]`` and
@@ -22,10 +22,12 @@ from diagnose.catalog.stage_ids import bench_id
 from diagnose.render.causes import causes_of
 from diagnose.render.checklist import CLUSTER
 from diagnose.render.hostlist import natural_key
-from diagnose.render.tally import check_rows, orphan_benchmarks
+from diagnose.render.tally import check_rows, orphan_benchmarks, shown_only
 from diagnose.render.text import count_of, show
 
-_ELEMENT = {"FAIL": "failure", "ERROR": "error", "SKIP": "skipped"}
+#: A PASS that judged no figure (tally.shown_only): JUnit's skipped, so no CI counts it as a pass.
+SHOWN = "SHOWN"
+_ELEMENT = {"FAIL": "failure", "ERROR": "error", "SKIP": "skipped", SHOWN: "skipped"}
 
 
 def _detail(row: dict[str, Any]) -> str:
@@ -129,7 +131,7 @@ def render_junit(results: dict[str, Any]) -> bytes:
                 suite,
                 check_id,
                 CLUSTER if row.get("host") is None else str(row.get("host")),
-                str(row.get("status")),
+                SHOWN if shown_only(row) else str(row.get("status")),
                 " ".join(filter(None, (roles.get(id(row), ""), str(row.get("message") or "")))),
                 "\n\n".join([_detail(row), *(sweeps.get(check_id, []) if row.get("host") is None else [])]),
                 row.get("action"),

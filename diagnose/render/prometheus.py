@@ -114,6 +114,11 @@ def render_prometheus(results: dict[str, Any]) -> bytes:
     )
     for name in SEVERITY:
         counts.add({"status": name}, coverage.counts[name])
+    shown = _Family(
+        "diagnose_shown",
+        "PASS results that showed a function working and judged no figure (not in diagnose_checks' PASS).",
+    )
+    shown.add({}, coverage.shown)
     measured = _Family(
         "diagnose_coverage_ratio", "Share of the run's results measured (PASS, WARN or FAIL; SKIP is not)."
     )
@@ -169,7 +174,7 @@ def render_prometheus(results: dict[str, Any]) -> bytes:
             bench_status.add({**labels, "action": action_label(bench)}, SEVERITY[bench["status"]])
 
     lines: list[str] = []
-    families = (status, counts, measured, limited, skipped, verdict, host_count, finished)
+    families = (status, counts, shown, measured, limited, skipped, verdict, host_count, finished)
     for family in (*families, busbw, peak, expected, bench_status):
         lines += family.lines()
     for family in _nic_families(results):

@@ -8,7 +8,9 @@ twice; an entry without such a row (an older or hand-made file) is a result of i
 
 Coverage (docs/contracts.md, "Verdict and coverage"): a result is *measured* when a rule reached a verdict
 on it (PASS, WARN or FAIL); SKIP was not measured (not applicable here, for the reason its message gives);
-ERROR could not be judged. Items of the operational checklist that no check of the run answers (NOT
+ERROR could not be judged. A PASS row marked ``judged: false`` showed that something works and judged no
+figure (the ranks exchanged data over gloo on CPU hosts; two hosts compared without a floor): it is *shown*,
+counted apart, neither a PASS nor measured. Items of the operational checklist that no check of the run answers (NOT
 COVERED) are not results of the run and are not counted here; the report states them beside the coverage.
 A PASS whose measured share is under :data:`LIMITED_BELOW` is a PASS with limited coverage: it still exits 0,
 and every place that shows the verdict says "on what was measured".
@@ -85,6 +87,11 @@ def status_of(result: dict[str, Any]) -> str:
     return status if status in STATUSES else "ERROR"
 
 
+def shown_only(result: dict[str, Any]) -> bool:
+    """A PASS that judged no figure (``judged: false``): shown, not counted as a PASS."""
+    return result.get("judged") is False and status_of(result) == "PASS"
+
+
 def skip_cause(message: object) -> str:
     """The short cause of a SKIP (``no GPU``, ``no fabric``, ...), :data:`OTHER` when none matches."""
     text = str(message or "").lower()
@@ -95,12 +102,13 @@ def skip_cause(message: object) -> str:
 class Coverage:
     """How much of a run was measured; :meth:`to_dict` is results.json's ``coverage``."""
 
-    counts: dict[str, int]  # every status of STATUSES, zeros included
+    counts: dict[str, int]  # every status of STATUSES, zeros included; PASS only what was judged
     by_reason: dict[str, int] = field(default_factory=dict)  # skipped results per cause, most first
+    shown: int = 0  # PASS rows that judged no figure (``judged: false``)
 
     @property
     def total(self) -> int:
-        return sum(self.counts.values())
+        return sum(self.counts.values()) + self.shown
 
     @property
     def measured(self) -> int:
@@ -124,6 +132,7 @@ class Coverage:
             "total": self.total,
             "skipped": self.skipped,
             "unjudged": self.unjudged,
+            "shown": self.shown,
             "by_reason": dict(self.by_reason),
             "counts": dict(self.counts),
             "limited": self.limited,
@@ -134,15 +143,22 @@ class Coverage:
 def coverage_of(document: dict[str, Any]) -> Coverage:
     """The counts and coverage of a results document (recorded or in progress)."""
     results = results_of(document)
-    counts = Counter(status_of(r) for r in results)
+    shown = sum(1 for r in results if shown_only(r))
+    counts = Counter(status_of(r) for r in results if not shown_only(r))
     causes = Counter(skip_cause(r.get("message")) for r in results if status_of(r) == "SKIP")
     ordered = sorted(causes.items(), key=lambda kv: (kv[0] == OTHER, -kv[1], kv[0]))
-    return Coverage({s: counts.get(s, 0) for s in STATUSES}, dict(ordered))
+    return Coverage({s: counts.get(s, 0) for s in STATUSES}, dict(ordered), shown)
 
 
 def tally_text(coverage: Coverage, order: tuple[str, ...] = ("FAIL", "ERROR", "WARN", "PASS", "SKIP")) -> str:
-    """``2 FAIL, 30 PASS, 9 SKIP``: the non-zero counts, worst first."""
-    return ", ".join(f"{coverage.counts[s]} {s}" for s in order if coverage.counts.get(s))
+    """``2 FAIL, 30 PASS, 3 shown, 9 SKIP``: the non-zero counts, worst first; the shown beside PASS."""
+    parts = []
+    for status in order:
+        if coverage.counts.get(status):
+            parts.append(f"{coverage.counts[status]} {status}")
+        if status == "PASS" and coverage.shown:
+            parts.append(f"{coverage.shown} shown")
+    return ", ".join(parts)
 
 
 def skipped_text(coverage: Coverage) -> str:
@@ -179,6 +195,8 @@ def coverage_line(verdict: str, coverage: Coverage) -> str:
     else:
         head = f"{counted} measured ({share_text(coverage)})"
     parts = [head, skipped_text(coverage)]
+    if coverage.shown:
+        parts.append(f"{coverage.shown} shown working, no figure judged")
     if coverage.unjudged:
         parts.append(f"{coverage.unjudged} could not be judged (ERROR)")
     return "; ".join(p for p in parts if p)

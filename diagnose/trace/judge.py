@@ -16,12 +16,10 @@ point). The two get different messages and remediations.
 An NCCL kernel also runs while it waits for the slowest rank to arrive, so one rank's communication time
 is fabric time plus waiting. The fabric is therefore judged on the rank that waits least (the minimum
 communication over the ranks), and a rank whose communication exceeds that minimum by a material amount
-is waiting for a peer: rank skew, named as its own cause. The excess is taken step by step against the same
-step of that rank (a rank that waits for a late peer waits every step), never as the difference of two
-medians: on a socket-bound pair of lent H200s one rank's step boundary fell inside an all-reduce, moving
-114 ms of one step's communication into the next; the per-step sums of both ranks were equal, yet their
-medians differed by 57 ms. The excess must also stand out of the steps' own scatter (``SKEW_NOISE_K``
-standard errors of the paired median) and exceed what the fabric's measured rate explains for this rank. And part of an all-reduce cannot hide at all:
+is waiting for a peer: rank skew, named as its own cause. The excess is taken step by step and must stand
+out of the steps' own scatter (:mod:`diagnose.trace.peers`: on a socket-bound pair of H200s one rank's step
+boundary fell inside an all-reduce, and the medians differed by 57 ms where the steps agreed), and exceed
+what the fabric's measured rate explains for this rank. And part of an all-reduce cannot hide at all:
 the time the fabric needs beyond the backward compute it could run behind is subtracted before the job's
 overlap is blamed. Exposure is judged only when it matters both relatively and absolutely (at least
 ``train_min_exposed_comm_ms`` and ``train_max_exposed_comm_pct`` of the step): a small healthy exposure
@@ -33,10 +31,8 @@ only of one that did.
 
 from __future__ import annotations
 
-import math
-import statistics
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from diagnose.catalog.stage_ids import (
@@ -52,6 +48,7 @@ from diagnose.core.units import counted, noun_for
 from diagnose.core.vars import Vars
 from diagnose.trace.analyze import RankAnalysis
 from diagnose.trace.owners import WHY
+from diagnose.trace.peers import SKEW_NOISE_K, Peers, paired_excess, rank_label, steady_comm
 
 CHECKLIST = "4"
 # Defaults of the profile variables (diagnose/config/profiles.py names and explains each).
@@ -64,8 +61,6 @@ DEFAULTS: dict[str, float] = {
     "train_max_input_stall_pct": 5.0,
     "train_fabric_slowdown": 2.0,
 }
-#: How many standard errors of the paired median a rank's extra communication must stand out by to be skew.
-SKEW_NOISE_K = 3.0
 
 REMEDY_FABRIC = (
     "The all-reduces themselves are slow, not the job: read bench.all_reduce (busbw against the expected "
@@ -145,51 +140,6 @@ class _Finding:
     kind: str = ""  # "fabric", "skew", "overlap" or "unknown" for train.overlap's remediation
 
 
-@dataclass(frozen=True)
-class _Peers:
-    """What the ranks judged together say of each other: communication at its least (the rank that waits
-    least, whose NCCL time is closest to the fabric's own) and compute at its most."""
-
-    least_comm_rank: int | None = None
-    least_comm_ms: float | None = None
-    most_compute_ms: float | None = None
-    compute_skew_ms: float | None = None
-    least_steps: dict[int, float] = field(default_factory=dict)  # its steady steps' communication, by step
-
-    @classmethod
-    def of(cls, analyses: list[RankAnalysis]) -> _Peers:
-        timed = [a for a in analyses if a.summary.get("comm_ms") and a.summary.get("compute_ms") is not None]
-        if not timed:
-            return cls()
-        least = min(timed, key=lambda a: (a.summary["comm_ms"], _label(a)))
-        computes = [a.summary["compute_ms"] for a in timed]
-        return cls(
-            _label(least),
-            least.summary["comm_ms"],
-            max(computes),
-            max(computes) - min(computes),
-            _steady_comm(least),
-        )
-
-
-def _steady_comm(analysis: RankAnalysis) -> dict[int, float]:
-    """Communication of each steady step (the steps the summary's medians are taken over), by step."""
-    steps = analysis.steps[1:] if len(analysis.steps) >= 3 else analysis.steps
-    return {s.step: s.comm_ms for s in steps if s.comm_ms is not None}
-
-
-def paired_excess(mine: dict[int, float], least: dict[int, float]) -> tuple[float, float] | None:
-    """This rank's extra communication over the least-waiting rank's in the same steps: the median of the
-    per-step differences and its standard error (robust scatter from the median absolute deviation). None
-    with fewer than two steps in common: one step cannot tell waiting from where a step boundary fell."""
-    differences = [mine[step] - least[step] for step in sorted(mine.keys() & least.keys())]
-    if len(differences) < 2:
-        return None
-    middle = statistics.median(differences)
-    scatter = 1.4826 * statistics.median(abs(d - middle) for d in differences)
-    return middle, 1.2533 * scatter / math.sqrt(len(differences))
-
-
 def baseline_from_benchmarks(
     entries: list[dict[str, Any]], grad_bytes: int | None = None
 ) -> FabricBaseline | None:
@@ -235,15 +185,11 @@ def _pct(part: float | None, whole: float | None) -> float | None:
     return 100.0 * part / whole
 
 
-def _label(analysis: RankAnalysis) -> int:
-    return analysis.rank if analysis.rank is not None else -1
-
-
 def _overlap(
-    analysis: RankAnalysis, host_vars: Vars, baseline: FabricBaseline | None, peers: _Peers
+    analysis: RankAnalysis, host_vars: Vars, baseline: FabricBaseline | None, peers: Peers
 ) -> _Finding:
     s = analysis.summary
-    rank = _label(analysis)
+    rank = rank_label(analysis)
     min_ratio = _threshold(host_vars, "train_min_overlap_ratio")
     ratio, exposed, comm, step = s["overlap_ratio"], s["exposed_comm_ms"], s["comm_ms"], s["step_ms"]
     share = _pct(exposed, step) or 0.0
@@ -272,7 +218,7 @@ def _overlap(
             f"{baseline.busbw_gbps:.1f} GB/s busbw, it took {slowdown:.1f}×{least}"
         )
     waited, noise = comm - fabric_ms, 0.0
-    paired = paired_excess(_steady_comm(analysis), peers.least_steps) if peers.least_steps else None
+    paired = paired_excess(steady_comm(analysis), peers.least_steps) if peers.least_steps else None
     if paired is not None and peers.least_comm_rank != rank:
         waited, noise = paired
     if expected is not None:
@@ -333,9 +279,7 @@ def _overlap(
     return _Finding(rank, "FAIL", f"{numbers} (no fabric baseline to compare with)", "unknown")
 
 
-def _tail(
-    analysis: RankAnalysis, host_vars: Vars, baseline: FabricBaseline | None, peers: _Peers
-) -> _Finding:
+def _tail(analysis: RankAnalysis, host_vars: Vars, baseline: FabricBaseline | None, peers: Peers) -> _Finding:
     s = analysis.summary
     limit = _threshold(host_vars, "train_max_tail_pct")
     share = _pct(s["tail_ms"], s["step_ms"]) or 0.0
@@ -343,7 +287,7 @@ def _tail(
         f"tail {s['tail_ms']:.2f} ms after the backward pass ({share:.1f}% of a {s['step_ms']:.2f} ms step)"
     )
     if share <= limit:
-        return _Finding(_label(analysis), "PASS", detail)
+        return _Finding(rank_label(analysis), "PASS", detail)
     # A tail the fabric's own rate explains is not the job's last bucket: where the gradients' all-reduce
     # outlasts the backward compute it runs behind (a socket fabric, a small model), the rest must come after
     # the backward pass whatever the bucketing. The fabric's time is the sweep's figure or, where the step's
@@ -363,18 +307,16 @@ def _tail(
                 else ""
             )
             return _Finding(
-                _label(analysis),
+                rank_label(analysis),
                 "PASS",
                 f"{detail}: the fabric's, not the job's: the all-reduce of {_mib(nbytes)} needs {expected:.2f} "
                 f"ms at the measured {baseline.busbw_gbps:.1f} GB/s busbw{took}, {unhidable:.2f} ms more than "
                 f"the {backward:.2f} ms of backward compute it can run behind",
             )
-    return _Finding(_label(analysis), "WARN", detail)
+    return _Finding(rank_label(analysis), "WARN", detail)
 
 
-def _sync(
-    analysis: RankAnalysis, host_vars: Vars, baseline: FabricBaseline | None, peers: _Peers
-) -> _Finding:
+def _sync(analysis: RankAnalysis, host_vars: Vars, baseline: FabricBaseline | None, peers: Peers) -> _Finding:
     s = analysis.summary
     limit = _threshold(host_vars, "train_max_syncs_per_step")
     count = s["syncs_per_step"]
@@ -393,16 +335,18 @@ def _sync(
             f"{s.get('framework_syncs_per_step') or 0:g} per step over {s['steady_steps']} steps: {named} "
             f"({why})"
         )
-    return _Finding(_label(analysis), "WARN" if count > limit else "PASS", detail)
+    return _Finding(rank_label(analysis), "WARN" if count > limit else "PASS", detail)
 
 
 def _dataparallel(
-    analysis: RankAnalysis, host_vars: Vars, baseline: FabricBaseline | None, peers: _Peers
+    analysis: RankAnalysis, host_vars: Vars, baseline: FabricBaseline | None, peers: Peers
 ) -> _Finding:
     s = analysis.summary
     steps, calls, copies = s["dataparallel_steps"], s["dataparallel_calls"], s["dataparallel_copies"]
     if not steps:
-        return _Finding(_label(analysis), "PASS", f"no DataParallel.forward in {s['steps']} profiled steps")
+        return _Finding(
+            rank_label(analysis), "PASS", f"no DataParallel.forward in {s['steps']} profiled steps"
+        )
     detail = (
         f"single-process nn.DataParallel: DataParallel.forward ×{calls} in {steps} of {s['steps']} "
         f"profiled steps, {copies} of its copies (Scatter, Broadcast/replicate, Gather, ReduceAddCoalesced)"
@@ -410,11 +354,11 @@ def _dataparallel(
     if not copies:
         detail += ": no GPU to spread over in this trace, so it passes the batch through, but on GPUs one "
         detail += "process drives them all through GPU 0"
-    return _Finding(_label(analysis), "WARN", detail)
+    return _Finding(rank_label(analysis), "WARN", detail)
 
 
 def _communicator(
-    analysis: RankAnalysis, host_vars: Vars, baseline: FabricBaseline | None, peers: _Peers
+    analysis: RankAnalysis, host_vars: Vars, baseline: FabricBaseline | None, peers: Peers
 ) -> _Finding:
     """A communicator made in one step is a group's first use (the job's first collective, an evaluation
     group); made in several, the loop makes them: FAIL when every step that can tell does, else WARN."""
@@ -422,13 +366,15 @@ def _communicator(
     creating, known, made = s["communicator_steps"], s["communicator_known_steps"], s["new_communicators"]
     detail = f"{counted(made, 'new communicator')} in {creating} of {counted(known, 'profiled step')} that can tell"
     if creating < 2:
-        return _Finding(_label(analysis), "PASS", detail)
+        return _Finding(rank_label(analysis), "PASS", detail)
     status = "FAIL" if creating == known else "WARN"
-    return _Finding(_label(analysis), status, f"process groups created inside the training loop: {detail}")
+    return _Finding(
+        rank_label(analysis), status, f"process groups created inside the training loop: {detail}"
+    )
 
 
 def _input(
-    analysis: RankAnalysis, host_vars: Vars, baseline: FabricBaseline | None, peers: _Peers
+    analysis: RankAnalysis, host_vars: Vars, baseline: FabricBaseline | None, peers: Peers
 ) -> _Finding:
     s = analysis.summary
     limit = _threshold(host_vars, "train_max_input_stall_pct")
@@ -437,7 +383,7 @@ def _input(
     share = _pct(waited, s["step_ms"]) or 0.0
     what = "GPU idle while the DataLoader fetched" if gpu else "in the DataLoader"
     detail = f"{waited:.2f} ms per step {what} ({share:.1f}% of a {s['step_ms']:.2f} ms step)"
-    return _Finding(_label(analysis), "WARN" if share > limit else "PASS", detail)
+    return _Finding(rank_label(analysis), "WARN" if share > limit else "PASS", detail)
 
 
 @dataclass(frozen=True)
@@ -445,7 +391,7 @@ class _Spec:
     check_id: str
     metric: str  # the summary key that must be known to judge
     title: str
-    judge: Callable[[RankAnalysis, Vars, FabricBaseline | None, _Peers], _Finding]
+    judge: Callable[[RankAnalysis, Vars, FabricBaseline | None, Peers], _Finding]
     expected: Callable[[Vars], dict[str, Any]]
     remediation: str
     unmeasured: str = "no step in the trace measured it"  # why a rank whose metric is None is skipped
@@ -536,16 +482,16 @@ def _judge_one(
 ) -> CheckResult:
     judged: list[_Finding] = []
     skipped: dict[str, list[int]] = {}
-    peers = _Peers.of([a for a in analyses if spec.check_id not in a.skipped])
-    for analysis in sorted(analyses, key=_label):
+    peers = Peers.of([a for a in analyses if spec.check_id not in a.skipped])
+    for analysis in sorted(analyses, key=rank_label):
         reason = analysis.skipped.get(spec.check_id)
         if reason is None and analysis.summary.get(spec.metric) is None:
             reason = spec.unmeasured
         if reason is not None:
-            skipped.setdefault(reason, []).append(_label(analysis))
+            skipped.setdefault(reason, []).append(rank_label(analysis))
         else:
             judged.append(spec.judge(analysis, host_vars, baseline, peers))
-    observed = {str(_label(a)): {k: a.summary.get(k) for k in _OBSERVED[spec.check_id]} for a in analyses}
+    observed = {str(rank_label(a)): {k: a.summary.get(k) for k in _OBSERVED[spec.check_id]} for a in analyses}
     skip_text = "; ".join(f"rank {_ranks(r)} not judged: {why}" for why, r in skipped.items())
     result = CheckResult(
         id=spec.check_id,

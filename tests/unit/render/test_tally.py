@@ -114,7 +114,10 @@ def test_cpu_only_run_is_a_pass_on_what_was_measured() -> None:
     document = _raw("cpu_only_local.json")
     assert document["verdict"] == "PASS" and document["run"]["profile"] == "cpu-testbed"
     recorded = document["coverage"]
-    assert recorded == coverage_of(document).to_dict(), "the record and the report count alike"
+    # Recorded before results.json counted ``shown``: there was none to count.
+    assert {"shown": 0, **recorded} == coverage_of(document).to_dict(), (
+        "the record and the report count alike"
+    )
     assert recorded["limited"] and recorded["measured"] < LIMITED_BELOW * recorded["total"]
     assert recorded["measured"] + recorded["skipped"] + recorded["unjudged"] == recorded["total"]
     assert list(recorded["by_reason"])[:2] == ["no GPU", "no fabric"]
@@ -143,7 +146,7 @@ def test_cpu_only_run_is_a_pass_on_what_was_measured() -> None:
 def test_an_old_file_without_coverage_gets_it_counted_from_its_rows() -> None:
     document = _raw("cpu_only_local.json")
     recorded = document.pop("coverage")
-    assert coverage_of(document).to_dict() == recorded
+    assert coverage_of(document).to_dict() == {"shown": 0, **recorded}
     assert build_cover(normalize(clean_tree(document))).limited
 
 
@@ -203,3 +206,40 @@ def test_limited_is_under_half_and_only_qualifies_a_pass() -> None:
 )
 def test_skip_causes_from_real_messages(message: str | None, cause: str) -> None:
     assert skip_cause(message) == cause
+
+
+def test_a_pass_that_judged_nothing_is_shown_not_counted_as_pass() -> None:
+    """Ranks that exchanged data over gloo show the sweep works; its bandwidth judges nothing of a GPU fabric.
+    Such a PASS (``judged: false``) is neither a PASS nor measured, in every count that is printed."""
+    document = {
+        "verdict": "PASS",
+        "run": {"id": "r1", "started": "2026-11-28T18:00:00+00:00", "profile": "cpu-testbed"},
+        "hosts": [{"name": "node1", "reachable": True}],
+        "checks": [
+            {"id": "host.os", "host": "node1", "checklist": "H", "status": "PASS", "message": "Ubuntu 24.04"},
+            {
+                "id": "bench.all_reduce",
+                "host": None,
+                "checklist": "3",
+                "status": "PASS",
+                "judged": False,
+                "message": "all_reduce over gloo on CPU hosts: the ranks can talk; its bandwidth is not judged",
+            },
+            {
+                "id": "gpu.topology",
+                "host": "node1",
+                "checklist": "1",
+                "status": "SKIP",
+                "message": "CPU host",
+            },
+        ],
+    }
+    coverage = coverage_of(document)
+    assert (coverage.counts["PASS"], coverage.shown, coverage.measured, coverage.total) == (1, 1, 1, 3)
+    assert coverage.to_dict()["shown"] == 1
+    assert _terminal(document) == {"PASS": 1, "SKIP": 1}
+    assert "1 PASS, 1 shown, 1 SKIP" in summary_lines(document, Path("/runs/x"), [])[0]
+    assert "1 shown working, no figure judged" in coverage_line("PASS", coverage)
+    assert _prometheus(document)["PASS"] == 1
+    assert "\ndiagnose_shown{} 1" in render_prometheus(normalize(clean_tree(document))).decode()
+    assert _junit(document) == {"PASSED": 1, "FAIL": 0, "ERROR": 0, "SKIP": 2}
