@@ -12,7 +12,8 @@ The outcome depends on the machine's load (CI's shared cores spread the peers' c
 and the quotas were retuned three times after failures there), so it is a measurement, not a test: it
 prints each host's copy figure, deviation and robust z, and the verdicts, once per ``--repeat``, and
 exits 1 unless every repeat named node3 alone. The verdict on given readings is tested in
-tests/unit/probes/test_fleet_verdicts.py; needs root and /sys/fs/cgroup/cpu.
+tests/unit/probes/test_fleet_verdicts.py, and a host the bed slows by a fixed factor of a CPU-time clock is
+named end to end in tests/integration/test_fleet_probes.py; needs root and /sys/fs/cgroup/cpu.
 
     python bench/fleet_throttle.py [--repeat 3] [--min-rel-dev-pct 30]
 """
