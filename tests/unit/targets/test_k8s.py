@@ -1,5 +1,6 @@
-"""diagnose.k8s (target, pods) without a cluster: kubectl command lines, refused options, kubectl's error words, pod
-lists, group discovery through resolve_hosts, pods attached to hosts (kubectl answers injected)."""
+"""diagnose.k8s.target and the pod source (diagnose.targets.k8s_pods) without a cluster: kubectl command lines,
+refused options, kubectl's error words, pod lists, group discovery through resolve_hosts, pods attached to hosts
+(kubectl answers injected)."""
 
 from __future__ import annotations
 
