@@ -14,37 +14,9 @@ act=$1 inventory=$2 out=$3
 mkdir -p "$out"
 history=$out/history.sqlite3
 playbook=$out/campaign.yaml
-cat >"$playbook" <<'YAML'
-name: campaign-gpu
-description: the acceptance playbook, shortened for a lent machine's ten-minute calls
-checks: ["*"]
-benchmarks:
-  enabled: true
-  workload: dense
-  min_bytes: 1M
-  max_bytes: 256M
-  step_factor: 4
-  warmup_iters: 2
-  iters: 5
-  tool: torch
-  straggler_isolation: false
-  training_probe: true
-  stress: true
-vars:
-  foreign_processes_status: FAIL
-  burnin_minutes: 0.5
-  memtest_seconds: 5
-YAML
+. "$(dirname "$0")/gpu_steps.sh"
+shortened_playbook "$playbook" campaign-gpu
 common=(-i "$inventory" --playbook "$playbook" --history "$history" --format json,html)
-
-say() { echo "+ $*" >&2; }
-step() {  # step NAME COMMAND...: the command's output to OUT/NAME_terminal.txt, its exit status after it
-    local name=$1
-    shift
-    say "$name: $*"
-    { echo "\$ $*"; "$@"; echo "[exit $?]"; } >"$out/${name}_terminal.txt" 2>&1
-    tail -n 3 "$out/${name}_terminal.txt" >&2
-}
 
 if [ "$act" = first ]; then
     python3 bench/gemm_baseline.py --gpu 1 --hog 600 >"$out/hog.txt" 2>&1 &

@@ -12,38 +12,9 @@ set -u
 act=$1 inventory=$2 out=$3
 mkdir -p "$out"
 playbook=$out/holders.yaml
-cat >"$playbook" <<'YAML'
-name: holders-gpu
-description: the acceptance playbook, shortened for a lent machine's ten-minute calls
-checks: ["*"]
-benchmarks:
-  enabled: true
-  workload: dense
-  min_bytes: 1M
-  max_bytes: 256M
-  step_factor: 4
-  warmup_iters: 2
-  iters: 5
-  tool: torch
-  straggler_isolation: false
-  training_probe: true
-  kv_transfer: true
-  stress: true
-vars:
-  foreign_processes_status: FAIL
-  burnin_minutes: 0.5
-  memtest_seconds: 5
-YAML
+. "$(dirname "$0")/gpu_steps.sh"
+shortened_playbook "$playbook" holders-gpu "kv_transfer: true"
 common=(-i "$inventory" --playbook "$playbook" --format json,html)
-
-say() { echo "+ $*" >&2; }
-step() {  # step NAME COMMAND...: the command's output to OUT/NAME_terminal.txt, its exit status after it
-    local name=$1
-    shift
-    say "$name: $*"
-    { echo "\$ $*"; "$@"; echo "[exit $?]"; } >"$out/${name}_terminal.txt" 2>&1
-    tail -n 3 "$out/${name}_terminal.txt" >&2
-}
 
 if [ "$act" = pair ]; then
     step healthy python3 -m diagnose run "${common[@]}" -o "$out/healthy"
