@@ -11,8 +11,9 @@ Timed by the wall clock, four hosts copying on two shared cores measure each oth
 (bench/fleet_throttle.py measures that, with cgroup shares). So every host's Python times the probe's copies
 by the CPU time its process spent (tests/support/host_clock/sitecustomize.py), as on a machine of its own,
 and node4's clock runs ``SLOWDOWN`` times longer: the bed's own fault, a host copying at a fixed fraction of
-its speed, which the fleet judge must name while its peers pass. The verdicts on given readings are
-tests/unit/probes/test_fleet_verdicts.py's.
+its speed, which the fleet judge must name while its peers pass. The same clock holds each probe's first
+copy until every host's probe has started, so "at once" does not hang on how the shared cores scheduled the
+launches. The verdicts on given readings are tests/unit/probes/test_fleet_verdicts.py's.
 """
 
 from __future__ import annotations
@@ -53,11 +54,18 @@ benchmarks:
 """
 
 
-def clocked(name: str, slowdown: int = 1) -> HostSpec:
-    """A host whose fleet probe times its copies by CPU time, each interval ``slowdown`` times longer."""
-    return HostSpec(
-        name, env={"PYTHONPATH": str(HOST_CLOCK), "BED_HOST_SLOWDOWN": str(slowdown), "OMP_NUM_THREADS": "1"}
-    )
+def clocked(name: str, barrier: Path, slowdown: int = 1) -> HostSpec:
+    """A host whose fleet probe times its copies by CPU time, each interval ``slowdown`` times longer, once
+    every host's probe has started (``barrier``)."""
+    env = {
+        "PYTHONPATH": str(HOST_CLOCK),
+        "BED_HOST": name,
+        "BED_HOST_SLOWDOWN": str(slowdown),
+        "BED_PROBE_BARRIER": str(barrier),
+        "BED_PROBE_HOSTS": str(len(HOSTS)),
+        "OMP_NUM_THREADS": "1",
+    }
+    return HostSpec(name, env=env)
 
 
 def probe_lines(out: Path, host: str) -> list[dict[str, Any]]:
@@ -68,7 +76,9 @@ def probe_lines(out: Path, host: str) -> list[dict[str, Any]]:
 def test_diagnose_run_probes_every_host_at_once_and_names_the_slow_one(
     testbed: TestBed, tmp_path: Path
 ) -> None:
-    testbed.add_many([clocked("node1"), clocked("node2"), clocked("node3"), clocked("node4", SLOWDOWN)])
+    barrier = tmp_path / "probes-started"
+    barrier.mkdir()
+    testbed.add_many([clocked(h, barrier, SLOWDOWN if h == "node4" else 1) for h in HOSTS])
     inventory = testbed.write_inventory(
         tmp_path / "inv.yaml",
         extra_vars={
@@ -99,6 +109,7 @@ def test_diagnose_run_probes_every_host_at_once_and_names_the_slow_one(
         assert memcpy["median"] > 0 and memcpy["fleet_hosts"] == 4
         busbw = records[(name, "busbw.all_reduce")]
         assert busbw["value"] > 0 and busbw["detail"][0]["bytes"] == 1 << 20
+    assert sorted(p.name for p in barrier.iterdir()) == list(HOSTS), "every probe read the bed's clock"
     assert max(s for s, _ in spans) < min(d for _, d in spans), "the probes overlapped in time"
     checks = {(c["id"], c["host"]): c for c in results["checks"] if c["id"].startswith("fleet.")}
     named = sorted(host for check_id, host in checks if check_id == "fleet.memcpy" and host)

@@ -8,6 +8,12 @@ fault: every interval the probe times on that host lasts that many times longer,
 fixed fraction of what the same copies would read; the peers set 1. Only calls made from the shipped
 ``fleet_probe.py`` (under whatever name the launcher copied it) read this clock: torchrun and every other
 program on the host keep the wall clock their waits need.
+
+``BED_PROBE_BARRIER`` names a folder every host sees: the probe's first clock read waits there until
+``BED_PROBE_HOSTS`` hosts' probes have started (each leaves a file named ``BED_HOST``), so the hosts are
+measured at once whenever the controller launched them all before any finished, however unevenly the shared
+cores started them; probes launched one host after another never get past it, and the launcher reports them
+hung.
 """
 
 from __future__ import annotations
@@ -19,7 +25,9 @@ from functools import cache
 from pathlib import Path
 
 _SLOWDOWN = float(os.environ.get("BED_HOST_SLOWDOWN", "1"))
+_BARRIER = os.environ.get("BED_PROBE_BARRIER")
 _WALL = time.perf_counter
+_started = False
 _PROBE = (Path(__file__).resolve().parents[3] / "diagnose" / "shipped" / "fleet_probe.py").read_bytes()
 
 
@@ -32,10 +40,20 @@ def _is_probe(filename: str) -> bool:
         return False
 
 
+def _wait_for_peers(folder: Path) -> None:
+    (folder / os.environ["BED_HOST"]).touch()
+    while len(list(folder.iterdir())) < int(os.environ["BED_PROBE_HOSTS"]):
+        time.sleep(0.01)
+
+
 def _perf_counter() -> float:
-    if _is_probe(sys._getframe(1).f_code.co_filename):
-        return time.process_time() * _SLOWDOWN
-    return _WALL()
+    global _started
+    if not _is_probe(sys._getframe(1).f_code.co_filename):
+        return _WALL()
+    if _BARRIER and not _started:
+        _started = True
+        _wait_for_peers(Path(_BARRIER))
+    return time.process_time() * _SLOWDOWN
 
 
 time.perf_counter = _perf_counter
