@@ -19,9 +19,16 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from diagnose import __version__
-from diagnose.commands.arguments import add_campaign_parsers, add_run_options, formats_help
+from diagnose.commands.arguments import (
+    HISTORY_HELP,
+    add_campaign_parsers,
+    add_run_options,
+    closest_choice,
+    formats_help,
+)
 from diagnose.core.errors import ConfigError
 from diagnose.core.units import noun_for
+from diagnose.history.storage import env_db_path
 from diagnose.render.render import DEFAULT_FORMATS
 
 EXIT_PASS, EXIT_FAIL, EXIT_CONFIG, EXIT_INTERNAL, EXIT_LOCKED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
@@ -359,7 +366,7 @@ class Parser(argparse.ArgumentParser):
     wants, instead of a screen of usage in which the error is the last line."""
 
     def error(self, message: str) -> NoReturn:
-        message = message.removeprefix("argument ")
+        message = closest_choice(message.removeprefix("argument "))  # `diagnose rnu`: did you mean run?
         self.exit(EXIT_CONFIG, f"{self.prog}: {message} (`{self.prog} --help` lists the options)\n")
 
     def unknown(self, extras: list[str]) -> NoReturn:
@@ -456,7 +463,8 @@ def build_parser() -> Parser:
     )
     report.add_argument("-o", "--out", help="write the reports here (default: beside results.json)")
     report.add_argument(
-        "--history", help="history database that finds a run id's folder (default: the user data dir)"
+        "--history",
+        help="history database that finds a run id's folder (default: $DIAGNOSE_HISTORY, else the user data dir)",
     )
     report.add_argument("--format", default="html,pdf", help=formats_help("html,pdf"))
     report.set_defaults(func=cmd_report, parser=report)
@@ -517,7 +525,7 @@ def build_parser() -> Parser:
     hist = sub.add_parser(
         "history", help="list past runs, the trend of a check or a benchmark, or the watch list"
     )
-    hist.add_argument("--history", help="history database (default: the user data dir)")
+    hist.add_argument("--history", help=HISTORY_HELP)
     hist.add_argument("--last", type=int, default=20, metavar="N", help="the N latest runs (default 20)")
     hist.add_argument("--limit", type=int, dest="limit_runs", help=argparse.SUPPRESS)  # deprecated: --last
     hist.add_argument("--check", help="trend of this check id")
@@ -534,7 +542,7 @@ def build_parser() -> Parser:
     base.add_argument(
         "run_id", metavar="RUN", help="a run id (or its start), or a run folder (its path or name)"
     )
-    base.add_argument("--history", help="history database (default: the user data dir)")
+    base.add_argument("--history", help=HISTORY_HELP)
     base.set_defaults(func=cmd_baseline, parser=base)
     return parser
 
@@ -545,6 +553,8 @@ def main(argv: list[str] | None = None) -> int:
     if extras:
         args.parser.unknown(extras)
     args.argv = list(argv) if argv is not None else sys.argv[1:]
+    if getattr(args, "history", False) is None:  # --history first, then the environment (history.HISTORY_ENV)
+        args.history = env_db_path(os.environ)
     if getattr(args, "forks", 1) < 1:
         args.parser.error("-f/--forks: give at least 1")
     if getattr(args, "tool", None) and getattr(args, "skip_benchmarks", False):

@@ -4,11 +4,35 @@
 from __future__ import annotations
 
 import argparse
+import difflib
+import re
 from collections.abc import Callable
 from typing import Any
 
 from diagnose.config.playbook import TOOLS
 from diagnose.render.render import DEFAULT_FORMATS, FORMATS
+
+#: --history of the commands that read no inventory: the environment names the database once for all.
+HISTORY_HELP = "history database (default: $DIAGNOSE_HISTORY, else the user data dir)"
+
+#: argparse's words for a value outside the choices (a sub-command, ``--format``): the value, the choices.
+_INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)")
+
+
+def closest_choice(message: str) -> str:
+    """argparse's "invalid choice" with the closest choice, as a misspelled option gets its closest: a
+    sub-command as ``unknown command rnu; did you mean run? (one of run, ...)``, an option's value with the
+    hint after argparse's words; any other message unchanged. A sub-command typed wrong is the slip an
+    operator makes first."""
+    choice = _INVALID_CHOICE.search(message)
+    if not choice:
+        return message
+    choices = re.findall(r"'([^']*)'", choice[2])
+    close = difflib.get_close_matches(choice[1], choices, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    if not message.split(":", 1)[0].endswith("command"):  # an option's value: argparse's words, and the hint
+        return message + hint
+    return f"unknown command {choice[1]}{hint} (one of {', '.join(choices)})"
 
 
 def seconds(text: str) -> float:
@@ -81,7 +105,9 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         help="on stderr, each command run on each host with its exit status and time (-vv... as -v)",
     )
     parser.add_argument(
-        "--history", help="history database (default: the user data dir; nightly playbooks use it)"
+        "--history",
+        help="history database (nightly playbooks use it; default: $DIAGNOSE_HISTORY, else the inventory's "
+        "diagnose_history, else the user data dir)",
     )
     parser.add_argument("--runs-dir", help="write the run into a new dated folder under this one (for cron)")
     parser.add_argument(
@@ -126,6 +152,6 @@ def add_campaign_parsers(
     c_rep.add_argument("--note", default="", help="what was done (reseated cable, replaced PSU, ...)")
     c_rep.add_argument("--operator", help="who repaired it (default: the login)")
     for command in (c_status, c_cert, c_excl, c_incl, c_rep):
-        command.add_argument("--history", help="history database (default: the user data dir)")
+        command.add_argument("--history", help=HISTORY_HELP)
     for command in (c_status, c_next, c_cert, c_excl, c_incl, c_rep):
         command.set_defaults(func=handler, parser=command)

@@ -160,6 +160,9 @@ class Next:
     def _prepare_base(self) -> RunRequest:
         """The inventory's selected hosts, checked once before any step; the campaign learns them."""
         request = prepare(replace(self.options.run, campaign=self.name))
+        if request.options.history and self.options.run.history is None:  # the inventory's diagnose_history
+            self.db = Path(request.options.history)
+            self.limit_file = self.db.parent / "campaigns" / self.name / "step.hosts"
         if not self.options.check:
             history.check_db_path(self.db)
             history.create_db(self.db)

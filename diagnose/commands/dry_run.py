@@ -14,11 +14,13 @@ lines; a new concern adds its own function there.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
+from diagnose import history
 from diagnose.benchmarks.nccl_tests_argv import BINARIES, Settings, binary_path
 from diagnose.benchmarks.straggler import refuse_shared_master
+from diagnose.config.extra_vars import parse_extra_vars
 from diagnose.config.playbook import PROFILE_VARIABLE, BenchmarkPlan
 from diagnose.core.check import Check
 from diagnose.core.errors import ConfigError
@@ -28,13 +30,15 @@ from diagnose.engine.estimate import estimate, one_rank, ranks_per_host, total
 from diagnose.engine.host_batch import commands_of
 from diagnose.engine.profile_hint import NO_PROFILE_MEANING
 from diagnose.engine.run import RunRequest
+from diagnose.history.durations import past_runs
+from diagnose.history.storage import series_key
 from diagnose.probes.perftest_settings import settings_from as perftest_settings
 from diagnose.probes.registry import EXTRAS, enabled
 from diagnose.probes.stress import DEFAULT_MEMTEST_S
 from diagnose.probes.training import ProbeSettings
 from diagnose.quarantine.plan import quarantine_plan_lines
 from diagnose.render.hostlist import summarize
-from diagnose.targets.view import PER_HOST_VARS, list_hosts, var_groups
+from diagnose.targets.view import PER_HOST_VARS, hidden_names, list_hosts, var_groups
 
 #: Above this many hosts, ``--check`` folds the host list by how hosts are reached.
 HOST_LIST_LIMIT = 32
@@ -88,7 +92,8 @@ def yaml_word(value: object) -> str:
 
 def variable_lines(request: RunRequest) -> list[str]:
     """One block per distinct set of merged variables, with its profile."""
-    groups = var_groups(request.hosts)
+    given = set(parse_extra_vars(request.options.extra_vars))
+    groups = var_groups(request.hosts, given)
     by_name = {h.name: h for h in request.hosts}
     lines = [f"\nvariables: {counted(len(groups), 'distinct set')}"]
     for names, shown in groups:
@@ -100,6 +105,21 @@ def variable_lines(request: RunRequest) -> list[str]:
         own = sorted({k for name in names for k in by_name[name].vars if k in PER_HOST_VARS})
         if len(names) > 1 and own:
             lines.append(f"  ({', '.join(own)}: each host's own, in the host list)")
+    return lines + hidden_lines(request.hosts, given)
+
+
+def hidden_lines(hosts: Sequence[Host], given: Collection[str]) -> list[str]:
+    """What the variables above leave out, said rather than silent: the names whose values are masked (a
+    path to a key is shown, it is no secret) and how many inventory variables diagnose has no use for."""
+    masked, left_out = hidden_names(hosts, given)
+    lines = []
+    if masked:
+        lines.append(f"\nhidden: the values of {', '.join(masked)} (REDACTED: their names look secret)")
+    if left_out:
+        lines.append(
+            f"not shown: {counted(left_out, 'other variable')} of the inventory, which diagnose does not "
+            "read (-e NAME=... shows one)"
+        )
     return lines
 
 
@@ -271,8 +291,8 @@ def estimate_lines(request: RunRequest) -> list[str]:
     )  # fmt: skip
     width = max(len(s.stage) for s in stages)
     lines = [
-        "\nestimated duration (an estimate: typical figures measured on real runs, bounds from timeouts "
-        "and budgets):",
+        "\nestimated duration (an estimate from the model: typical figures measured on real runs of other "
+        "machines, bounds from timeouts and budgets):",
         f"  {'stage':<{width}}  {'typical':>12}  {'bound':>14}  basis",
     ]
     for s in stages:
@@ -285,6 +305,40 @@ def estimate_lines(request: RunRequest) -> list[str]:
     bound = f"≤ {duration(upper)}" if upper is not None else "none"
     why = f"no set time bounds {', '.join(unbounded)}" if unbounded else ""
     lines.append(f"  {'total':<{width}}  {'~' + duration(typical):>12}  {bound:>14}  {why}".rstrip())
+    return lines + past_run_lines(request, typical)
+
+
+def series_of(request: RunRequest) -> tuple[str, str]:
+    """The history series the run would record into, keyed as :meth:`diagnose.engine.run.Run` keys it."""
+    options = request.options
+    inventory = str(request.inventory) if request.inventory else "inventory/local.yaml"
+    if len(options.inventories) > 1:
+        inventory = ", ".join(options.inventories)
+    if request.slurm is not None:
+        inventory = ", ".join([request.slurm.label, *options.inventories])
+    return series_key({"inventory": inventory, "playbook": request.playbook.name, "limit": options.limit})
+
+
+def past_run_lines(request: RunRequest, model_s: float) -> list[str]:
+    """The estimate from this machine's own earlier runs of the series, where the history has some: they
+    carry its load and its hosts, which the model cannot. Which figure to book by is said, and why."""
+    db = request.history_db or history.default_db_path()
+    past = past_runs(db, series_of(request))
+    if past is None:
+        return [f"\nno earlier run of this inventory and playbook in {db}: the model's figures stand alone"]
+    runs, low, high = len(past.seconds), min(past.seconds), max(past.seconds)
+    spread = duration(low) if runs == 1 else f"{duration(low)} to {duration(high)}"
+    lines = [
+        f"\nfrom this machine's history ({db}): the last {counted(runs, 'run')} of this inventory and "
+        f"playbook took {spread}"
+    ]
+    if past.stages:
+        each = ", ".join(f"{stage} {duration(s)}" for stage, s in past.stages.items())
+        lines.append(f"  by stage, median of the {counted(past.staged, 'run')} that recorded them: {each}")
+    lines.append(
+        f"  expect ~{duration(past.median_s)} (the median of those runs, made on this machine under its own "
+        f"load); the model above says ~{duration(model_s)}"
+    )
     return lines
 
 

@@ -225,6 +225,7 @@ SETTINGS: dict[str, Validator] = {
     "ansible_ssh_private_key_file": _path,
     "ansible_private_key_file": _path,
     "diagnose_known_hosts_file": _path,
+    "diagnose_history": _path,  # the history database (diagnose.history.storage.HISTORY_VARIABLE)
     "ansible_python_interpreter": _path,
     "bench_python": _path,
     "mpirun": _path,

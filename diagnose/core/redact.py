@@ -32,6 +32,34 @@ def is_secret_name(name: str) -> bool:
     return any(word.lower() in _SECRET_WORD for word in re.split(r"[^A-Za-z0-9]+|(?<=[a-z])(?=[A-Z])", name))
 
 
+#: The last word of a name whose value says where a secret is kept, not the secret itself
+#: (``ansible_ssh_private_key_file``, ``vault_password_file``): a dry run shows it, as the operator must
+#: check it.
+_PATH_WORDS = {"file", "path", "dir", "directory", "filename"}
+
+
+def names_a_path(name: str) -> bool:
+    """Whether a variable's name says its value is a file or folder (``..._file``, ``..._path``)."""
+    words = [w for w in re.split(r"[^A-Za-z0-9]+|(?<=[a-z])(?=[A-Z])", name) if w]
+    return bool(words) and words[-1].lower() in _PATH_WORDS
+
+
+def looks_like_path(value: object) -> bool:
+    """A value that reads as a path (``/``, ``~`` or ``.`` first, or a ``/`` inside, no blank): a secret
+    handed to a ``_file`` variable by mistake does not, and stays hidden."""
+    if not isinstance(value, str) or not value or any(c.isspace() for c in value):
+        return False
+    return value.startswith(("/", "~", ".")) or "/" in value
+
+
+def hides(name: str, value: object) -> bool:
+    """Whether a dry run must mask this value: its name looks secret, unless the name and the value both
+    say it is only where the secret lies (a key file's path is what the operator checks, not a secret)."""
+    if not is_secret_name(name):
+        return False
+    return not (names_a_path(name) and looks_like_path(value))
+
+
 def _redact_mapping(data: Any) -> Any:
     if isinstance(data, dict):
         return {k: MASK if is_secret_name(str(k)) else _redact_mapping(v) for k, v in data.items()}

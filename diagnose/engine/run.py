@@ -193,6 +193,15 @@ def prepare(options: RunOptions) -> RunRequest:
         extra_vars = {**extra_vars, **forced}
     settings = HOST_SETTINGS if options.list_only else {**HOST_SETTINGS, **LOGIN_SETTINGS}
     hosts = resolve_hosts(sources, HostContext(playbook, options.limit, extra_vars, settings=settings))
+    named = history.inventory_db_path(hosts) if options.history is None else None
+    if named:  # the inventory's diagnose_history, below --history and DIAGNOSE_HISTORY
+        history.check_db_path(named)
+        options = replace(options, history=named)
+        if options.campaign is not None:  # the campaign's reference figures are read from that database
+            sources = [*_campaign_sources(options), *host_sources(options)]
+            hosts = resolve_hosts(
+                sources, HostContext(playbook, options.limit, extra_vars, settings=settings)
+            )
     slurm = next((s for s in sources if isinstance(s, slurm_nodes.SlurmNodes)), None)
     inventories = [Path(i) for i in options.inventories] or ([] if slurm else [default_inventory()])
     catalog = load_catalog()

@@ -16,6 +16,7 @@ One module per job; ``counts`` and ``storage`` are at the bottom and no module i
 * ``comparison`` — the comparison rules: snapshots of a run, the findings, ``regressions()``;
 * ``trends`` — the tables of ``diagnose history`` and the report's trend data;
 * ``retention`` — pruning old runs, and the run folders that folder retention must keep;
+* ``durations`` — how long a series' runs took, each stage too, read-only: ``run --check``'s estimate;
 * ``stability`` — checks that keep flipping between PASS and FAIL on a host (``history.unstable``);
 * ``watch_readings`` — what the watch list reads from a run: a number per physical component and metric,
   keyed by serial, GUID or module serial (pure); ``watch_trend`` — whether one series gets worse (pure);
@@ -31,11 +32,15 @@ from diagnose.history.comparison import REGRESSION_ID, Regression, regressions
 from diagnose.history.retention import PrunedRun, protected_run_dirs, prune
 from diagnose.history.stability import UNSTABLE_ID, instability
 from diagnose.history.storage import (
+    HISTORY_ENV,
+    HISTORY_VARIABLE,
     SCHEMA_VERSION,
     check_db_path,
     create_db,
     default_db_path,
+    env_db_path,
     find_run,
+    inventory_db_path,
     previous_check_observed,
     previous_run_started,
     record_run,
@@ -46,6 +51,8 @@ from diagnose.history.trends import history_list, history_trend, trend_for_repor
 from diagnose.history.watch_list import WATCH_ID, WatchFindings, record_watch, watch, watch_table
 
 __all__ = [
+    "HISTORY_ENV",
+    "HISTORY_VARIABLE",
     "REGRESSION_ID",
     "SCHEMA_VERSION",
     "UNSTABLE_ID",
@@ -56,10 +63,12 @@ __all__ = [
     "check_db_path",
     "create_db",
     "default_db_path",
+    "env_db_path",
     "find_run",
     "history_list",
     "history_trend",
     "instability",
+    "inventory_db_path",
     "previous_check_observed",
     "previous_run_started",
     "protected_run_dirs",

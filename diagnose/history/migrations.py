@@ -235,4 +235,10 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (campaign, round)
     ) WITHOUT ROWID;
     """,
+    # 6: each stage's seconds as results.json's run.stages holds them (diagnose.render.stage_times), so that
+    # ``--check`` estimates a run from this machine's own past runs (diagnose.history.durations). NULL:
+    # recorded before; such a run still gives its wall time.
+    """
+    ALTER TABLE runs ADD COLUMN stages TEXT;
+    """,
 )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -20,6 +20,7 @@ from typing import Any
 import platformdirs
 
 from diagnose.core.errors import ConfigError
+from diagnose.core.hosts import Host
 from diagnose.history.counts import RunCounts, count_rows, run_counts
 from diagnose.history.migrations import MIGRATIONS
 
@@ -28,9 +29,35 @@ DEFAULT_DB_NAME = "history.sqlite3"
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
+#: Names the history database once for every command (as ``ANSIBLE_CONFIG`` names Ansible's settings), so a
+#: site's ``--history`` is not repeated on each: ``--history`` wins over it, it over the inventory's.
+HISTORY_ENV = "DIAGNOSE_HISTORY"
+#: The inventory variable (under ``all: vars:``) naming the database of every run over that inventory.
+HISTORY_VARIABLE = "diagnose_history"
+
+
 def default_db_path() -> Path:
-    """Where the history lives unless ``--history`` says otherwise (per user, survives upgrades)."""
+    """Where the history lives unless ``--history``, ``DIAGNOSE_HISTORY`` or the inventory's
+    ``diagnose_history`` says otherwise (per user, survives upgrades)."""
     return Path(platformdirs.user_data_dir("diagnose", appauthor=False)) / DEFAULT_DB_NAME
+
+
+def env_db_path(environ: Mapping[str, str]) -> str | None:
+    """``DIAGNOSE_HISTORY``, ``~`` expanded (no shell expands a variable's value), or None when unset."""
+    value = environ.get(HISTORY_ENV, "").strip()
+    return str(Path(value).expanduser()) if value else None
+
+
+def inventory_db_path(hosts: Sequence[Host]) -> str | None:
+    """The database the inventory's ``diagnose_history`` names, or None. A run records into one database,
+    so hosts naming two are refused (exit 2) rather than one of them picked."""
+    named = {str(h.vars.get(HISTORY_VARIABLE)) for h in hosts if h.vars.get(HISTORY_VARIABLE)}
+    if len(named) > 1:
+        raise ConfigError(
+            f"{HISTORY_VARIABLE}: the hosts name {len(named)} history databases ({', '.join(sorted(named))}); "
+            "a run records into one: set it once under all: vars"
+        )
+    return str(Path(named.pop()).expanduser()) if named else None
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -188,12 +215,12 @@ def record_run(db_path: str | Path, results: Mapping[str, Any], run_dir: str | P
             conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
         conn.execute(
             "INSERT INTO runs (id, started, started_ts, finished, verdict, inventory, playbook, profile,"
-            " tool_version, run_dir, counts, regressions) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " tool_version, run_dir, counts, regressions, stages) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (id) DO UPDATE SET started = excluded.started, started_ts = excluded.started_ts,"
             " finished = excluded.finished, verdict = excluded.verdict, inventory = excluded.inventory,"
             " playbook = excluded.playbook, profile = excluded.profile,"
             " tool_version = excluded.tool_version, run_dir = excluded.run_dir, counts = excluded.counts,"
-            " regressions = excluded.regressions",
+            " regressions = excluded.regressions, stages = excluded.stages",
             (
                 run_id,
                 str(run.get("started") or ""),
@@ -207,6 +234,7 @@ def record_run(db_path: str | Path, results: Mapping[str, Any], run_dir: str | P
                 str(Path(run_dir).resolve()) if run_dir is not None else None,
                 json.dumps(counts.statuses),
                 counts.regressions,
+                _json(run.get("stages")),
             ),
         )
         conn.executemany(

@@ -5,13 +5,13 @@ Pure functions over resolved :class:`~diagnose.core.hosts.Host` objects.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from diagnose.config.host_settings import SETTINGS
 from diagnose.config.profiles import PROFILE_VARIABLES
 from diagnose.core.hosts import Host
-from diagnose.core.redact import MASK, is_secret_name
+from diagnose.core.redact import MASK, hides
 from diagnose.parsers.pod import POD_VARIABLE
 from diagnose.targets.model import ALL
 
@@ -60,25 +60,39 @@ def _is_relevant(name: str) -> bool:
     )
 
 
-def relevant_vars(host: Host) -> dict[str, Any]:
+def relevant_vars(host: Host, given: Collection[str] = ()) -> dict[str, Any]:
     """The merged variables a dry run shows for one host, sorted by name, secrets masked.
 
     Only what changes how diagnose connects or judges (connection variables, ``diagnose_profile``, expected
     values, benchmark and timeout settings): an Ansible inventory carries hundreds of variables for other
-    tools that would bury these. Values of secret-looking names (``ansible_become_pass``) read ``REDACTED``.
+    tools that would bury these. ``given`` (the ``-e`` names) are shown whatever they are called: the
+    operator typed them for this run and must see that they arrived. Values of secret-looking names
+    (``ansible_become_pass``, ``my_token``) read ``REDACTED``; a key file's path stays (:func:`hides`).
     """
     return {
-        name: MASK if is_secret_name(name) else host.vars[name]
+        name: MASK if hides(name, host.vars[name]) else host.vars[name]
         for name in sorted(host.vars)
-        if _is_relevant(name)
+        if name not in _NOT_SHOWN and (_is_relevant(name) or name in given)
     }
+
+
+def hidden_names(hosts: Sequence[Host], given: Collection[str] = ()) -> tuple[list[str], int]:
+    """What a dry run leaves unsaid: the shown names whose values it masks, and how many other variables
+    it does not show at all (inventory variables for other tools)."""
+    masked: set[str] = set()
+    left_out: set[str] = set()
+    for host in hosts:
+        shown = relevant_vars(host, given)
+        masked |= {name for name in shown if hides(name, host.vars[name])}
+        left_out |= set(host.vars) - set(shown)
+    return sorted(masked), len(left_out)
 
 
 #: Variables that name one host (where it is reached): a dry run groups hosts by everything else.
 PER_HOST_VARS = frozenset({"ansible_host", "ansible_ssh_host", "ansible_port", "ansible_ssh_port"})
 
 
-def var_groups(hosts: Sequence[Host]) -> list[tuple[list[str], dict[str, Any]]]:
+def var_groups(hosts: Sequence[Host], given: Collection[str] = ()) -> list[tuple[list[str], dict[str, Any]]]:
     """Hosts grouped by identical shown variables, largest group first: a thousand-node inventory is a
     handful of hardware generations, and its dry run should read as one block per generation.
 
@@ -87,7 +101,7 @@ def var_groups(hosts: Sequence[Host]) -> list[tuple[list[str], dict[str, Any]]]:
     """
     groups: dict[str, tuple[list[str], dict[str, Any]]] = {}
     for host in hosts:
-        shown = relevant_vars(host)
+        shown = relevant_vars(host, given)
         shared = {k: v for k, v in shown.items() if k not in PER_HOST_VARS}
         key = repr(sorted((k, repr(v)) for k, v in shared.items()))
         names, _ = groups.setdefault(key, ([], shown))

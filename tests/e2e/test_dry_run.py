@@ -139,7 +139,7 @@ def test_check_shows_the_whole_plan_grouped_with_an_estimate(tmp_path: Path) -> 
     shown = out.split("\ncommands on")[0] + extras
     assert not re.search(r"= (None|False|True)$|_pct None", shown, re.M), shown
     # the estimate: every stage in run order, and a total of the right order of magnitude
-    estimate = out.split("estimated duration (an estimate")[1]
+    estimate = out.split("estimated duration (an estimate")[1].split("\n\n")[0]  # the table, not the history
     stages = [line.split("  ")[1] for line in estimate.splitlines()[2:]]
     order = ["host stage", "collective sweep", "localization", "fleet probes", "training probe",
              "KV transfer", "perftest", "GPU stress", "reports", "total"]  # fmt: skip
