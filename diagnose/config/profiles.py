@@ -73,6 +73,25 @@ PROFILE_VARIABLES: dict[str, Variable] = {
             bool,
             "GPUs joined through NVSwitch: fabric state must be Completed and the fabric manager must run",
         ),
+        # Multi-node NVLink domains (checks/gpu_nvlink_domain.py, checks/gpu_imex.py, checks/nvlink_rack.py)
+        Variable(
+            "expected_nvlink_domain_gpus",
+            int,
+            "GPUs of one multi-node NVLink domain (72 on an NVL72 rack): every GPU must be registered in it "
+            "(cluster UUID, clique) and IMEX must run; null: a host in no such domain SKIPs",
+        ),
+        Variable(
+            "expected_imex_channels",
+            int,
+            "IMEX channels (/dev/nvidia-caps-imex-channels) a tray must expose; default 1 where an NVLink "
+            "domain is expected, 0: not judged (a Kubernetes DRA driver creates them per workload)",
+        ),
+        Variable(
+            "nvlink_rack",
+            str,
+            "the rack (NVLink domain) a tray belongs to, as the reports name it; default: the chassis serial "
+            "nvidia-smi reports",
+        ),
         Variable(
             "expected_pcie_width",
             int,

@@ -199,7 +199,16 @@ def parse_imex_nodes(text: str) -> dict[str, Any]:
 
 
 def unconnected(status: dict[str, Any]) -> list[int]:
-    """The nodes some peer does not see Connected (a C cell), in index order."""
-    return sorted(
-        {target for cells in status["matrix"].values() for target, cell in cells.items() if cell != "C"}
-    )
+    """The nodes most of their peers do not see Connected (not a C cell in their column), in index order.
+
+    A lost peer shows in its own row as well (it sees nobody); counting columns over the majority of the
+    other rows names it and not the peers it lost, unless the domain is too small to tell (two nodes).
+    """
+    matrix = status["matrix"]
+    lost = []
+    for target in sorted({t for cells in matrix.values() for t in cells}):
+        others = [cells.get(target) for source, cells in matrix.items() if source != target]
+        missing = sum(1 for cell in others if cell != "C")
+        if others and missing * 2 >= len(others):
+            lost.append(target)
+    return lost

@@ -92,6 +92,9 @@ ROOTS: tuple[Root, ...] = (
     Root("gpu.xid", (*GPU_WORK, *FABRIC, "gpu.clocks", "gpu.memory")),
     Root("gpu.sxid", (*FABRIC, "gpu.nvlink", "gpu.fabricmanager")),
     Root("gpu.fabricmanager", (*FABRIC, "gpu.nvlink")),
+    # A tray out of the NVLink domain: its IMEX peers and the rack's rule see the same fault.
+    Root("gpu.nvlink_domain", (*FABRIC, "gpu.imex", "nvlink.rack")),
+    Root("gpu.imex", (*FABRIC, "nvlink.rack")),
     Root("gpu.nvlink", FABRIC),
     Root("gpu.memory", (GPU_HBM, GPU_MEMTEST, GPU_SDC)),
     Root("gpu.pcie", ("fleet.*", *FABRIC)),

@@ -136,6 +136,9 @@ TITLES = {
     "nccl.version": "NCCL present, same version on every host",
     "versions.consistency": "Same driver, CUDA and torch on every host",
     "nccl.env": "No NCCL setting that disables a transport",
+    "gpu.nvlink_domain": "NVL72 tray: every GPU registered in the rack's NVLink domain",
+    "gpu.imex": "NVL72 tray: IMEX running, its peers READY, channels present",
+    "nvlink.rack": "NVL72 rack: one clique, no tray left out of the fabric or IMEX",
     **stage_titles(),
 }
 

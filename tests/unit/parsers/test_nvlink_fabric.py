@@ -1,14 +1,9 @@
 """The NVLink fabric and IMEX parsers against real outputs of GB200/GB300 trays, an HGX B200 and a GH200 pair.
 
 The fixtures in tests/fixtures/captured/{nvlink_fabric,imex} name their sources in those folders' SOURCE.
-Where the shared capture set of the Blackwell work (../shared/captures/blackwell, whole files as published)
-is present, the XML parser is also run on the unreduced files, so the reduction cannot hide a tag the
-parser would trip on.
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 
@@ -24,8 +19,6 @@ from diagnose.parsers.nvlink_fabric import (
     unconnected,
 )
 from tests.support.paths import CAPTURED
-
-SHARED = Path(__file__).resolve().parents[4] / "shared" / "captures" / "blackwell"
 
 
 def _read(relative: str) -> str:
@@ -123,17 +116,3 @@ def test_imex_legend_lines_are_not_nodes_and_a_lost_peer_is_found() -> None:
     status = parse_imex_nodes(text)
     assert set(status["matrix"]) == {0, 1}
     assert unconnected(status) == [1]
-
-
-@pytest.mark.skipif(
-    not SHARED.is_dir(), reason="the shared Blackwell capture set is not next to this checkout"
-)
-@pytest.mark.parametrize(
-    ("name", "clique_id"),
-    [("nvsmi-qx-gb200-tray-p6e-healthy.xml", 2), ("nvsmi-qx-gb300-tray-healthy.xml", 32766)],
-)
-def test_whole_published_tray_files(name: str, clique_id: int) -> None:
-    gpus = parse_fabric_xml((SHARED / name).read_text())
-    assert len(gpus) == 4
-    assert {g["clique_id"] for g in gpus} == {clique_id}
-    assert all(registered(g) and healthy(g) and in_domain(g) for g in gpus)
