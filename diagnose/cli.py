@@ -152,8 +152,7 @@ def _submit(request: Any, rotation: str | None, dry_run: bool) -> int:
 
 def _report_outcome(outcome: Any, request: Any) -> int:
     """The outcome as the operator (or cron) reads it, and the exit code it maps to."""
-    from diagnose.commands.run import interrupted_lines, summary_lines
-    from diagnose.engine import unattended
+    from diagnose.commands.run import interrupted_lines
 
     results = outcome.out_dir / "results.json" if outcome.out_dir else None
     if outcome.status == "locked":
@@ -165,6 +164,10 @@ def _report_outcome(outcome: Any, request: Any) -> int:
     if outcome.status == "interrupted":
         print("\n".join(interrupted_lines(results, outcome.stopped, outcome.not_stopped)), file=sys.stderr)
         sys.stderr.flush()
+        _print_lines(_verdict_lines(outcome, request))  # what was measured, as a finished run says it
+        for note in outcome.notes:
+            print(f"diagnose: {note}", file=sys.stderr)
+        sys.stderr.flush()
         os._exit(EXIT_INTERRUPTED)  # worker threads may sit in a network call; do not wait for them
     if outcome.status == "internal":
         print(outcome.message, file=sys.stderr, end="")
@@ -172,23 +175,37 @@ def _report_outcome(outcome: Any, request: Any) -> int:
         print(f"diagnose: {what}; results so far are in {results}", file=sys.stderr)
         return EXIT_INTERNAL
     document = outcome.document
+    print("\n".join(_verdict_lines(outcome, request)))
     if request.playbook.nightly is not None:
-        html = next((p for p in outcome.written if p.suffix == ".html"), results)
-        print(unattended.summary_line(document, outcome.regressions, html))
         for failure in outcome.retention_failures:
             print(f"diagnose: retention: {failure}", file=sys.stderr)
-    else:
-        print("\n".join(summary_lines(document, outcome.out_dir, outcome.written)))
-        suggestion = document["run"].get("profile_suggestion")
-        if isinstance(suggestion, dict) and suggestion.get("text"):  # cron's one line stays one
-            print(f"diagnose: {suggestion['text']}")
-    if outcome.campaign is not None:
-        from diagnose.commands.campaign import event_lines
-
-        print("\n".join(event_lines(outcome.campaign)))
     for note in outcome.notes:  # after the verdict, which stands: a format not written is no failed run
         print(f"diagnose: {note}", file=sys.stderr)
     return _verdict_code(document)
+
+
+def _verdict_lines(outcome: Any, request: Any) -> list[str]:
+    """What stdout says of a run that has a record, finished or interrupted alike (an interrupted run said
+    nothing there, and cron's mail was empty): a nightly's one line, otherwise the summary with the profile
+    suggested; then what recording into the campaign changed."""
+    from diagnose.commands.run import summary_lines
+    from diagnose.engine import unattended
+
+    document = outcome.document
+    if request.playbook.nightly is not None:
+        results = outcome.out_dir / "results.json" if outcome.out_dir else None
+        html = next((p for p in outcome.written if p.suffix == ".html"), results)
+        lines = [unattended.summary_line(document, outcome.regressions, html)]
+    else:
+        lines = summary_lines(document, outcome.out_dir, outcome.written)
+        suggestion = document["run"].get("profile_suggestion")
+        if isinstance(suggestion, dict) and suggestion.get("text"):  # cron's one line stays one
+            lines.append(f"diagnose: {suggestion['text']}")
+    if outcome.campaign is not None:
+        from diagnose.commands.campaign import event_lines
+
+        lines += event_lines(outcome.campaign)
+    return lines
 
 
 def _render(results_path: Path, formats: set[str], out_dir: Path | None = None) -> list[Path] | None:

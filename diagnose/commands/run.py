@@ -273,7 +273,12 @@ def summary_lines(document: dict[str, Any], out_dir: Path | None, written: list[
     lines += acted_lines(document)
     retry = out_dir / RETRY_FILE if out_dir is not None else None
     if retry is not None and retry.is_file() and retry.stat().st_size:
-        lines.append(f"diagnose: to retest the hosts that failed once repaired: --limit @{retry}")
+        which = (
+            "that failed or were not checked to the end"
+            if document["verdict"] == "INCOMPLETE"
+            else "that failed once repaired"
+        )
+        lines.append(f"diagnose: to retest the hosts {which}: --limit @{retry}")
     return lines + [f"  {path}" for path in written]
 
 

@@ -62,7 +62,7 @@ from diagnose.probes.registry import HOST_SETTINGS
 from diagnose.quarantine.kubernetes import check_cordon_request
 from diagnose.quarantine.stage import act_on_nodes
 from diagnose.render.pdf import PdfUnavailable
-from diagnose.render.render import DEFAULT_FORMATS, FORMATS, render
+from diagnose.render.render import DEFAULT_FORMATS, FORMATS, OUTPUT_NAMES, render
 from diagnose.targets import slurm_nodes
 from diagnose.targets.k8s_pods import PodSource
 from diagnose.targets.loading import InventoryFiles
@@ -257,6 +257,9 @@ class Run:
         self.run_id = new_run_id(self.started)
         self.states: dict[str, engine.HostState] = {}
         self.watched = history.WatchFindings()
+        # SIGINT's and SIGTERM's handlers before an interrupt set them aside for the stop; the reports that
+        # follow it may be cut short again (:meth:`_report_interrupted`).
+        self._handlers: tuple[Any, Any] | None = None
 
     def execute(self) -> RunOutcome:
         """The run under the history lock (when it keeps history); never raises for a host's trouble."""
@@ -348,11 +351,12 @@ class Run:
         self.reporter.keep(store)
         if self.nightly is not None and db is not None:
             self._nightly_xid_window(db, header)
+        interrupted: RunOutcome | None = None
         try:
             regressions = self._stages(out_dir, store, db)
             document = store.finish(finished=_now())
         except KeyboardInterrupt:
-            return self._interrupted(out_dir, store)
+            interrupted = self._interrupted(out_dir, store)
         except Exception:
             detail = traceback.format_exc()
             store.finish(finished=_now(), error="internal error; see stderr")
@@ -360,6 +364,8 @@ class Run:
         finally:
             self.reporter.keep(None)  # the document is final: later stages (the reports) are not in it
             engine.close_all(self.states, self.reporter)
+        if interrupted is not None:
+            return self._report_interrupted(interrupted, out_dir)
         return self._record(out_dir, document, regressions, db)
 
     def _stages(self, out_dir: Path, store: engine.ResultsStore, db: Path | None) -> list[Any]:
@@ -434,6 +440,7 @@ class Run:
         """Ctrl-C, SIGTERM: keep what was measured, then one bounded stop of everything started."""
         if threading.current_thread() is threading.main_thread():
             # A second Ctrl-C must not cut the stop short and leave half the hosts with work running.
+            self._handlers = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
         store.finish(finished=_now(), interrupted=True)
@@ -450,6 +457,39 @@ class Run:
             outcome.campaign = ledger.record_run(
                 db, self.options.campaign, document, self.request.needs, self.options.campaign_kind
             )
+        return outcome
+
+    def _report_interrupted(self, outcome: RunOutcome, out_dir: Path) -> RunOutcome:
+        """The reports asked for, of what was measured, once the hosts are stopped and results.json is final:
+        an operator who stops a run still wants the record in the form asked for (the cover says INCOMPLETE),
+        not a second command to get it. Unlike the stop, this may be cut short: a second Ctrl-C (or SIGTERM)
+        ends the writing, results.json already whole, each report either whole or absent (written atomically)."""
+        formats, results = self.request.formats, out_dir / "results.json"
+        if not formats - {"json"}:
+            outcome.written = [results]
+            return outcome
+        handlers = self._handlers
+        if handlers is not None:
+            signal.signal(signal.SIGINT, handlers[0])
+            signal.signal(signal.SIGTERM, handlers[1])
+        try:
+            with self.reporter.stage(f"reports ({', '.join(sorted(formats))})"):
+                outcome.written = render(results, formats)
+        except PdfUnavailable as exc:
+            outcome.written, outcome.notes = exc.written, [str(exc)]
+        except KeyboardInterrupt:  # the reports written before it stand; the rest are said not written
+            done = [out_dir / name for key, name in OUTPUT_NAMES.items() if key in formats]
+            outcome.written = [results, *(path for path in done if path.is_file())]
+            missing = ", ".join(path.name for path in done if not path.is_file())
+            outcome.notes = (
+                [f"interrupted again: {missing} not written; {results} is complete"] if missing else []
+            )
+        except Exception:  # the measurements are kept: a renderer's bug costs the reports, not the record
+            outcome.notes = [traceback.format_exc().rstrip("\n"), f"rendering failed; {results} is complete"]
+        finally:
+            if handlers is not None:
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
         return outcome
 
     def _record(

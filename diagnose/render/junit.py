@@ -10,6 +10,8 @@ results (results.json ``causes``), the root's message opens with ``[cause: +N co
 each consequence's with ``[consequence of <check> on <hosts>]``: the counts stay one per result. A benchmark is the testcase
 of its ``bench.<collective>`` result, its size sweep in the detail; only an entry no such result stands for
 (an older file) gets a testcase of its own, in the ``benchmarks`` suite (:mod:`diagnose.render.tally`).
+An INCOMPLETE run (interrupted) adds one testcase beyond its results, ``run`` / ``complete``, an error of
+type INCOMPLETE: what was measured before the stop may all have passed, and no CI may show such a run green.
 """
 
 from __future__ import annotations
@@ -110,6 +112,22 @@ def _cause_roles(results: dict[str, Any]) -> dict[int, str]:
     return roles
 
 
+def _incomplete(root: ET.Element, run: dict[str, Any]) -> str:
+    """The testcase that fails a run cut short: its results alone would pass when all measured so far did."""
+    suite = ET.SubElement(root, "testsuite", name="run", timestamp=str(run.get("started") or ""))
+    why = "the run was interrupted" if run.get("interrupted") else "the run did not finish"
+    detail = [f"stopped: {line}" for line in run.get("stopped") or []]
+    detail += [f"could not stop: {line}" for line in run.get("not_stopped") or []]
+    for stage in run.get("stages") or []:
+        if isinstance(stage, dict) and stage.get("interrupted"):
+            detail += [f"{stage.get('stage')} cut short; {line}" for line in stage.get("still_running") or []]
+    outcome = _case(
+        suite, "run", "complete", "INCOMPLETE", f"{why}: hosts or stages are missing", "\n".join(detail)
+    )
+    _count(suite, [outcome])
+    return outcome
+
+
 def render_junit(results: dict[str, Any]) -> bytes:
     """The JUnit XML document for a cleaned results dict (strings already legal in XML 1.0)."""
     run = results.get("run") or {}
@@ -158,6 +176,8 @@ def render_junit(results: dict[str, Any]) -> bytes:
         ]
         _count(suite, outcomes)
         totals += outcomes
+    if results.get("verdict") == "INCOMPLETE":
+        totals.append(_incomplete(root, run))
     _count(root, totals)
     ET.indent(root, space=" ")
     return ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"

@@ -131,9 +131,14 @@ def render_prometheus(results: dict[str, Any]) -> bytes:
     skipped = _Family("diagnose_skipped", "Skipped results by cause (no GPU, no fabric, ...).")
     for cause, n in coverage.by_reason.items():
         skipped.add({"cause": cause}, n)
-    verdict = _Family("diagnose_verdict", f"Verdict of the run ({_SCALE}).")
+    verdict = _Family("diagnose_verdict", f"Verdict of the run ({_SCALE}); absent when it is INCOMPLETE.")
     if results.get("verdict") in SEVERITY:
         verdict.add({}, SEVERITY[results["verdict"]])
+    incomplete = _Family(
+        "diagnose_run_incomplete",
+        "1 when the run was cut short (Ctrl-C, SIGTERM): every figure here is what was measured before the stop.",
+    )
+    incomplete.add({}, float(results.get("verdict") == "INCOMPLETE"))
     hosts = results.get("hosts") or []
     host_count = _Family("diagnose_hosts", "Hosts in the run, by whether they could be reached.")
     host_count.add({"reachable": "true"}, sum(1 for h in hosts if isinstance(h, dict) and h.get("reachable")))
@@ -174,7 +179,7 @@ def render_prometheus(results: dict[str, Any]) -> bytes:
             bench_status.add({**labels, "action": action_label(bench)}, SEVERITY[bench["status"]])
 
     lines: list[str] = []
-    families = (status, counts, shown, measured, limited, skipped, verdict, host_count, finished)
+    families = (status, counts, shown, measured, limited, skipped, verdict, incomplete, host_count, finished)
     for family in (*families, busbw, peak, expected, bench_status):
         lines += family.lines()
     for family in _nic_families(results):

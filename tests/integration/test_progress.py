@@ -16,6 +16,7 @@ was still running, on stderr, in results.json's ``run.stages`` and in the report
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -23,6 +24,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
@@ -149,7 +151,7 @@ class HangingRun:
     """`diagnose run` in a fresh process over q1, q2 and q3, whose ``ibstat`` hangs, stderr a pipe read line by
     line as it comes, so that a test waits on what the run has said."""
 
-    def __init__(self, testbed: TestBed, tmp_path: Path) -> None:
+    def __init__(self, testbed: TestBed, tmp_path: Path, formats: str = "json") -> None:
         testbed.add_many([HostSpec("q1"), HostSpec("q2")])
         self.stuck = testbed.add(HostSpec("q3", tools={"ibstat": Reply(stdout="partial\n", hang=True)}))
         inventory = testbed.write_inventory(tmp_path / "inv.yaml", extra_vars={"progress_interval_s": 1})
@@ -165,7 +167,7 @@ class HangingRun:
             "-o",
             str(self.out),
             "--format",
-            "json",
+            formats,
         ]
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "diagnose.cli", *argv, "-e", "command_timeout_s=300"],
@@ -176,13 +178,20 @@ class HangingRun:
             text=True,
         )
         self.lines: list[str] = []
+        self.said: list[str] = []  # stdout
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
+        self.stdout_reader = threading.Thread(target=self._read_stdout, daemon=True)
+        self.stdout_reader.start()
         wait_until(lambda: command_lines(self.stuck, "ibstat"), 60, "ibstat to hang on q3")
 
     def _read(self) -> None:
         for line in self.proc.stderr or []:
             self.lines.append(line)
+
+    def _read_stdout(self) -> None:
+        for line in self.proc.stdout or []:
+            self.said.append(line)
 
     def checked(self) -> set[str]:
         """The hosts results.json has check results of so far."""
@@ -192,10 +201,11 @@ class HangingRun:
             return set()
 
     def interrupt(self) -> str:
-        """Ctrl-C; the whole of stderr once the run has ended (exit 130)."""
+        """Ctrl-C; the whole of stderr once the run has ended (exit 130); its stdout is kept in ``said``."""
         self.proc.send_signal(signal.SIGINT)
         self.proc.wait(timeout=60)
         self.reader.join(timeout=10)
+        self.stdout_reader.join(timeout=10)
         stderr = "".join(self.lines)
         assert self.proc.returncode == 130, stderr
         return stderr
@@ -232,3 +242,39 @@ def test_ctrl_c_in_the_host_checks_says_interrupted_and_what_was_still_running(
     html = (out / "report.html").read_text()
     shown = re.search(r'data-role="stages">([^<]*)<', html)
     assert shown and shown.group(1) == said.group(1), shown
+
+
+def test_ctrl_c_prints_the_incomplete_verdict_and_writes_the_reports_asked_for(
+    testbed: TestBed, tmp_path: Path
+) -> None:
+    """Issue 45, item 4: an interrupted run said nothing on stdout and wrote no report until `diagnose
+    report`. Its stdout must hold the INCOMPLETE verdict with the counts so far and the run folder, and each
+    report asked for must be written, of what was measured, saying INCOMPLETE."""
+    run = HangingRun(testbed, tmp_path, formats="json,html,pdf,junit,prom")
+    wait_until(lambda: {"q1", "q2"} <= run.checked(), 60, "the results of q1 and q2")
+    stderr = run.interrupt()
+    out = run.out
+    document = json.loads((out / "results.json").read_text())
+    assert document["verdict"] == "INCOMPLETE" and document["run"]["interrupted"] is True
+    statuses = Counter(c["status"] for c in document["checks"])
+    tally = ", ".join(f"{statuses[s]} {s}" for s in ("FAIL", "ERROR", "WARN", "PASS", "SKIP") if statuses[s])
+    assert statuses["PASS"], document["checks"]
+    said = "".join(run.said)
+    verdict = rf"diagnose: INCOMPLETE( \(no profile chosen .*\))? — 3 hosts, {tally} — {re.escape(str(out))}"
+    assert re.fullmatch(verdict, said.splitlines()[0]), said
+    assert re.search(r"^diagnose: \d+ of \d+ results measured before the run was cut short", said, re.M), said
+    html = (out / "report.html").read_text()
+    assert re.search(r'class="verdict-word">INCOMPLETE<', html)
+    assert "the run was interrupted" in html
+    junit = (out / "junit.xml").read_text()
+    assert re.search(r'<error message="[^"]*interrupted[^"]*" type="INCOMPLETE"', junit), junit
+    prom = (out / "diagnose.prom").read_text()
+    assert re.search(r"^diagnose_run_incomplete(\{\})? 1(\.0)?$", prom, re.M), prom
+    written = [out / "report.html", out / "junit.xml", out / "diagnose.prom"]
+    if importlib.util.find_spec("weasyprint") is not None:
+        written.insert(1, out / "report.pdf")
+        assert (out / "report.pdf").stat().st_size
+    else:
+        assert "diagnose: report.pdf not written" in stderr, stderr
+    listed = [line.strip() for line in said.splitlines() if line.startswith("  ")]
+    assert listed[-len(written) :] == [str(p) for p in written], said

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -266,13 +267,13 @@ def test_interrupt_during_the_benchmark_stops_torchrun_on_every_host(
             "-o",
             str(out),
             "--format",
-            "json",
+            "json,junit",
         ],
         tmp_path,
     )
     wait_until(lambda: all(command_lines(h, "program.py") for h in hosts), 180, "the ranks to start")
     proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=60)
+    stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
     # SIGKILLed ranks that are exiting count as stopped; ps lists them until they are reaped, which took over
     # 5 s once on a CI machine at a load average above 200
@@ -285,6 +286,13 @@ def test_interrupt_during_the_benchmark_stops_torchrun_on_every_host(
     )
     results = json.loads((out / "results.json").read_text())
     assert results["verdict"] == "INCOMPLETE"
+    # what was measured before the benchmarks is reported: the verdict on stdout, the JUnit CI reads
+    verdict = (
+        rf"diagnose: INCOMPLETE( \(no profile chosen .*\))? — 2 hosts, \d+ PASS.* — {re.escape(str(out))}\n"
+    )
+    assert re.match(verdict, stdout), stdout
+    assert f"  {out / 'junit.xml'}" in stdout.splitlines(), stdout
+    assert 'type="INCOMPLETE"' in (out / "junit.xml").read_text()
 
 
 # --------------------------------------------------------------------------------- 4. unbounded output
