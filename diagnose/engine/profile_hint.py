@@ -202,8 +202,13 @@ def match(profile: Profile, hw: Hardware) -> Match:
 
 def best_match(profiles: Sequence[Profile], hw: Hardware) -> Match | None:
     """The profile that fits with the most confirmed expectations, else the closest one (fewest
-    contradictions); ties go to the first name. None without profiles."""
-    matches = [match(p, hw) for p in sorted(profiles, key=lambda p: p.name)]
+    contradictions); ties go to the first name. None without profiles.
+
+    A profile none of whose expectations the host's facts answer (one that leaves the fabric to the fleet,
+    against a host that reported only its fabric) says nothing about the host: it is no candidate while
+    any profile says something, else it would "fit" every host it cannot judge."""
+    every = [match(p, hw) for p in sorted(profiles, key=lambda p: p.name)]
+    matches = [m for m in every if m.agrees or m.differs] or every
     if not matches:
         return None
     return min(matches, key=lambda m: (len(m.differs), -len(m.agrees)))
