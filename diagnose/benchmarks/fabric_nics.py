@@ -69,3 +69,28 @@ def nics_phrase(nics_used: Mapping[str, list[str]]) -> str:
 
 def observed_nics(summary: Mapping[str, Any]) -> dict[str, list[str]]:
     return {host: list(names) for host, names in (summary.get("nics_used") or {}).items()}
+
+
+def mnnvl_phrase(mnnvl: Mapping[str, Any] | None) -> tuple[str, bool]:
+    """What the transport message adds about multi-node NVLink, and whether it warrants a WARN.
+
+    Between trays of an NVL72 rack the collectives should run over NVLink (P2P/MNNVL); a job with
+    ``NCCL_MNNVL_ENABLE=0`` or a GPU whose fabric line was not healthy falls back to the network or runs
+    degraded while every figure inside one tray looks right, so the sweep says which of the two it measured.
+    """
+    if not mnnvl:
+        return "", False
+    if mnnvl["disabled_by_env"]:
+        return (
+            "; multi-node NVLink turned off (NCCL_MNNVL_ENABLE=0): trays of a rack talk over the network",
+            True,
+        )
+    parts = []
+    if mnnvl["enabled"]:
+        size = mnnvl["domain_size"]
+        parts.append(
+            f"multi-node NVLink on (NVLink domain of {size} GPUs)" if size else "multi-node NVLink on"
+        )
+    if mnnvl["unhealthy"]:
+        parts.append("NVLink fabric not healthy: " + "; ".join(mnnvl["unhealthy"]))
+    return ("; " + "; ".join(parts) if parts else ""), bool(mnnvl["unhealthy"])

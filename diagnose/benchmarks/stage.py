@@ -50,7 +50,7 @@ from diagnose.benchmarks.expect import (
     judge_busbw,
     large_message_busbw,
 )
-from diagnose.benchmarks.fabric_nics import nics_phrase, observed_nics, wrong_nics
+from diagnose.benchmarks.fabric_nics import mnnvl_phrase, nics_phrase, observed_nics, wrong_nics
 from diagnose.benchmarks.leftovers import sweep_leftovers
 from diagnose.benchmarks.lost import note_lost, without_lost
 from diagnose.benchmarks.nccl_tests import NcclTestsBench
@@ -317,6 +317,11 @@ class Stage:
                 "Active; if the list of compute HCAs is wrong, set expected_compute_hcas."
             )
             return result
+        nvlink, degraded = mnnvl_phrase(summary.get("mnnvl"))
+        if nvlink:
+            result.observed["mnnvl"] = summary["mnnvl"]
+            result.message += nvlink
+            result.status = "WARN" if degraded else result.status
         if summary["gdrdma"] is False and rdma:
             result.status = "WARN"
             result.message += "; GPUDirect RDMA was not used (no /GDRDMA on the NET connections)"

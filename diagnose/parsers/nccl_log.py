@@ -15,6 +15,16 @@ hosts; the rank → host map comes from the caller (the launcher knows it) or, f
 itself: init lines (``comm 0x.. rank R nranks N``) and the emitters of connection lines. A NET edge to a
 rank never seen on any host of the log is counted as crossing — the log of one node of a job shows exactly
 that.
+
+On GB200/GB300 NVL72 racks the GPUs of different trays (hosts) reach each other over NVLink through the
+rack's NVSwitch trays: NCCL's multi-node NVLink (MNNVL) path, ``via P2P/MNNVL`` on the connection lines, the
+same text within one tray and between trays. Unlike the other P2P kinds such an edge may leave its host, so
+its ends are placed only from where the ranks were seen. NCCL also says whether MNNVL is on (``comm ...
+MNNVL 1``, ``MNNVL 1 cliqueId 2786 cliqueSize 4 ... nvlDomainSize 4``), whether the environment turned it off
+(``NCCL_MNNVL_ENABLE set by environment to 0.``), and what each GPU's fabric registration read (``MNNVL busId
+0x801000 fabric UUID ... cliqueId 0x2786 state 3 healthMask 0xaa``), which ``mnnvl`` keeps: the size of the
+domain a collective ran in is what its figures are judged by, and a GPU whose fabric was not healthy
+explains a slow one. The clique id is hexadecimal in both lines, with and without ``0x``.
 """
 
 from __future__ import annotations
@@ -22,6 +32,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from diagnose.parsers.nvlink_fabric import health_mask_faults
 
 _LINE = re.compile(
     r"(?:(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+)\s+)?\[(?P<dev>\d+)\]\s+NCCL\s+(?P<level>INFO|WARN)\s+(?P<msg>.*)$"
@@ -41,6 +53,18 @@ _NVLS_CHANNELS = re.compile(r"(\d+) nvls channels")
 _USING = re.compile(r"^NET/(?P<net>IB|Socket)\s*:\s*Using\s+(?P<devices>.*?)\s*(?:;\s*OOB\b.*)?$")
 _DEVICE = re.compile(r"\[(?P<index>\d+)\](?P<name>[^\s\[;]+)")
 _NET_INDEX = re.compile(r"^NET/[^/]+/(?P<index>\d+)")
+_MNNVL_FABRIC = re.compile(
+    r"^MNNVL busId (?P<bus>0x[0-9a-fA-F]+) fabric UUID (?P<uuid>\S+) cliqueId (?:0x)?(?P<clique>[0-9a-fA-F]+) "
+    r"state (?P<state>\d+) healthMask (?P<mask>0x[0-9a-fA-F]+|\d+)"
+)
+_MNNVL_CLIQUE = re.compile(
+    r"^MNNVL (?P<on>[01]) cliqueId (?:0x)?(?P<clique>[0-9a-fA-F]+) cliqueSize (?P<size>\d+)"
+    r"(?:.*\bnvlDomainSize (?P<domain>\d+))?"
+)
+_COMM_MNNVL = re.compile(r"\bnNodes \d+\b.*\bMNNVL (?P<on>[01])\b")
+_MNNVL_ENV = re.compile(r"^NCCL_MNNVL_ENABLE set by environment to (?P<value>[^\s.]+)")
+#: NVML's fabric states, as NCCL prints them in the MNNVL fabric line.
+FABRIC_STATES = {0: "Not Supported", 1: "Not Started", 2: "In Progress", 3: "Completed"}
 
 # How NCCL spells its network transports over the years, and the name diagnose reports.
 _NET_NAMES = {
@@ -91,6 +115,7 @@ def parse_nccl_log(text: str) -> dict[str, Any]:
         "sharp": False,
         "warnings": [],
         "net_devices": {},  # host -> {"NET/IB" | "NET/Socket": {index: device}}
+        "mnnvl": None,  # multi-node NVLink, where NCCL said anything of it (see _mnnvl)
     }
     widest = 0
     hosts: list[str] = []
@@ -148,8 +173,54 @@ def parse_nccl_log(text: str) -> dict[str, Any]:
             facts["collnet"] = True
         if "/SHARP" in msg:
             facts["sharp"] = True
+        if msg.startswith(("MNNVL", "NCCL_MNNVL_ENABLE")) or (" MNNVL " in msg and "nNodes" in msg):
+            _mnnvl(facts, host, msg)
     facts["hosts"] = hosts
     return facts
+
+
+def _mnnvl(facts: dict[str, Any], host: str | None, msg: str) -> None:
+    """Fold one MNNVL line into ``facts["mnnvl"]``: enabled, env, clique and domain size, per-GPU fabric."""
+    mnnvl = facts["mnnvl"] = facts["mnnvl"] or {
+        "enabled": None,
+        "env": None,
+        "clique_size": None,
+        "domain_size": None,
+        "fabric": [],
+    }
+    if fabric := _MNNVL_FABRIC.match(msg):
+        mask = fabric["mask"]
+        entry = {
+            "host": host,
+            "bus_id": fabric["bus"],
+            "uuid": fabric["uuid"],
+            "clique_id": int(fabric["clique"], 16),
+            "state": FABRIC_STATES.get(int(fabric["state"]), fabric["state"]),
+            "health_mask": int(mask, 16) if mask.startswith("0x") else int(mask),
+        }
+        if entry not in mnnvl["fabric"]:
+            mnnvl["fabric"].append(entry)
+    elif clique := _MNNVL_CLIQUE.match(msg):
+        mnnvl["enabled"] = mnnvl["enabled"] or clique["on"] == "1"
+        mnnvl["clique_size"] = max(mnnvl["clique_size"] or 0, int(clique["size"]))
+        if clique["domain"]:
+            mnnvl["domain_size"] = max(mnnvl["domain_size"] or 0, int(clique["domain"]))
+    elif env := _MNNVL_ENV.match(msg):
+        mnnvl["env"] = env["value"]
+    elif comm := _COMM_MNNVL.search(msg):
+        mnnvl["enabled"] = bool(mnnvl["enabled"]) or comm["on"] == "1"
+
+
+def unhealthy_fabric(mnnvl: Mapping[str, Any] | None) -> list[str]:
+    """The GPUs whose MNNVL fabric line shows a registration not Completed or a health field reading TRUE."""
+    found = []
+    for gpu in (mnnvl or {}).get("fabric", []):
+        faults = health_mask_faults(gpu["health_mask"])
+        if gpu["state"] != "Completed":
+            faults.insert(0, f"state {gpu['state']}")
+        if faults:
+            found.append(f"{gpu['host'] or '?'} GPU {gpu['bus_id']}: " + ", ".join(faults))
+    return found
 
 
 def _emitter(edge: Mapping[str, Any]) -> int:
@@ -175,8 +246,9 @@ def summarize_transport(
         for edge in one["edges"]:
             if edge["host"]:
                 hosts_of.setdefault(_emitter(edge), edge["host"])
-                if not edge["transport"].startswith("NET/"):
-                    # P2P, SHM and the like never leave a host: both ends live where the line was printed.
+                if not edge["transport"].startswith("NET/") and edge["transport"] != "P2P/MNNVL":
+                    # P2P, SHM and the like never leave a host: both ends live where the line was printed
+                    # (multi-node NVLink does, between the trays of an NVL72 rack).
                     hosts_of.setdefault(edge["src"], edge["host"])
                     hosts_of.setdefault(edge["dst"], edge["host"])
     if rank_hosts:
@@ -238,4 +310,23 @@ def summarize_transport(
         "sharp": any(f["sharp"] for f in facts),
         "edges": sum(len(f["edges"]) for f in facts),
         "nics_used": {host: sorted(names) for host, names in sorted(used.items())},
+        "mnnvl": _mnnvl_summary(facts),
+    }
+
+
+def _mnnvl_summary(facts: list[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Multi-node NVLink over every log: on anywhere (None where no line said either way), turned off by the
+    environment, the largest NVLink domain NCCL saw, and the GPUs whose fabric line was not healthy. None where
+    no log spoke of MNNVL."""
+    seen = [f["mnnvl"] for f in facts if f.get("mnnvl")]
+    if not seen:
+        return None
+    sizes = [m["domain_size"] or m["clique_size"] for m in seen if m["domain_size"] or m["clique_size"]]
+    return {
+        "enabled": True
+        if any(m["enabled"] for m in seen)
+        else (False if any(m["enabled"] is False for m in seen) else None),
+        "disabled_by_env": any(m["env"] == "0" for m in seen),
+        "domain_size": max(sizes) if sizes else None,
+        "unhealthy": [line for m in seen for line in unhealthy_fabric(m)],
     }

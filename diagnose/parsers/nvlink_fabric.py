@@ -113,6 +113,22 @@ def _finish(gpu: dict[str, Any]) -> dict[str, Any]:
     return gpu
 
 
+#: NVML's fabric health mask (nvml.h, NVML_GPU_FABRIC_HEALTH_MASK_*): 2-bit fields at these shifts, each
+#: 0 not supported, 1 TRUE (the condition holds: bad), 2 FALSE. NCCL prints the mask as ``healthMask 0xaa``:
+#: all four FALSE, a healthy GPU, though it reads like a bit pattern of failures.
+HEALTH_MASK_FIELDS = (
+    (0, "bandwidth degraded"),
+    (2, "route recovery in progress"),
+    (4, "route unhealthy"),
+    (6, "access timeout recovery"),
+)
+
+
+def health_mask_faults(mask: int) -> list[str]:
+    """The conditions a fabric health mask reports as TRUE, in NVML's order; empty for a healthy GPU."""
+    return [name for shift, name in HEALTH_MASK_FIELDS if (mask >> shift) & 0x3 == 1]
+
+
 def parse_fabric_xml(text: str) -> list[dict[str, Any]]:
     """One dict per ``<gpu>``: bus_id, name, the fabric fields and the platform info (None where N/A)."""
     try:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from diagnose.benchmarks.fabric_nics import mnnvl_phrase
 from diagnose.parsers.nccl_log import parse_nccl_log, summarize_transport, transport_kind
 from tests.support.paths import FACTS
 
@@ -57,3 +59,45 @@ def test_one_host_falling_back_to_tcp_is_named() -> None:
     summary = summarize_transport([parse_nccl_log(text)])
     assert summary["inter_node"] == "NET/IB"
     assert summary["inter_node_all"] == {"NET/IB": ["nodea", "nodeb"], "NET/Socket": ["nodeb", "nodec"]}
+
+
+def test_mnnvl_between_trays_is_an_inter_node_nvlink_path() -> None:
+    """Two trays of one rack: the published one-tray connection line, printed on tray a for a peer whose
+    rank lives on tray b (composed: the rank→host map is the launcher's). Unlike other P2P kinds, the edge
+    is not assumed to stay on the host that printed it."""
+    line = (FACTS / "nccl_log" / "gb200_mnnvl_one_tray" / "input.log").read_text().splitlines()[-1]
+    text = line.replace("watchtower-navy-cn13", "tray-a")
+    summary = summarize_transport([parse_nccl_log(text)], {0: "tray-a", 1: "tray-b"})
+    assert summary["inter_node_all"] == {"P2P/MNNVL": ["tray-a"]} and summary["intra_node"] == []
+    same = summarize_transport([parse_nccl_log(text)], {0: "tray-a", 1: "tray-a"})
+    assert same["inter_node_all"] == {} and same["intra_node"] == ["P2P/MNNVL"]
+
+
+def test_mnnvl_fabric_line_with_a_route_unhealthy_is_named() -> None:
+    """healthMask 0xaa is four FALSE fields (healthy); 0x9a sets route-unhealthy TRUE (composed from the
+    published line by that one field), and a state other than 3 is a registration not completed."""
+    log = (FACTS / "nccl_log" / "gb200_mnnvl_fabric_four_gpus" / "input.log").read_text()
+    bad = log.replace(
+        "busId 0x901000 fabric UUID 3143b15bc2cd192b.28cc9b5473fb5b93 cliqueId 0x7ffe state 3 healthMask 0xaa",
+        "busId 0x901000 fabric UUID 3143b15bc2cd192b.28cc9b5473fb5b93 cliqueId 0x7ffe state 3 healthMask 0x9a",
+    )
+    bad = bad.replace(
+        "cliqueId 0x7ffe state 3 healthMask 0xaa\ngb200a-04:2101745",
+        "cliqueId 0x7ffe state 2 healthMask 0xaa\ngb200a-04:2101745",
+    )
+    summary = summarize_transport([parse_nccl_log(bad)])
+    assert summary["mnnvl"]["unhealthy"] == [
+        "gb200a-04 GPU 0x901000: route unhealthy",
+        "gb200a-04 GPU 0x1801000: state In Progress",
+    ]
+
+
+def test_the_transport_message_says_whether_the_trays_talked_over_nvlink() -> None:
+    def summary(case: str) -> dict[str, Any]:
+        return summarize_transport([parse_nccl_log((FACTS / "nccl_log" / case / "input.log").read_text())])
+
+    on, on_warn = mnnvl_phrase(summary("gb200_mnnvl_one_tray")["mnnvl"])
+    assert on == "; multi-node NVLink on (NVLink domain of 4 GPUs)" and not on_warn
+    off, off_warn = mnnvl_phrase(summary("gb200_mnnvl_disabled_by_env")["mnnvl"])
+    assert "NCCL_MNNVL_ENABLE=0" in off and off_warn
+    assert mnnvl_phrase(summary("ib_gdrdma_two_nodes")["mnnvl"]) == ("", False)

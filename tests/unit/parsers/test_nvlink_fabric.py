@@ -10,6 +10,7 @@ import pytest
 from diagnose.core.check import ParseError
 from diagnose.parsers.nvlink_fabric import (
     clique,
+    health_mask_faults,
     healthy,
     in_domain,
     parse_fabric_text,
@@ -116,3 +117,16 @@ def test_imex_legend_lines_are_not_nodes_and_a_lost_peer_is_found() -> None:
     status = parse_imex_nodes(text)
     assert set(status["matrix"]) == {0, 1}
     assert unconnected(status) == [1]
+
+
+def test_health_mask_reads_nvmls_two_bit_fields() -> None:
+    """0xaa (the published NCCL lines) is four FALSE fields; 0x80 reports only access timeout, FALSE; 0 is
+    no support; a 1 in a field is its condition holding."""
+    assert health_mask_faults(0xAA) == health_mask_faults(0x80) == health_mask_faults(0) == []
+    assert health_mask_faults(0x9A) == ["route unhealthy"]
+    assert health_mask_faults(0x55) == [
+        "bandwidth degraded",
+        "route recovery in progress",
+        "route unhealthy",
+        "access timeout recovery",
+    ]
