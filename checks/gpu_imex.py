@@ -122,7 +122,8 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
     if reason:
         return Outcome("SKIP", f"IMEX not judged on {host}: {reason}", None, WANTED)
     expected = bool(host_vars.int("expected_nvlink_domain_gpus"))
-    present = running(facts) or facts["ctl"] is not None
+    # A node table counts, not the tool: drivers install nvidia-imex-ctl on hosts that never run IMEX.
+    present = running(facts) or bool(facts["ctl"] and facts["ctl"]["nodes"])
     if not expected and not present:
         return Outcome(
             "SKIP",

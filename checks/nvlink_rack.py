@@ -82,11 +82,13 @@ def _fabric(rack: str, trays: dict[str, dict[str, Any]]) -> list[Outcome]:
         ]
     for host, gpus in failed.items():
         others = len(trays) - len(failed)
+        beside = (
+            f"while {others} other trays of the rack registered" if others else "(the rack's only tray seen)"
+        )
         outcomes.append(
             Outcome(
                 "FAIL",
-                f"{trays[host]['name']}: NVLink fabric registration failed ({_gpu_states(gpus)}) while "
-                f"{others} other trays of the rack registered",
+                f"{trays[host]['name']}: NVLink fabric registration failed ({_gpu_states(gpus)}) {beside}",
                 _gpu_states(gpus),
                 WANTED,
                 host=host,

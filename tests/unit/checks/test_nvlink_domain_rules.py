@@ -221,3 +221,25 @@ def test_a_trays_fabric_fault_explains_the_racks_and_imex_results() -> None:
     fabric, imex = root_of("gpu.nvlink_domain"), root_of("gpu.imex")
     assert fabric is not None and fabric.covers("nvlink.rack") and fabric.covers("gpu.imex")
     assert imex is not None and imex.covers("nvlink.rack") and not imex.covers("gpu.nvlink_domain")
+
+
+def test_imex_ctl_without_a_node_table_is_no_imex_where_none_is_expected() -> None:
+    """The tool ships with drivers on hosts that never run IMEX: only a node table makes IMEX present.
+    The output here is the published table's legend alone (composed: what a table without nodes leaves)."""
+    legend = IMEX_TWO.split("\nNodes:")[0] + "\n"
+    outputs = {
+        "imex_daemon": CommandOutput(
+            stdout="systemctl inactive\nprocess none\naddresses 10.0.0.9\n", exit_code=0
+        ),
+        "imex_nodes": CommandOutput(stdout=legend, exit_code=1),
+        "imex_channels": CommandOutput(stdout="", exit_code=0),
+    }
+    facts = gpu_imex.parse(outputs, profile("h100-8x-ndr400", host="hgx"))
+    assert gpu_imex.judge(facts, profile("h100-8x-ndr400", host="hgx")).status == "SKIP"
+    outcome = gpu_imex.judge(facts, profile("h100-8x-ndr400", host="hgx", expected_nvlink_domain_gpus=72))
+    assert outcome.status == "FAIL" and "lists no node" in outcome.message
+
+
+def test_a_racks_only_tray_failing_is_named_as_such() -> None:
+    named = _named(_rack({"t1": _with_text_gpu(_tray(1), INSUFFICIENT)}))
+    assert list(named) == ["t1"] and named["t1"].endswith("(the rack's only tray seen)")
