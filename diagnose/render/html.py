@@ -102,6 +102,7 @@ def render_html(report: Report) -> str:
         top_causes=report.top_causes,
         actions=report.actions,
         chapters=report.chapters,
+        left_out=report.left_out,
         cluster_checks=report.cluster_checks,
         matrix=report.matrix,
         benchmarks=report.benchmarks,

@@ -15,7 +15,7 @@ from typing import Any
 
 from diagnose.render.view_fabric import build_fabric
 from diagnose.render.view_fleet import build_fleet
-from diagnose.render.view_inference import build_inference
+from diagnose.render.view_inference import InferenceView, build_inference
 from diagnose.render.view_localization import build_localization
 from diagnose.render.view_quarantine import build_quarantine
 from diagnose.render.view_stress import build_stress
@@ -23,19 +23,37 @@ from diagnose.render.view_training import build_training
 from diagnose.render.view_watch import build_watch
 
 
+def _always(_data: Any) -> bool:
+    return True
+
+
+def _inference_measured(data: InferenceView) -> bool:
+    """A run that measured no pair and judged no serving file still has the chapter's verdicts, every one
+    SKIP: a page that says only "not measured" three times."""
+    return bool(data.pairs or data.serving) or any(v.status != "SKIP" for v in data.verdicts)
+
+
 @dataclass(frozen=True)
 class Part:
-    """One chapter: its anchor, its heading, its partial template and the builder of its data."""
+    """One chapter: its anchor, its heading, its partial template, the builder of its data, and whether
+    that data holds anything measured (a chapter without is left out and named in the contents)."""
 
     key: str
     title: str
     template: str
     build: Callable[[dict[str, Any]], Any | None]
+    measured: Callable[[Any], bool] = _always
 
 
 PARTS: tuple[Part, ...] = (
     Part("training", "Training: compute / communication overlap", "training.html.j2", build_training),
-    Part("inference", "Inference: KV-cache transfer", "inference.html.j2", build_inference),
+    Part(
+        "inference",
+        "Inference: KV-cache transfer",
+        "inference.html.j2",
+        build_inference,
+        _inference_measured,
+    ),
     Part("localization", "Localization: slow host or link", "localization.html.j2", build_localization),
     Part("fleet", "Fleet: hosts against their peers", "fleet.html.j2", build_fleet),
     Part("fabric", "Fabric: RDMA write bandwidth of every NIC, by rail", "fabric.html.j2", build_fabric),
@@ -50,11 +68,17 @@ PARTS: tuple[Part, ...] = (
 )
 
 
-def build_parts(results: dict[str, Any]) -> list[tuple[Part, Any]]:
-    """The parts this run has data for, each with its view model, in registry order."""
+def build_parts(results: dict[str, Any]) -> tuple[list[tuple[Part, Any]], list[Part]]:
+    """The parts this run measured something for, each with its view model, in registry order; and the
+    parts it has records for that hold nothing measured (left out of the report, named in one line)."""
     built = []
+    empty = []
     for part in PARTS:
         data = part.build(results)
-        if data is not None:
+        if data is None:
+            continue
+        if part.measured(data):
             built.append((part, data))
-    return built
+        else:
+            empty.append(part)
+    return built, empty

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 from pathlib import Path
+from typing import Any
 
 from diagnose.core.install_hint import package_command
 
@@ -30,14 +31,41 @@ class PdfUnavailable(Exception):
         self.written: list[Path] = []
 
 
+#: Shown when the cover cannot hold the sign-off whole: the cover's copy gives way to the one at the very end
+#: (reports/report.html.j2), and the cover says where it went. WeasyPrint takes it as a user stylesheet,
+#: which the document's own rules outweigh unless it says !important.
+SIGNOFF_LAST = """
+.cover .signoff { display: none !important; }
+.cover .signoff-pointer { display: block !important; margin-top: 10pt; font-weight: bold; }
+.signoff-last { display: block !important; }
+"""
+
+
+def _on_one_page(document: Any, first: str, last: str) -> int | None:
+    """The page that holds both anchors, or None. Both are looked up: ``break-inside: avoid`` keeps a block
+    whole only where a page can hold it, so its first line's page alone would not prove it whole."""
+    pages = {name: index for index, page in enumerate(document.pages) for name in page.anchors}
+    if first in pages and pages.get(last) == pages[first]:
+        return int(pages[first])
+    return None
+
+
 def render_pdf(html: str, base_dir: Path) -> bytes:
     """PDF bytes of ``html``; ``base_dir`` resolves the relative links to raw/ evidence files.
-    PdfUnavailable when WeasyPrint or the libraries it loads are missing."""
+    PdfUnavailable when WeasyPrint or the libraries it loads are missing.
+
+    The sign-off must be whole on the first page or on the last, where a signer looks for it: a cover too
+    full to hold it (a long profile note, many stages, five causes) is laid out a second time with the
+    sign-off at the end instead. Only that layout knows where things land, so the check is made on it."""
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # its banner would break the summary on stdout
-            from weasyprint import HTML
+            from weasyprint import CSS, HTML
 
-            return HTML(string=html, base_url=str(base_dir.resolve()) + "/").write_pdf()
+            page = HTML(string=html, base_url=str(base_dir.resolve()) + "/")
+            document = page.render()
+            if 'id="signoff"' in html and _on_one_page(document, "signoff", "signoff-end") != 0:
+                document = page.render(stylesheets=[CSS(string=SIGNOFF_LAST)])
+            return bytes(document.write_pdf())
     except ImportError as exc:
         raise PdfUnavailable(
             f"report.pdf not written: the weasyprint package is missing ({exc}); "

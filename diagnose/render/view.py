@@ -50,6 +50,19 @@ def _duration(started: Any, finished: Any) -> str | None:
     return duration(seconds)
 
 
+def _profile(run: dict[str, Any]) -> str:
+    """The cover's profile line: the profile, the run's note on it and the suggested one, each only when
+    recorded. A run without a profile has a note that says so, which must not follow a placeholder dash
+    (the cover read "— — no profile chosen")."""
+    suggested = run.get("profile_suggestion")
+    parts = [
+        str(run["profile"]) if run.get("profile") else "",
+        run["profile_note"] if isinstance(run.get("profile_note"), str) else "",
+        str(suggested.get("text") or "") if isinstance(suggested, dict) else "",
+    ]
+    return " — ".join(p for p in parts if p) or MISSING
+
+
 @dataclass
 class Cover:
     """The sign-off page."""
@@ -118,9 +131,7 @@ def build_cover(results: dict[str, Any], checklist: list[SectionResult] | None =
         tool_version=str(run.get("tool_version") or MISSING),
         operator=str(run.get("operator") or os.environ.get("USER") or MISSING),
         playbook=str(run.get("playbook") or MISSING),
-        profile=str(run.get("profile") or MISSING)
-        + (f" — {run['profile_note']}" if isinstance(run.get("profile_note"), str) else "")
-        + (f" — {suggested['text']}" if isinstance(suggested := run.get("profile_suggestion"), dict) else ""),
+        profile=_profile(run),
         argv=" ".join(str(a) for a in argv) if isinstance(argv, list) else show(argv),
         nodes=len(hosts),
         reachable=sum(1 for h in hosts if h.get("reachable")),
@@ -175,19 +186,37 @@ class Chapter:
     title: str
 
 
-def chapters(parts: list[tuple[Part, Any]], has_history: bool) -> dict[str, Chapter]:
-    """The report's chapters in order, numbered 1, 2, 3, ... and the appendix A, by anchor."""
+BENCHMARKS_TITLE = "Benchmarks"
+APPENDIX_TITLE = "Appendix: evidence excerpts"
+
+
+def chapters(
+    parts: list[tuple[Part, Any]], has_history: bool, has_benchmarks: bool = True, has_evidence: bool = True
+) -> dict[str, Chapter]:
+    """The report's chapters in order, numbered 1, 2, 3, ... and the appendix A, by anchor. The benchmarks
+    and the appendix are left out when the run has none to show (see :func:`left_out`)."""
     titles = [
         ("checklist", "Operational checklist"),
         ("findings", "Findings by cause, worst first"),
         ("matrix", "Host × check matrix"),
-        ("benchmarks", "Benchmarks"),
+        *((("benchmarks", BENCHMARKS_TITLE),) if has_benchmarks else ()),
         *((part.key, part.title) for part, _data in parts),
         ("environment", "Environment record"),
         *((("history", "History"),) if has_history else ()),
     ]
     numbered = {key: Chapter(key, str(n), title) for n, (key, title) in enumerate(titles, start=1)}
-    return numbered | {"appendix": Chapter("appendix", "A", "Appendix: evidence excerpts")}
+    return numbered | ({"appendix": Chapter("appendix", "A", APPENDIX_TITLE)} if has_evidence else {})
+
+
+def left_out(empty_parts: list[Part], has_benchmarks: bool, has_evidence: bool) -> list[str]:
+    """The chapters a run has nothing for, each with why where the title does not say it: a small run's
+    report was mostly pages that said "not measured", so they are named in one line of the contents
+    instead. The findings, matrix, checklist and environment stay: they say what was and was not judged."""
+    named = (
+        [] if has_benchmarks else [f"{BENCHMARKS_TITLE} (none ran: checklist items 3.2 and 3.3 not covered)"]
+    )
+    named += [f"{part.title} (every result SKIP)" for part in empty_parts]
+    return named + ([] if has_evidence else [f"{APPENDIX_TITLE} (no finding cites evidence)"])
 
 
 @dataclass
@@ -207,6 +236,7 @@ class Report:
     history: History | None
     parts: list[tuple[Part, Any]]
     chapters: dict[str, Chapter]
+    left_out: list[str]  # chapters with nothing measured: named in the contents, not printed
 
 
 def build_report(results: dict[str, Any], base_dir: Path) -> Report:
@@ -215,9 +245,11 @@ def build_report(results: dict[str, Any], base_dir: Path) -> Report:
     evidence = EvidenceIndex(base_dir)
     causes = causes_of(results)
     findings = build_findings(causes, evidence)
-    parts = build_parts(results)
+    parts, empty_parts = build_parts(results)
     history = build_history(results.get("history"))
     checklist = build_checklist(results)
+    benchmarks = build_benchmarks(results)
+    cited = bool(evidence.excerpts or evidence.omitted)  # the findings above filled it
     return Report(
         cover=build_cover(results, checklist),
         checklist=checklist,
@@ -239,10 +271,11 @@ def build_report(results: dict[str, Any], base_dir: Path) -> Report:
             )
         ],
         matrix=build_matrix(results),
-        benchmarks=build_benchmarks(results),
+        benchmarks=benchmarks,
         environment=build_environment(results),
         evidence=evidence,
         history=history,
         parts=parts,
-        chapters=chapters(parts, history is not None),
+        chapters=chapters(parts, history is not None, bool(benchmarks), cited),
+        left_out=left_out(empty_parts, bool(benchmarks), cited),
     )

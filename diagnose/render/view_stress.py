@@ -5,8 +5,11 @@ value, its share of the model's measured reference (and of the datasheet peak, a
 the fleet deviation and the SM clock and power the GPU reported while it ran (gpu.gemm, gpu.hbm), the memory
 test's coverage and mismatches (gpu.memtest), the checksum (gpu.sdc) and the burn-in's summary and series
 (gpu.burnin); per host a ``stage`` record with each phase's seconds. One row per GPU, one cell per figure,
-coloured by that figure's verdict; the plots (clock and temperature per GPU over the burn-in) are drawn by
-the HTML renderer from :attr:`StressView.burnin`, so this module stays free of matplotlib.
+coloured by that figure's verdict, holding the figure and at most a short note: with the reference, floor,
+clocks and power in every cell, a 4-GPU table was a paragraph a cell and the figure could not be found at a
+glance. What every cell of a column shares is said once, under the table (:class:`Basis`); the plots (clock
+and temperature per GPU over the burn-in) are drawn by the HTML renderer from :attr:`StressView.burnin`, so
+this module stays free of matplotlib.
 """
 
 from __future__ import annotations
@@ -27,20 +30,38 @@ COLUMNS = (
     ("hbm.triad", "triad GB/s"),
     ("memtest", "memory test"),
     ("sdc", "checksum"),
-    ("burnin", "burn-in"),
+    ("burnin", "burn-in MHz"),
 )
 #: Hosts whose burn-in is plotted: those with a finding first, then in name order, up to this many.
 PLOTTED_HOSTS = 8
 
 
+#: The longest note a cell holds; the whole "why" is the cell's hover text and the finding's message.
+NOTE_CHARS = 28
+
+
 @dataclass
 class Cell:
-    """One figure of one GPU: the value as shown, a second line, its verdict and why."""
+    """One figure of one GPU: the value as shown, a short note (only where the figure is not PASS: how far
+    off it is), its verdict and the whole why."""
 
     text: str
-    detail: str
+    note: str
     status: str
     why: str
+
+
+@dataclass
+class Basis:
+    """What one column's figures of one GPU model are judged against and how they spread over the GPUs,
+    said once under the table instead of in each cell."""
+
+    label: str
+    model: str
+    against: str  # "reference 682, floor 579.7; datasheet 989 (information)"
+    spread: str  # "98–102 % of the reference; -1.8 to +1.4 % from the median"
+    readings: str  # "SM clock 1432–1575 MHz; 437–521 W of 700 W"
+    source: str = ""  # how the reference was measured, in the records' words: the browser's hover text
 
 
 @dataclass
@@ -81,88 +102,192 @@ class StressView:
     labels: list[str]
     rows: list[GpuRow]
     stages: list[StageRow]
+    #: Per column, a line under its label that every GPU shares ("ref 682 · floor 580"), else empty.
+    headers: list[str] = field(default_factory=list)
+    basis: list[Basis] = field(default_factory=list)
+    #: Where the references were measured, each machine once (the first clause of each record's source).
+    reference_machines: list[str] = field(default_factory=list)
     burnin: list[BurninPlot] = field(default_factory=list)
     cpu_only: bool = False
     shared_hosts: list[str] = field(default_factory=list)
 
 
-def _shares(record: dict[str, Any]) -> list[str]:
-    """Where a figure stands: its share of the measured reference, and of the datasheet peak as information.
-    A record written before the references (issue 33) has only ``fraction_of_peak``: "72 % of peak"."""
-    if "reference" not in record:
-        share = record.get("fraction_of_peak")
-        return [f"{percent(share)} of peak"] if is_number(share) else []
-    parts = []
-    if is_number(record.get("fraction_of_reference")) and is_number(record.get("reference")):
-        parts.append(f"{percent(record['fraction_of_reference'])} of ref {record['reference']:g}")
-    elif record.get("reference") is None:
-        parts.append("peers only")
-    if is_number(record.get("fraction_of_peak")) and is_number(record.get("peak")):
-        parts.append(f"{percent(record['fraction_of_peak'])} of {record['peak']:g} datasheet")
-    return parts
+def _short(note: str) -> str:
+    return note if len(note) <= NOTE_CHARS else note[: NOTE_CHARS - 1].rstrip() + "…"
 
 
-def _readings(record: dict[str, Any]) -> str:
-    """``1365 MHz, 698/700 W``: what the GPU reported while the phase ran, or empty."""
-    clock, power, limit = (record.get(k) for k in ("sm_clock_mhz", "power_w", "power_limit_w"))
-    parts = [f"{clock:.0f} MHz" if is_number(clock) else ""]
-    if is_number(power):
-        parts.append(f"{power:.0f}/{limit:.0f} W" if is_number(limit) else f"{power:.0f} W")
-    return ", ".join(p for p in parts if p)
+def _judged(record: dict[str, Any]) -> bool:
+    """A figure whose verdict is worth a note in its cell: not PASS, and not a SKIP (a CPU figure, never
+    judged: the chapter says so once)."""
+    return str(record.get("verdict")) in ("FAIL", "WARN", "ERROR")
 
 
 def _throughput(record: dict[str, Any]) -> Cell:
     value = record.get("value")
     digits = 1 if is_number(value) and value >= 10 else 3
-    deviation = record.get("deviation_pct")
-    parts = [
-        *_shares(record),
-        f"{deviation:+.1f} % vs median" if is_number(deviation) else "",
-        _readings(record),
-    ]
-    return Cell(
-        number(value, digits),
-        " · ".join(p for p in parts if p),
-        str(record.get("verdict")),
-        str(record.get("why") or ""),
-    )
+    note = ""
+    if _judged(record):
+        share, peak = record.get("fraction_of_reference"), record.get("fraction_of_peak")
+        if is_number(share):
+            note = f"{percent(share)} of ref"
+        elif is_number(peak) and "reference" not in record:
+            note = f"{percent(peak)} of peak"  # judged against the datasheet, before the references
+        elif is_number(record.get("deviation_pct")):
+            note = f"{record['deviation_pct']:+.1f} % vs median"
+    return Cell(number(value, digits), note, str(record.get("verdict")), str(record.get("why") or ""))
 
 
 def _memtest(record: dict[str, Any]) -> Cell:
     tested = record.get("tested_bytes")
     text = decimal_bytes(int(tested)) if is_number(tested) else MISSING
     mismatches = record.get("mismatches")
-    passes = count_of(record.get("passes"), "pass", "passes")
-    detail = f"{percent(record.get('tested_fraction'))} of free, {passes}, {mismatches} wrong"
-    return Cell(text, detail, str(record.get("verdict")), str(record.get("why") or ""))
+    note = f"{mismatches} wrong" if _judged(record) and is_number(mismatches) and mismatches else ""
+    return Cell(text, note, str(record.get("verdict")), str(record.get("why") or ""))
 
 
 def _sdc(record: dict[str, Any]) -> Cell:
     checksum = str(record.get("checksum") or MISSING)
     reference = record.get("reference")
-    detail = "" if reference in (None, checksum) else f"fleet: {str(reference)[:12]}…"
-    return Cell(checksum[:12] + "…", detail, str(record.get("verdict")), str(record.get("why") or ""))
+    note = "" if reference in (None, checksum) else "differs from the fleet"
+    return Cell(checksum[:8] + "…", note, str(record.get("verdict")), str(record.get("why") or ""))
 
 
 def _burnin(record: dict[str, Any]) -> Cell:
     summary = record.get("summary") or {}
-    clock = f"{number(summary.get('min_sm_mhz'), 0)}/{number(summary.get('median_sm_mhz'), 0)} MHz"
-    heat = f"{number(summary.get('max_temp_c'), 0)} °C, {number(summary.get('max_power_w'), 0)} W"
-    throttled = ", ".join(
-        f"{name} {seconds:g} s" for name, seconds in (summary.get("reason_s") or {}).items()
-    )
-    detail = heat + (f"; {throttled}" if throttled else "")
-    return Cell(clock, detail, str(record.get("verdict")), str(record.get("why") or ""))
+    clock = f"{number(summary.get('min_sm_mhz'), 0)}/{number(summary.get('median_sm_mhz'), 0)}"
+    note = ""
+    if _judged(record):
+        reasons = summary.get("reason_s") or {}
+        worst_reason = max(reasons.items(), key=lambda item: item[1], default=None)
+        note = f"{worst_reason[0]} {worst_reason[1]:g} s" if worst_reason else ""
+    return Cell(clock, note, str(record.get("verdict")), str(record.get("why") or ""))
 
 
 def _cell(metric: str, record: dict[str, Any]) -> Cell:
     if metric == "memtest":
-        return _memtest(record)
+        cell = _memtest(record)
+    elif metric == "sdc":
+        cell = _sdc(record)
+    elif metric == "burnin":
+        cell = _burnin(record)
+    else:
+        cell = _throughput(record)
+    cell.note = _short(cell.note)
+    return cell
+
+
+def _span(values: list[float], digits: int = 0, unit: str = "") -> str:
+    """``1432–1575 MHz``, or one value where all agree; empty without values."""
+    if not values:
+        return ""
+    low, high = f"{min(values):.{digits}f}", f"{max(values):.{digits}f}"
+    return (low if low == high else f"{low}–{high}") + unit
+
+
+def _signed(value: float) -> str:
+    """``+1.4``, ``-0.7``; a deviation that rounds to nothing is ``0.0``, never ``-0.0``."""
+    return "0.0" if round(value, 1) == 0 else f"{value:+.1f}"
+
+
+def _numbers(records: list[dict[str, Any]], key: str, scale: float = 1.0) -> list[float]:
+    return [scale * r[key] for r in records if is_number(r.get(key))]
+
+
+def _throughput_basis(label: str, model: str, records: list[dict[str, Any]]) -> Basis:
+    references = {r.get("reference") for r in records}
+    floors = _numbers(records, "floor")
+    peaks = _numbers(records, "peak")
+    against = []
+    if all("reference" not in r for r in records):  # written before the measured references
+        against.append(f"datasheet peak {_span(peaks, 0)}" if peaks else "")
+    elif references == {None}:
+        against.append("peers only (no reference measured for this GPU model)")
+    else:
+        against.append(f"reference {_span(_numbers(records, 'reference'), 1)}")
+        if floors:
+            against.append(f"floor {_span(floors, 1)}")
+        if peaks:
+            against.append(f"datasheet {_span(peaks, 0)} (information, not judged)")
+    spread = []
+    shares = _numbers(records, "fraction_of_reference", 100)
+    if shares:
+        spread.append(f"{_span(shares)} % of the reference")
+    elif _numbers(records, "fraction_of_peak"):
+        spread.append(f"{_span(_numbers(records, 'fraction_of_peak', 100))} % of the datasheet peak")
+    deviations = _numbers(records, "deviation_pct")
+    if deviations:
+        spread.append(f"{_signed(min(deviations))} to {_signed(max(deviations))} % from the median")
+    readings = []
+    clocks = _numbers(records, "sm_clock_mhz")
+    if clocks:
+        readings.append(f"SM clock {_span(clocks, unit=' MHz')}")
+    power, limits = _numbers(records, "power_w"), _numbers(records, "power_limit_w")
+    if power:
+        readings.append(_span(power, unit=" W") + (f" of {_span(limits, unit=' W')}" if limits else ""))
+    sources = sorted({str(r["reference_source"]) for r in records if r.get("reference_source")})
+    return Basis(
+        label,
+        model,
+        ", ".join(a for a in against if a) or MISSING,
+        "; ".join(spread) or MISSING,
+        "; ".join(readings),
+        " | ".join(sources),
+    )
+
+
+def _basis(label: str, metric: str, model: str, records: list[dict[str, Any]]) -> Basis:
+    """One column's shared facts for one GPU model: what each cell of it used to repeat."""
+    if metric == "memtest":
+        passes = sorted({str(count_of(r.get("passes"), "pass", "passes")) for r in records})
+        return Basis(
+            label,
+            model,
+            "no word read back wrong",
+            f"{_span(_numbers(records, 'tested_fraction', 100))} % of free memory, {' or '.join(passes)}",
+            "",
+        )
     if metric == "sdc":
-        return _sdc(record)
+        agree = sum(1 for r in records if r.get("reference") in (None, r.get("checksum")))
+        return Basis(
+            label, model, "the checksum most GPUs agree on", f"{agree} of {len(records)} GPUs agree", ""
+        )
     if metric == "burnin":
-        return _burnin(record)
-    return _throughput(record)
+        summaries = [r.get("summary") or {} for r in records]
+        reasons: dict[str, float] = {}
+        for summary in summaries:
+            for name, seconds in (summary.get("reason_s") or {}).items():
+                if is_number(seconds):
+                    reasons[name] = max(reasons.get(name, 0.0), seconds)
+        heat = [
+            _span(_numbers(summaries, "max_temp_c"), unit=" °C"),
+            _span(_numbers(summaries, "max_power_w"), unit=" W"),
+        ]
+        return Basis(
+            label,
+            model,
+            "no hardware clock brake or uncorrectable ECC error under load; SW power cap is shown, not judged",
+            "max " + ", ".join(h for h in heat if h) if any(heat) else MISSING,
+            "clock events: " + ", ".join(f"{name} up to {seconds:g} s" for name, seconds in reasons.items())
+            if reasons
+            else "",
+        )
+    return _throughput_basis(label, model, records)
+
+
+def _header(metric: str, records: list[dict[str, Any]]) -> str:
+    """``ref 682 · floor 580`` under a throughput column's label when every GPU of the run shares them."""
+    if metric == "burnin":
+        return "SM min/median"
+    if metric in ("memtest", "sdc"):
+        return ""
+    references = {r.get("reference") for r in records}
+    floors = {r.get("floor") for r in records}
+    if len(references) != 1 or len(floors) != 1:
+        return "see below" if any(is_number(r.get("reference")) for r in records) else ""
+    (reference,), (floor,) = references, floors
+    if not is_number(reference):
+        return ""
+    return f"ref {reference:g}" + (f" · floor {floor:.1f}" if is_number(floor) else "")
 
 
 def _stage(record: dict[str, Any]) -> StageRow:
@@ -215,10 +340,23 @@ def build_stress(results: dict[str, Any]) -> StressView | None:
             )
         )
     rows.sort(key=lambda r: (natural_key(r.host), natural_key(r.gpu)))
+    by_column = {
+        m: [(names[key], cells[m]) for key, cells in sorted(by_gpu.items()) if m in cells] for m, _ in metrics
+    }
+    basis = [
+        _basis(label, m, model, [r for name, r in by_column[m] if name == model])
+        for m, label in metrics
+        for model in sorted({name for name, _ in by_column[m]})
+    ]
     return StressView(
         labels=[label for _, label in metrics],
         rows=rows,
         stages=sorted(stages, key=lambda s: natural_key(s.host)),
+        headers=[_header(m, [r for _, r in by_column[m]]) for m, _ in metrics],
+        basis=basis,
+        reference_machines=sorted(
+            {str(r["reference_source"]).split(";")[0] for r in records if r.get("reference_source")}
+        ),
         burnin=_plots(records),
         cpu_only=all(s.device == "cpu" for s in stages) if stages else False,
         shared_hosts=sorted(shared, key=natural_key),

@@ -129,15 +129,18 @@ def test_the_contents_and_the_headings_are_one_numbering(fixture: str, tmp_path:
     contents, headings = _numbering(_html(_load(fixture), tmp_path))
     assert contents == headings and len(contents) >= 6
     numbers = [n for _key, n, _title in contents]
-    assert numbers == [*map(str, range(1, len(numbers))), "A"]
-    assert contents[-1][2] == "Appendix: evidence excerpts"
+    # the appendix only where a finding cites evidence: the PASS of the extras cites none
+    cites = fixture != "h200x2_acceptance_extras.json"
+    appendix = ["A"] if cites else []
+    assert numbers == [*map(str, range(1, len(numbers) + 1 - len(appendix))), *appendix]
+    assert (contents[-1][2] == "Appendix: evidence excerpts") == cites
 
 
 def test_the_extras_chapters_are_numbered_in_turn(tmp_path: Path) -> None:
     contents, _ = _numbering(_html(_load("h200x2_acceptance_extras.json"), tmp_path))
     keys = [key for key, _n, _t in contents]
     assert keys[:5] == ["checklist", "findings", "matrix", "benchmarks", "training"]
-    assert keys[-2:] == ["environment", "appendix"]
+    assert keys[-1] == "environment" and "appendix" not in keys  # no finding cites evidence
 
 
 def test_observed_and_expected_are_no_json_blobs(tmp_path: Path) -> None:

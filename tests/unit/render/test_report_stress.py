@@ -1,5 +1,6 @@
 """The report's GPU stress chapter, built from records the stress judges make of the H100 captures: the
-per-GPU table with the failing figure shaded, the stage timings, and the burn-in plotted per host."""
+per-GPU table with the failing figure shaded (the figure and a short note; what a column shares is said once,
+under it), the stage timings, and the burn-in plotted per host."""
 
 from __future__ import annotations
 
@@ -40,29 +41,35 @@ def test_every_gpu_has_a_row_and_the_slow_figure_is_shaded() -> None:
         "triad GB/s",
         "memory test",
         "checksum",
-        "burn-in",
+        "burn-in MHz",
     ]
     assert [(r.host, r.gpu, r.worst) for r in view.rows] == [
         ("gpu1", "GPU 0", "PASS"),
         ("gpu1", "GPU 1", "PASS"),
         ("gpu2", "GPU 0", "FAIL"),
     ]
+    # a cell is the figure, and where it does not pass a short note of how far off it is
     bf16 = view.rows[2].cells[0]
     assert (
         bf16 is not None
         and bf16.text == "311.4"
         and bf16.status == "FAIL"
-        and bf16.detail.startswith("44 % of ref 711.7 · 31 % of 989 datasheet · -56.3 % vs median")
+        and bf16.note == "44 % of ref"
+        and bf16.why.startswith("44 % of the H100 SXM reference 711.7 TFLOP/s")
     )
     healthy = view.rows[0].cells[0]
-    assert (
-        healthy is not None
-        and healthy.detail
-        == "100 % of ref 711.7 · 72 % of 989 datasheet · +0.0 % vs median · 1365 MHz, 698/700 W"
-    )
+    assert healthy is not None and healthy.text == "711.7" and healthy.note == ""
     assert view.rows[2].cells[5] is None  # the hog run measured gemm and hbm only
     burnin = view.rows[0].cells[7]
-    assert burnin is not None and burnin.text == "1320/1365 MHz" and burnin.detail.startswith("72 °C, 701 W")
+    assert burnin is not None and burnin.text == "1320/1365" and burnin.note == ""
+    # what the cells of a column share, said once: under its label, and in the table under the figures
+    assert view.headers[0] == "ref 711.7 · floor 604.9" and view.headers[7] == "SM min/median"
+    (basis,) = [b for b in view.basis if b.label == "bf16 TFLOP/s"]
+    assert basis.against == "reference 711.7, floor 604.9, datasheet 989 (information, not judged)"
+    assert basis.spread == "44–100 % of the reference; -56.3 to 0.0 % from the median"
+    assert basis.readings == "SM clock 1365 MHz; 698 W of 700 W"  # the hog capture had no sampler
+    (heat,) = [b for b in view.basis if b.label == "burn-in MHz"]
+    assert heat.spread == "max 72 °C, 701 W" and heat.readings == "clock events: sw_power_cap up to 120 s"
     assert [s.host for s in view.stages] == ["gpu1", "gpu2"] and view.stages[0].wall == "1 min 00 s"
     assert [p.host for p in view.burnin] == ["gpu1"] and set(view.burnin[0].series) == {"GPU 0", "GPU 1"}
 
@@ -73,7 +80,8 @@ def test_the_chapter_renders_with_its_burn_in_plot(tmp_path: Path) -> None:
     assert "GPUs under load: GEMM, HBM, memory test, SDC, burn-in" in html
     assert html.count('<td class="s-host mono">') == 3
     assert 'Burn-in of <span class="mono">gpu1</span>' in html and html.count("<svg") >= 1
-    assert "below the floor 604.9 TFLOP/s (15 % under the reference)" in html
+    assert "below the floor 604.9 TFLOP/s (15 % under the reference)" in html  # the cell's hover, the finding
+    assert '<span class="s-value">311.4</span><span class="s-note">44 % of ref</span>' in html
 
 
 def test_cpu_hosts_say_their_figures_are_not_judged() -> None:
@@ -100,7 +108,8 @@ def test_the_real_h100_runs_render_clean_and_hogged(tmp_path: Path) -> None:
     assert hogged.rows[0].shared and not hogged.burnin
     # written before the measured references: the datasheet share it was judged by, as it was
     cell = hogged.rows[0].cells[0]
-    assert cell is not None and cell.detail == "32 % of peak"
+    assert cell is not None and cell.note == "32 % of peak"
+    assert hogged.basis[0].against == "datasheet peak 989"
     (written,) = render_from_dict(hog, {"html"}, tmp_path)
     html = written.read_text()
     assert "Measured beside compute processes diagnose did not start (gpu.processes) on" in html
