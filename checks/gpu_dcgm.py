@@ -17,7 +17,8 @@ is DCGM's own error, for support.
 The level sets the budget (``BUDGET_S``; ``dcgm_diag_timeout_s`` overrides it): dcgmi runs under its own
 ``timeout`` inside the command, so a hung dcgmi is stopped at its budget and this check says so (ERROR:
 nothing was judged), naming the level and the seconds. ``command_timeout_s``, where a playbook sets one,
-caps the budget like every command's. The command runs last in the host's batch (``Command.last``): the
+caps the budget like every command's. A profile may cap the level for its SKU (``dcgm_diag_max_level``),
+and the message then says which level was asked and which ran. The command runs last in the host's batch (``Command.last``): the
 passive readings and the census of gpu.processes come first, on idle GPUs, and the host stage waits for
 it, so a level-3 acceptance adds its quarter of an hour before the benchmarks. A run's time budget
 (``time_budget_s``) still stops it, like any command of the host stage.
@@ -29,6 +30,7 @@ DCGM is an addition, not a requirement.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from diagnose.config.profiles import no_gpu_reason, no_gpu_required
@@ -85,9 +87,24 @@ TEST_ACTION = {
 
 
 def level_of(host_vars: Vars) -> int | None:
-    """``dcgm_diag_level`` (0: off); None when it is not a level DCGM knows."""
+    """``dcgm_diag_level`` (0: off) held to ``dcgm_diag_max_level``; None when it is not a level DCGM knows."""
     level = host_vars.int("dcgm_diag_level", 0) or 0
-    return level if level == 0 or level in BUDGET_S else None
+    if level != 0 and level not in BUDGET_S:
+        return None
+    cap = host_vars.int("dcgm_diag_max_level")
+    return min(level, max(cap, 0)) if cap is not None else level
+
+
+def cap_note(host_vars: Vars) -> str:
+    """What a message adds where the SKU's profile ran a lower level than the playbook asked, else ''.
+
+    Some SKUs' higher levels do not finish in any window worth booking (level 2 hanging in the PCIe and NVLink
+    tests on B200 and GB200 with DCGM 4.2), so their profiles cap the level; the report must say the level
+    asked for was not the level run, or a PASS would read as the longer diagnostic's."""
+    asked, ran = host_vars.int("dcgm_diag_level", 0) or 0, level_of(host_vars)
+    if ran is None or ran >= asked:
+        return ""
+    return f" (level {asked} asked, level {ran} run: dcgm_diag_max_level {ran} for this SKU)"
 
 
 def budget_of(host_vars: Vars, level: int) -> int:
@@ -194,6 +211,12 @@ def _observed(facts: Facts) -> dict[str, Any]:
 
 
 def judge(facts: Facts, host_vars: Vars) -> Outcome:
+    outcome = _judge(facts, host_vars)
+    note = cap_note(host_vars)
+    return replace(outcome, message=outcome.message + note) if note else outcome
+
+
+def _judge(facts: Facts, host_vars: Vars) -> Outcome:
     host = host_vars.host or "this host"
     level = level_of(host_vars)
     if level is None:

@@ -190,6 +190,12 @@ PROFILE_VARIABLES: dict[str, Variable] = {
             "dcgmi diag run level of gpu.dcgm: 0 off (default), 1 ~30 s, 2 ~2 min, 3 ~15 min, 4 ~1-2 h",
         ),
         Variable(
+            "dcgm_diag_max_level",
+            int,
+            "highest dcgmi diag level run on this SKU whatever the playbook asks (the message says so); "
+            "null: no cap",
+        ),
+        Variable(
             "dcgm_diag_timeout_s",
             float,
             "seconds before gpu.dcgm stops dcgmi as hung; default by level: 180, 600, 1800, 7200",
