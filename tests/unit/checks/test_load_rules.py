@@ -280,6 +280,13 @@ def test_dcgm_runs_after_every_other_command_of_the_batch() -> None:
 
 def test_diagnose_checks_lists_both(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["checks"]) == 0
-    listed = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.strip()}
+    # One block a check: its id's line, then what it judges indented beneath it.
+    listed: dict[str, str] = {}
+    for line in capsys.readouterr().out.splitlines():
+        if line.strip() and not line[0].isspace():
+            current = line.split()[0]
+            listed[current] = line
+        elif line.strip():
+            listed[current] += " " + line.strip()
     assert "nvidia-smi" in listed["gpu.processes"] and "foreign_processes_status" in listed["gpu.processes"]
     assert "dcgmi" in listed["gpu.dcgm"] and "dcgm_diag_level" in listed["gpu.dcgm"]

@@ -95,6 +95,7 @@ def test_the_finished_document_carries_its_coverage_beside_the_verdict(tmp_path:
         "total": 5,  # the benchmark has no bench.all_reduce row here: it is a result of its own
         "skipped": 3,
         "unjudged": 0,
+        "shown": 0,
         "by_reason": {"no fabric": 1, "not a pod": 1, "one rank": 1},
         "counts": {"PASS": 2, "WARN": 0, "FAIL": 0, "ERROR": 0, "SKIP": 3},
         "limited": True,
