@@ -268,7 +268,9 @@ def test_diagnose_checks_shows_each_ids_action(capsys: pytest.CaptureFixture[str
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[:4] == ["id", "list", "action", "needs"]
     # One block a check: its id, list, action and needs on the first line, what it judges indented beneath.
-    listed = {line.split()[0]: line.split()[2] for line in lines[1:] if line.strip() and not line[0].isspace()}
+    listed = {
+        line.split()[0]: line.split()[2] for line in lines[1:] if line.strip() and not line[0].isspace()
+    }
     assert listed["gpu.memtest"] == "rma_gpu" and listed["ib.port_state"] == "reseat_or_replace_cable"
     assert listed["train.sync"] == "check_user_app" and listed["net.port_range"] == "check_config"
 
