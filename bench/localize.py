@@ -12,12 +12,14 @@ its slowest member: busbw = peak × efficiency(nodes) × min(its hosts' factors,
 
 Time model (``diagnose.localize.timing.TimeModel``, documented there): one launch costs
 ``--launch-s`` + ``--per-node-s`` × nodes + 28 passes of 1 GiB at the group's busbw; disjoint groups run
-at once (at most ``--concurrency`` launches), a wave lasts as long as its slowest launch, waves and
-repeats follow one another. sim_minutes is the sum: the search's own measurement time, from the moment
+at once (at most ``--concurrency`` launches; 0, the default, as many as the hosts make), a wave lasts
+as long as its slowest launch, waves and repeats follow one another. sim_minutes is the sum: the search's own measurement time, from the moment
 the full run was found short.
 
 Scoring per trial: accuracy = every planted slow element named (a host as a host, a link as a link);
-false = each named host or link that was not planted. With nothing planted (``--slow-hosts 0``, noise
+false = each named host or link that was not planted; named_minutes = when the last planted element was
+named (the end of the round that convicted it), over the trials that named them all — a search may go
+on with noise-level suspects after that, until its budget ends. With nothing planted (``--slow-hosts 0``, noise
 only, or ``--fleet-deficit``: every host equally slower), a trial is accurate when nothing is named.
 
     python bench/localize.py --hosts 64,512,1024,4096 --trials 100
@@ -39,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from diagnose.benchmarks.expect import fabric_efficiency  # noqa: E402
-from diagnose.localize import Settings, TimeModel, localize  # noqa: E402
+from diagnose.localize import Finding, Settings, TimeModel, localize  # noqa: E402
 from diagnose.localize.model import Edge, edge, ring_edges  # noqa: E402
 
 PEAK_GBPS = 8 * 400 / 8
@@ -98,13 +100,15 @@ def run_size(n: int, args: argparse.Namespace, settings: Settings) -> dict[str, 
     rng = random.Random(args.seed * 100_003 + n)
     hosts = [f"node{i:04d}" for i in range(n)]
     correct = false = 0
-    rounds, minutes, launches = [], [], []
+    rounds, minutes, launches, named_at = [], [], [], []
     for _ in range(args.trials):
         fabric, planted = plant(hosts, args, rng)
         shortfall = fabric.busbw(hosts) / (PEAK_GBPS * fabric_efficiency(n))
         finding = localize(hosts, fabric.measure, settings, clock=fabric.clock, shortfall=shortfall)
         named = {(a.kind, a.hosts) for a in finding.accused}
         correct += planted <= named if planted else not named
+        if planted and planted <= named:
+            named_at.append(named_minutes(finding, planted))
         false += len(named - planted)
         rounds.append(finding.rounds)
         minutes.append(finding.seconds / 60)
@@ -119,7 +123,19 @@ def run_size(n: int, args: argparse.Namespace, settings: Settings) -> dict[str, 
         "rounds_max": max(rounds),
         "minutes_max": max(minutes),
         "launches": statistics.mean(launches),
+        "named_minutes": statistics.mean(named_at) if named_at else float("nan"),
     }
+
+
+def named_minutes(finding: Finding, planted: set[tuple[str, tuple[str, ...]]]) -> float:
+    """Minutes from the start to the end of the round whose measurements convicted the last planted element."""
+    rounds = {id(j): step.round for step in finding.steps for j in step.judged}
+    last = max(
+        max((rounds.get(id(j), 0) for j in [*a.evidence, *a.cleared_by]), default=0)
+        for a in finding.accused
+        if (a.kind, a.hosts) in planted
+    )
+    return sum(step.seconds for step in finding.steps if step.round <= last) / 60
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -158,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     columns = (
         "hosts", "trials", "accuracy_pct", "false_per_100", "rounds", "sim_minutes",
-        "rounds_max", "minutes_max", "launches",
+        "rounds_max", "minutes_max", "launches", "named_minutes",
     )  # fmt: skip
     print("  ".join(f"{c:>13}" for c in columns))
     for n in (int(x) for x in args.hosts.split(",")):

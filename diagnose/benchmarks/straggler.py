@@ -10,13 +10,15 @@ this module gives it what a real run has:
   first host), each value the launch's busbw at the largest size, None when it failed or hung;
 * :func:`straggler_checks`: the verdicts as checks — ``bench.straggler`` FAIL per slow host,
   ``bench.link`` FAIL per slow link, each with the numbers behind it; a WARN when nothing stands out
-  (cluster-wide when even the healthy pairs miss the two-node range) or the budget ran out;
+  (cluster-wide when even the healthy pairs miss the two-node range) or the budget ran out, naming what
+  is still suspected — suspects, not accusations — with the measurements against each;
 * :func:`localization_record`: the ``localization`` entry of results.json — every round's groups,
   values and verdicts, the finding, its confidence and the time spent.
 
 Variables (first host; any inventory level, the playbook's ``vars`` or ``-e``): ``localize_budget_s``
-(default 600; the stage's own deadline caps it), ``localize_concurrency`` launches at once (default
-64), ``localize_repeats`` / ``localize_max_repeats`` measurements of a group per round (3 / 8),
+(default 600; the stage's own deadline caps it), ``localize_concurrency`` launches at once (default 0:
+every host at once), ``localize_repeats`` / ``localize_max_repeats`` measurements of a group per round
+(3 for every group / 10 for those still near the line),
 ``localize_quorum`` distinct partners before a host is accused (2), ``localize_min_deficit`` the
 smallest shortfall named (0.05).
 """
@@ -38,7 +40,7 @@ from diagnose.core.units import counted
 from diagnose.core.vars import Vars
 from diagnose.launchers.base import launch_in_parallel
 from diagnose.localize import Accusation, Finding, Judged, Settings
-from diagnose.localize.model import as_plain
+from diagnose.localize.model import Suspect, as_plain
 
 REMEDIATION_HOST = (
     "Check this host's NICs (ibstat rates, error counters), cables and switch ports, its PCIe links and "
@@ -223,18 +225,38 @@ def summary(finding: Finding, collective: str, two: Expectation) -> str:
     )
 
 
+def _suspect(suspect: Suspect) -> str:
+    """One suspect and the measurements against it, for a WARN that must not read as a verdict."""
+    deficit = "" if suspect.deficit is None else f", {100 * suspect.deficit:.0f} % slow so far"
+    shown = "; ".join(f"{_measurement(j)} ({j.verdict})" for j in suspect.evidence) or "no measurement yet"
+    return f"{suspect.kind} {suspect.name}{deficit} ({shown})"
+
+
 def straggler_checks(finding: Finding, collective: str, two: Expectation) -> list[CheckResult]:
-    """``bench.straggler`` / ``bench.link`` checks for a finding."""
+    """``bench.straggler`` / ``bench.link`` checks for a finding; what is suspected but not proven goes into
+    one WARN that names each suspect with the evidence against it, so that a search cut short by its
+    budget still says where to look."""
     checks = [_accusation_check(a, collective) for a in finding.accused]
     if not finding.accused or finding.unresolved:
+        message = summary(finding, collective, two)
+        if finding.suspects:
+            message += "; suspects, not accusations: " + " | ".join(
+                _suspect(x) for x in finding.suspects[:16]
+            )
+            if len(finding.suspects) > 16:
+                message += f" | and {len(finding.suspects) - 16} more (results.json)"
         checks.append(
             CheckResult(
                 BENCH_STRAGGLER,
                 None,
                 CHECKLIST,
                 "WARN",
-                observed={"status": finding.status, "unresolved": finding.unresolved},
-                message=summary(finding, collective, two),
+                observed={
+                    "status": finding.status,
+                    "unresolved": finding.unresolved,
+                    "suspects": [x.to_dict() for x in finding.suspects],
+                },
+                message=message,
             )
         )
     return checks
@@ -264,6 +286,7 @@ def localization_record(
             "summary": summary(finding, collective, two),
             "accused": plain["accused"],
             "unresolved": plain["unresolved"],
+            "suspects": plain["suspects"],
             "healthy_gbps": plain["healthy_gbps"],
             "notes": plain["notes"],
         },

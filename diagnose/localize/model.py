@@ -31,21 +31,22 @@ def ring_edges(group: Group) -> list[Edge]:
 class Settings:
     """How hard the search looks and how long it may take.
 
-    ``concurrency`` launches run at once (disjoint host groups); every round repeats its groups at
-    least ``repeats`` and at most ``max_repeats`` times, as many as the measured noise needs to show a
-    ``detect_deficit`` slow element ``z_power`` standard errors beyond the critical value, and a group
-    clears its hosts only when it stands ``z_power`` standard errors above such an element (groups in
-    between are measured again, up to ``max_repeats``, and then cleared if they fall short by less than
-    half the design deficit); ``alpha`` is
+    ``concurrency`` launches run at once (disjoint host groups; 0: as many as the hosts make, every host
+    busy, which is as wide as the fabric allows); every group of a round is measured ``repeats`` times,
+    and only the groups still near the line — neither ``z_power`` standard errors above the level of a
+    ``detect_deficit`` slow element (which clears its hosts) nor beyond the critical value below the
+    reference (slow) — are measured again, up to ``max_repeats``, and then cleared if they fall short by
+    less than half the design deficit: a wave costs the same with one group as with thousands, so the
+    repeats go where a verdict is still open; ``alpha`` is
     the chance of any false flag in a round; nothing less than ``min_deficit`` slow is accused; a host
     is accused after slow pairs with ``quorum`` distinct partners already seen fast, a link after
     ``quorum`` slow measurements of the pair whose two hosts are fast with others; ``budget_s`` bounds
     the whole search; ``noise_floor`` is the smallest relative noise believed.
     """
 
-    concurrency: int = 64
+    concurrency: int = 0
     repeats: int = 3
-    max_repeats: int = 8
+    max_repeats: int = 10
     quorum: int = 2
     detect_deficit: float = 0.08
     min_deficit: float = 0.05
@@ -56,9 +57,9 @@ class Settings:
     min_reference: int = 8
 
     def __post_init__(self) -> None:
-        if self.concurrency < 1 or self.repeats < 2 or self.max_repeats < self.repeats or self.quorum < 1:
+        if self.concurrency < 0 or self.repeats < 2 or self.max_repeats < self.repeats or self.quorum < 1:
             raise ValueError(
-                "localization needs concurrency ≥ 1, repeats ≥ 2 (the noise is read from repeats), "
+                "localization needs concurrency ≥ 0 (0: every host at once), repeats ≥ 2 (the noise is read from repeats), "
                 "max_repeats ≥ repeats and quorum ≥ 1"
             )
         if not 0 < self.detect_deficit < 1 or not 0 <= self.min_deficit < 1 or not 0 < self.alpha < 1:
@@ -169,6 +170,28 @@ class Accusation:
 
 
 @dataclass
+class Suspect:
+    """What the search still suspects but could not prove (the budget ran out, or partners or repeats did),
+    with the measurements against it: a reader can act on a named suspect, not on "nothing named"."""
+
+    kind: Literal["host", "link", "group"]
+    name: str
+    hosts: Group
+    deficit: float | None  # 1 − its measurements / the healthy reference, median over the evidence
+    evidence: list[Judged]  # the slow or unclear measurements that contain it, most telling first
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "hosts": list(self.hosts) if len(self.hosts) <= 3 else [self.hosts[0], self.hosts[-1]],
+            "host_count": len(self.hosts),
+            "deficit_pct": None if self.deficit is None else round(100 * self.deficit, 1),
+            "measurements": [j.to_dict() for j in self.evidence],
+        }
+
+
+@dataclass
 class Finding:
     """The outcome of one search.
 
@@ -188,6 +211,7 @@ class Finding:
     healthy_gbps: dict[int, float]  # the healthy busbw by group size, medians over the search
     notes: list[str] = field(default_factory=list)
     stopped: str | None = None  # why the search ended before it was done (the budget), if it did
+    suspects: list[Suspect] = field(default_factory=list)  # the unresolved, each with its evidence
 
     @property
     def rounds(self) -> int:
@@ -211,6 +235,7 @@ class Finding:
             "confidence": self.confidence,
             "notes": list(self.notes),
             "stopped": self.stopped,
+            "suspects": [x.to_dict() for x in self.suspects],
             "steps": [s.to_dict() for s in self.steps],
         }
 

@@ -5,10 +5,13 @@ Real runs pass a Measure that launches the collective on each host group
 (``bench/localize.py``) passes a fabric model and a simulated clock. Both go through this loop, so the
 simulator's accuracy and time are those of the code that runs on clusters.
 
-A round is measured repeat by repeat, wave by wave (each wave one call of the Measure, its groups at
-once); groups still unclear after that are measured again on their own. Before each wave the driver
-checks that it can end before the deadline (``budget_s`` from the start), judging its length by the last
-wave's; when it cannot, the search stops and what is still suspected is reported as unresolved.
+A round is measured ``repeats`` times, wave by wave (each wave one call of the Measure, its groups at
+once); after that only the groups whose verdict is still open are measured again, packed into as few
+waves as their hosts allow, until each is clearly above or below the line or has ``max_repeats``
+values. A wave costs as long with one group as with thousands, so repeating the open groups alone is
+what makes a round of thousands of pairs affordable. Before each wave the driver checks that it can end
+before the deadline (``budget_s`` from the start), judging its length by the last wave's; when it
+cannot, the search stops and reports what it still suspects with the measurements against each.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from diagnose.localize.model import Finding, Settings
-from diagnose.localize.search import Search, pack
+from diagnose.localize.search import RoundPlan, Search, pack
 
 
 class Measure(Protocol):
@@ -42,42 +45,35 @@ def localize(
     search = Search(hosts, settings, shortfall)
     started = clock()
     deadline = started + settings.budget_s
-    last_wave = 0.0
+    last_wave = [0.0]
+
+    def run_waves(
+        plan: RoundPlan, tasks: list[int], waves: list[list[int]], values: list[list[float | None]]
+    ) -> bool:
+        """Measure ``waves`` (positions in ``tasks``) one after another; False when time ran out."""
+        for wave in waves:
+            if clock() + last_wave[0] > deadline:
+                return False
+            begin = clock()
+            results = measure([list(plan.tasks[tasks[k]].group) for k in wave])
+            last_wave[0] = clock() - begin
+            for k, value in zip(wave, results, strict=True):
+                values[tasks[k]].append(value)
+        return True
+
     while (plan := search.plan()) is not None:
         values: list[list[float | None]] = [[] for _ in plan.tasks]
         round_start = clock()
-        target = search.repeats(plan, values)
+        every = list(range(len(plan.tasks)))
         done = 0
-        out_of_time = False
-        while done < target and not out_of_time:
-            for wave in plan.waves:
-                groups = [list(plan.tasks[i].group) for i in wave]
-                if clock() + last_wave > deadline:
-                    out_of_time = True
-                    break
-                begin = clock()
-                results = measure(groups)
-                last_wave = clock() - begin
-                for i, value in zip(wave, results, strict=True):
-                    values[i].append(value)
-            else:
-                done += 1
-                if done == target:
-                    target = search.repeats(plan, values)
-        while done and not out_of_time and (again := search.unclear(plan, values)):
-            for wave in pack([plan.tasks[i] for i in again], settings.concurrency):
-                groups = [list(plan.tasks[again[k]].group) for k in wave]
-                if clock() + last_wave > deadline:
-                    out_of_time = True
-                    break
-                begin = clock()
-                results = measure(groups)
-                last_wave = clock() - begin
-                for k, value in zip(wave, results, strict=True):
-                    values[again[k]].append(value)
+        in_time = True
+        while done < settings.repeats and (in_time := run_waves(plan, every, plan.waves, values)):
+            done += 1
+        while in_time and done and (again := search.unclear(plan, values)):
+            in_time = run_waves(plan, again, pack([plan.tasks[i] for i in again], search.width), values)
         if done or any(values):
             search.record(plan, values, clock() - round_start, done)
-        if out_of_time:
+        if not in_time:
             search.stop(
                 f"the localization budget of {settings.budget_s:.0f} s ran out in round {plan.number}"
             )

@@ -7,8 +7,11 @@ healthy groups of the same size measured in that round (:mod:`diagnose.localize.
 1. **Narrow.** A slow group of more than three hosts is cut into contiguous pieces, as many as the
    concurrency allows (at least halves, at most pairs), so neighbours in the ring stay neighbours and
    the links the collective used are still used. From N hosts the pairs are reached in about
-   ``log(N) / log(concurrency)`` rounds. When every piece of a slow group is fast, what it lost by the
-   cut is to blame: the links between the pieces (and its ring's closing link) are measured next, alone.
+   ``log(N) / log(concurrency)`` rounds; with every host busy at once (concurrency 0, the default), in
+   one, and then the seams between the pairs (and the ring's closing link), pairs too, are measured in
+   the same round in a second wave: every link the group used is measured, a slow host shows as two
+   slow neighbouring pairs and a slow link as one, however many there are. Otherwise, when every piece
+   of a slow group is fast, what it lost by the cut is to blame: those links are measured next, alone.
 2. **Attribute.** Each host of a slow group of two or three is measured with fresh partners already seen
    fast. A host is accused once it is slow with ``quorum`` distinct partners that are fast elsewhere; one
    fast group clears a host (a slow member would have made it slow). If every host of a slow pair turns
@@ -38,12 +41,13 @@ from diagnose.localize.model import (
     Judged,
     Settings,
     Step,
+    Suspect,
     Task,
     Verdict,
     edge,
     ring_edges,
 )
-from diagnose.localize.stats import Noise, critical_z, reference, repeats_needed, t_tail
+from diagnose.localize.stats import Noise, critical_z, reference, t_tail
 
 # A slow group of at most this many hosts is attributed host by host instead of being cut further.
 SMALL = 3
@@ -135,6 +139,8 @@ class Search:
         self.accused: list[Accusation] = []
         self.accused_hosts: set[str] = set()
         self.unresolved: list[str] = []
+        self.left: dict[str, Group] = {}  # an unresolved name → its hosts
+        self.against: dict[str, list[Judged]] = {}  # host → the slow, failed or unclear groups it was in
         self.noise = Noise()
         self.pool: dict[int, list[float]] = {}  # healthy log-busbw by group size
         self.steps: list[Step] = []
@@ -151,7 +157,7 @@ class Search:
         """The next round's groups, or None when the search is over."""
         if self.stopped:
             return None
-        limit = self.settings.concurrency
+        limit = self.width
         tasks: list[Task] = []
         used: set[str] = set()
         for host in list(self.trials):
@@ -173,11 +179,14 @@ class Search:
                     tasks.append(Task((partner, end), "partner", end))
                     used.add(partner)
         splits = []
+        wide = self.settings.concurrency == 0
         suspects = list(self.suspects)
         room = max(0, limit - len(tasks))
         for group, verdict in suspects:
             count = max(2, min(len(group) // 2, room // len(suspects)))
             pieces = chunk(group, count)
+            if wide and count == len(group) // 2 and count > 1:  # pairs: their seams are pairs too
+                pieces += [(pieces[k][-1], pieces[(k + 1) % count][0]) for k in range(count)]
             index = list(range(len(tasks), len(tasks) + len(pieces)))
             tasks += [Task(piece, "split") for piece in pieces]
             used |= set(group)
@@ -233,21 +242,14 @@ class Search:
                 run = []
         return out
 
-    def repeats(self, plan: RoundPlan, values: list[list[float | None]]) -> int:
-        """How many times all of this round's groups are measured: enough, by the noise seen so far (this
-        round's repeats included), to put a ``detect_deficit`` slow element at the critical value; never
-        fewer than ``repeats``. Groups left unclear after that are measured again on their own
-        (:meth:`unclear`), which costs less than repeating every group for the few borderline ones."""
-        s = self.settings
-        noise = self.noise.merged(self._round_noise(values))
-        if noise.dof == 0:
-            return s.repeats
-        z = critical_z(s.alpha, len(plan.tasks), noise.dof)
-        need = repeats_needed(noise.sigma(s.noise_floor), s.detect_deficit, z, 0.0)
-        return max(s.repeats, min(s.max_repeats, need))
+    @property
+    def width(self) -> int:
+        """Launches at once: the concurrency, or with none set as many disjoint pairs as the hosts make."""
+        return self.settings.concurrency or max(1, len(self.ring) // 2)
 
     def unclear(self, plan: RoundPlan, values: list[list[float | None]]) -> list[int]:
-        """Tasks whose verdict is still open and that may be measured again (below ``max_repeats``)."""
+        """Tasks whose verdict is still open and that may be measured again (below ``max_repeats``): the
+        round's further repeats go to these alone, not to the groups already clearly above or below."""
         judged, _, _ = self._judge(plan, values, keep=False)
         return [
             i
@@ -256,25 +258,27 @@ class Search:
         ]
 
     @staticmethod
-    def _round_noise(values: list[list[float | None]]) -> Noise:
-        noise = Noise()
-        for vals in values:
-            noise.add([math.log(v) for v in vals if v is not None and v > 0])
-        return noise
+    def _logs(values: list[list[float | None]]) -> list[list[float]]:
+        return [[math.log(v) for v in vals if v is not None and v > 0] for vals in values]
 
     # -- judging --------------------------------------------------------------------------------------------
     def _judge(
         self, plan: RoundPlan, values: list[list[float | None]], keep: bool = True
     ) -> tuple[list[Judged], float, float]:
-        """Verdicts of a round's tasks; ``keep`` adds the round's repeats to the pooled noise for good."""
+        """Verdicts of a round's tasks; ``keep`` adds the round's repeats to the pooled noise for good (and
+        works out each test's p, which only the record needs: a round of thousands is judged after every
+        wave of repeats)."""
         s = self.settings
-        noise = self.noise.merged(self._round_noise(values))
+        logs = self._logs(values)
+        round_noise = Noise()
+        for lg in logs:
+            round_noise.add(lg)
+        noise = self.noise.merged(round_noise)
         if keep:
             self.noise = noise
         sigma = noise.sigma(s.noise_floor)
         dof = noise.dof
         z_crit = critical_z(s.alpha, len(plan.tasks), dof)
-        logs = [[math.log(v) for v in vals if v is not None and v > 0] for vals in values]
         failed = [len(lg) < len(vals) for lg, vals in zip(logs, values, strict=True)]
         judged: list[Judged | None] = [None] * len(plan.tasks)
         sizes: dict[int, list[int]] = {}
@@ -306,15 +310,18 @@ class Search:
                 z = (ref.center - mean) / se
                 ratio = math.exp(mean - ref.center)
                 above_slow = (mean - ref.center - math.log(1.0 - s.detect_deficit)) / se
-                if z >= z_crit and 1.0 - ratio >= s.min_deficit:
-                    verdict: Verdict = "slow"
+                if dof == 0:
+                    verdict: Verdict = "unclear"  # one value a group: the noise is not known yet
+                elif z >= z_crit and 1.0 - ratio >= s.min_deficit:
+                    verdict = "slow"
                 elif above_slow >= s.z_power:
                     verdict = "ok"
                 elif len(logs[i]) >= s.max_repeats and 1.0 - ratio < s.detect_deficit / 2:
                     verdict = "ok"  # out of repeats: closer to healthy than to a slow element
                 else:
                     verdict = "unclear"
-                judged[i] = Judged(task, vals, math.exp(ref.center), ratio, z, t_tail(z, dof), verdict)
+                p = t_tail(z, dof) if keep else None
+                judged[i] = Judged(task, vals, math.exp(ref.center), ratio, z, p, verdict)
         return [j for j in judged if j is not None], sigma, z_crit
 
     # -- recording ------------------------------------------------------------------------------------------
@@ -333,6 +340,9 @@ class Search:
                 self.pool.setdefault(len(j.task.group), []).append(sum(logs) / len(logs))
                 for host in j.task.group:
                     self.fast_in.setdefault(host, []).append(j)
+            if j.verdict in ("slow", "failed", "unclear"):
+                for host in j.task.group:
+                    self.against.setdefault(host, []).append(j)
             if len(j.task.group) == 2:
                 a, b = j.task.group
                 self.tried.setdefault(a, set()).add(b)
@@ -442,7 +452,12 @@ class Search:
                     link, f"{describe(group)} was slow while each of its hosts is fast with others"
                 )
                 trial = self.links.get(link)
-                if trial is not None and judged is not None and len(group) == 2:
+                if (
+                    trial is not None
+                    and judged is not None
+                    and len(group) == 2
+                    and judged.verdict in ("slow", "failed")
+                ):
                     trial.slow.append(judged)
             notes.append(
                 f"every host of slow {describe(group)} is fast with others: its links are the suspects"
@@ -459,7 +474,7 @@ class Search:
                 )
             elif trial.tries >= quorum + 2:
                 del self.links[link]
-                self.unresolved.append(f"{link[0]}↔{link[1]}")
+                self._leave(f"{link[0]}↔{link[1]}", link)
         return notes
 
     def _confidence(self, evidence: list[Judged], tests: int) -> float:
@@ -490,15 +505,44 @@ class Search:
     def _give_up_host(self, host: str, why: str) -> None:
         origin = self.trials.pop(host, (host,))
         if host not in self.unresolved:
-            self.unresolved.append(host)
+            self._leave(host, (host,))
             self.notes.append(f"{host} (from slow {describe(origin)}): {why}")
 
     def _settle_leftovers(self) -> None:
         for group, _ in self.small:
-            self.unresolved += [
-                h for h in group if h not in self.cleared | self.accused_hosts and h not in self.unresolved
-            ]
+            for h in group:
+                if h not in self.cleared | self.accused_hosts and h not in self.unresolved:
+                    self._leave(h, (h,))
         self.small = []
+
+    def _leave(self, name: str, hosts: Group) -> None:
+        """``name`` stays suspected without a verdict."""
+        if name not in self.left:
+            self.unresolved.append(name)
+            self.left[name] = hosts
+
+    def suspected(self) -> list[Suspect]:
+        """Each unresolved host, link or group with the measurements against it (the slow, failed or
+        unclear groups that held it; for a link, both its ends), the most short first: a search cut short
+        still says where to look, and in which order. One that measures less than ``min_deficit`` short
+        stays unresolved but is not named, as it would not be accused either."""
+        out = []
+        for name in dict.fromkeys(self.unresolved):
+            hosts = self.left[name]
+            members = set(hosts)
+            seen: dict[int, Judged] = {}
+            for j in self.against.get(hosts[0], []):
+                if members <= set(j.task.group):
+                    seen.setdefault(id(j), j)
+            evidence = sorted(
+                seen.values(), key=lambda j: (j.verdict == "unclear", j.p if j.p is not None else 1.0)
+            )
+            ratios = [j.ratio for j in evidence if j.ratio is not None]
+            deficit = 1.0 - median(ratios) if ratios else None
+            kind = "host" if len(hosts) == 1 else "link" if "↔" in name else "group"
+            if deficit is None or deficit >= self.settings.min_deficit:  # less is not worth naming
+                out.append(Suspect(kind, name, hosts, deficit, evidence[:4]))
+        return sorted(out, key=lambda x: -(x.deficit or 0.0))
 
     # -- the end --------------------------------------------------------------------------------------------
     def stop(self, why: str) -> None:
@@ -506,10 +550,12 @@ class Search:
         self.stopped = why
         self.notes.append(why)
         for group, _ in self.suspects:
-            self.unresolved.append(describe(group))
-        self.unresolved += [h for h in self.trials if h not in self.accused_hosts]
+            self._leave(describe(group), group)
+        for h in self.trials:
+            if h not in self.accused_hosts:
+                self._leave(h, (h,))
         for link in self.links:
-            self.unresolved.append(f"{link[0]}↔{link[1]}")
+            self._leave(f"{link[0]}↔{link[1]}", link)
         self._settle_leftovers()
         self.suspects, self.trials, self.links = [], {}, {}
 
@@ -532,4 +578,5 @@ class Search:
             healthy,
             list(self.notes),
             self.stopped,
+            self.suspected(),
         )

@@ -167,10 +167,3 @@ def reference(means: list[float], se: list[float], join_z: float) -> Reference:
         members = wider
     within = math.sqrt(typical**2 + spread**2)
     return Reference(center, spread, MEDIAN_SE_FACTOR * within / math.sqrt(len(members)), len(members))
-
-
-def repeats_needed(sigma: float, deficit: float, z_crit: float, z_power: float) -> int:
-    """Repeats that make a group ``deficit`` slow stand ``z_crit + z_power`` standard errors below the
-    reference (power Φ(z_power) at the design deficit), counting the reference's own uncertainty."""
-    shift = -math.log(1.0 - deficit)
-    return math.ceil(((z_crit + z_power) * sigma / shift) ** 2 * 1.3)

@@ -126,3 +126,19 @@ def test_one_rendezvous_address_for_several_hosts_is_refused_before_any_pair_is_
     own = [Host(f"node{i}", vars=Vars({"bench_master_addr": f"198.18.0.{i + 1}"})) for i in range(1, 5)]
     refuse_shared_master(own)
     refuse_shared_master([Host(f"node{i}") for i in range(1, 5)])  # unset: each host's address
+
+
+def test_a_search_out_of_budget_warns_with_its_suspects_and_the_evidence_against_each() -> None:
+    """Cut short before a quorum, the search still names where to look: a WARN, not a FAIL, that calls
+    n7 a suspect and shows the slow pairs against it."""
+    finding = localize(
+        NAMES, steady({"n7": 0.3}, {}), Settings(budget_s=8.0), clock=iter(range(10**6)).__next__
+    )
+    assert finding.stopped and not finding.accused
+    (check,) = straggler_checks(finding, "all_reduce", TWO)
+    assert (check.id, check.status, check.host) == ("bench.straggler", "WARN", None)
+    assert "suspects, not accusations: host n7" in check.message
+    assert "n7+n8: [" in check.message or "n6+n7: [" in check.message
+    (suspect,) = [x for x in check.observed["suspects"] if x["name"] == "n7"]
+    assert suspect["kind"] == "host" and suspect["deficit_pct"] > 20
+    assert all("n7" in m["hosts"] for m in suspect["measurements"])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from statistics import median
 
 import pytest
 
@@ -79,9 +80,10 @@ def test_one_slow_host_is_named_with_its_numbers() -> None:
     for j in accusation.evidence:
         assert j.verdict == "slow" and j.ratio is not None and j.ratio < 0.9
         assert len(j.values) >= 3 and j.reference_gbps is not None and j.z is not None and j.z > 3
-    # The steps show the search: the first round cut the ring into pieces, the last ones tested partners.
+    # The steps show the search: the first round cut the ring into pieces, and the evidence is in them.
     assert [j.task.role for j in finding.steps[0].judged] == ["split"] * len(finding.steps[0].judged)
-    assert any(j.task.role == "partner" for j in finding.steps[-1].judged)
+    measured = [j for step in finding.steps for j in step.judged]
+    assert all(any(j is k for k in measured) for j in accusation.evidence)
     assert finding.seconds == pytest.approx(fabric.now)
 
 
@@ -167,12 +169,59 @@ def test_waves_respect_the_concurrency_and_rounds_grow_with_log_n() -> None:
 
 def test_the_budget_is_respected_and_what_is_left_is_unresolved() -> None:
     fabric = Fabric(hosts(512), seed=6, slow_hosts={"gpu300": 0.2})
-    settings = Settings(budget_s=60.0)
+    settings = Settings(budget_s=25.0)
     finding = localize(fabric.hosts, fabric.measure, settings, clock=fabric.clock)
     assert finding.status == "incomplete"
-    assert finding.seconds <= 60.0
+    assert finding.seconds <= 25.0
     assert finding.unresolved and any("gpu300" in u or "…" in u for u in finding.unresolved)
     assert any("budget" in note for note in finding.notes)
+
+
+def test_a_search_out_of_budget_reports_its_suspects_with_the_evidence_against_each() -> None:
+    """Two waves of pairs fit in the budget, not the repeats a verdict needs: the slow host is not
+    accused, but named as a suspect with its slow pairs, and nothing healthy is accused."""
+    fabric = Fabric(hosts(512), seed=6, noise=0.05, slow_hosts={"gpu300": 0.2})
+    finding = localize(fabric.hosts, fabric.measure, Settings(budget_s=25.0), clock=fabric.clock)
+    assert finding.stopped and finding.accused == []
+    by_name = {x.name: x for x in finding.suspects}
+    assert {x.name for x in finding.suspects} <= set(finding.unresolved)
+    suspect = by_name["gpu300"]
+    assert suspect.kind == "host" and suspect.deficit is not None and 0.1 < suspect.deficit < 0.3
+    assert suspect.evidence and all("gpu300" in j.task.group for j in suspect.evidence)
+    assert all(
+        j.verdict in ("slow", "unclear") and j.ratio is not None and j.ratio < 0.9 for j in suspect.evidence
+    )
+    assert finding.to_dict()["suspects"][0]["measurements"]
+
+
+def test_repeats_go_to_the_groups_near_the_line_not_to_every_group() -> None:
+    """At 5 % noise a 50 % slow host is clear after the first repeats, and so are the healthy pairs that
+    measured well; only the pairs still near the line are measured again, not the whole round."""
+    fabric = Fabric(hosts(64), seed=7, noise=0.05, slow_hosts={"gpu020": 0.5})
+    settings = Settings()
+    finding = localize(fabric.hosts, fabric.measure, settings, clock=fabric.clock)
+    assert named(finding) == {("host", ("gpu020",))}
+    first = finding.steps[0].judged
+    slow = [j for j in first if "gpu020" in j.task.group]
+    assert slow and all(len(j.values) == settings.repeats for j in slow)
+    healthy = [j for j in first if "gpu020" not in j.task.group]
+    at_once = [j.ratio or 0.0 for j in healthy if len(j.values) == settings.repeats]
+    again = [j.ratio or 0.0 for j in healthy if len(j.values) > settings.repeats]
+    assert at_once and again, "some healthy pairs were cleared at once, others measured again"
+    assert median(again) < median(at_once), "the extra repeats went to the pairs nearer the line"
+
+
+def test_a_round_as_wide_as_the_hosts_measures_every_ring_link_in_two_waves() -> None:
+    """With no concurrency set, 64 hosts are cut into 32 pairs at once and their 32 seams in a second
+    wave: a slow host shows as two slow neighbouring pairs and is named in the first round."""
+    fabric = Fabric(hosts(64), seed=12, slow_hosts={"gpu033": 0.2})
+    finding = localize(fabric.hosts, fabric.measure, Settings(), clock=fabric.clock)
+    assert named(finding) == {("host", ("gpu033",))}
+    assert fabric.concurrency_seen == 32
+    step = finding.steps[0]
+    assert step.waves == 2 and len(step.judged) == 64
+    assert {edge(*j.task.group) for j in step.judged} == set(ring_edges(tuple(fabric.hosts)))
+    assert finding.rounds == 1
 
 
 def test_settings_refuse_what_cannot_work() -> None:

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from diagnose.localize.stats import Noise, critical_z, reference, repeats_needed, t_quantile, t_tail
+from diagnose.localize.stats import Noise, critical_z, reference, t_quantile, t_tail
 
 
 @pytest.mark.parametrize(
@@ -55,8 +55,3 @@ def test_reference_keeps_the_spread_of_healthy_groups_beyond_the_noise() -> None
     values = [100.0, 104.0, 96.0, 102.0, 98.0, 103.0, 97.0, 101.0, 99.0]
     ref = reference([math.log(v) for v in values], [0.005] * len(values), join_z=4.0)
     assert 0.01 < ref.spread < 0.05
-
-
-def test_repeats_needed_grows_with_noise_and_shrinks_with_the_deficit() -> None:
-    assert repeats_needed(0.03, 0.10, 3.0, 0.0) < repeats_needed(0.06, 0.10, 3.0, 0.0)
-    assert repeats_needed(0.03, 0.20, 3.0, 0.0) <= repeats_needed(0.03, 0.10, 3.0, 0.0)
