@@ -45,7 +45,7 @@ def _dpkg_query(line: str) -> dict[str, Reply]:
     return {"-W libnccl2": Reply(stdout=line)}
 
 
-def _script(name: str, replies: dict[str, str]) -> str:
+def tool_script(name: str, replies: dict[str, str]) -> str:
     """A fake tool answering several argument strings, each with a captured output in a here-document."""
     branches = [
         f"{shlex.quote(args)})\n    cat <<'{_END}'\n{text.rstrip(chr(10))}\n{_END}\n    ;;"
@@ -188,7 +188,7 @@ def smi_listing(nvlink_status: str) -> str:
 def _nvidia_smi(query: str, nvlink_status: str) -> str:
     """The fake nvidia-smi: the plain table, topo -m, the GPU query's tiers, nvlink, the compute
     processes (none) and the GPU list (`-L`)."""
-    return _script(
+    return tool_script(
         "nvidia-smi",
         {
             "": captured("nvidia_smi/h100_sxm_8gpu_565.txt"),

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 
 from diagnose.parsers.nvlink_fabric import parse_fabric_text
-from tests.support.hostkit import _script, captured
+from tests.support.hostkit import captured, tool_script
 from tests.support.testbed import HostSpec, Reply
 
 TRAY_XML = "nvlink_fabric/gb200_tray_p6e_qx_fabric.xml"
@@ -76,7 +76,7 @@ def tray(
     return HostSpec(
         name=tray_name(rack, index),
         tools={
-            "nvidia-smi": _script("nvidia-smi", {"-q -x": tray_xml(index, failed=fault == "fabric")}),
+            "nvidia-smi": tool_script("nvidia-smi", {"-q -x": tray_xml(index, failed=fault == "fabric")}),
             "nvidia-imex-ctl": {"-N": Reply(stdout=table)},
             "systemctl": {
                 "is-active nvidia-imex": Reply(stdout="inactive\n", rc=3)

@@ -64,7 +64,7 @@ def test_published_gb200_tray_passes() -> None:
     facts, host_vars = _domain(GB200, "tray4")
     outcome = gpu_nvlink_domain.judge(facts, host_vars)
     assert outcome.status == "PASS", outcome.message
-    assert "tray 4 (tray4) of rack 1820000000001" in outcome.message and "clique 2" in outcome.message
+    assert "tray 4 (tray4) of rack 1654000000101" in outcome.message and "clique 2" in outcome.message
 
 
 def test_hgx_b200_and_hosts_without_xml_skip() -> None:
@@ -132,7 +132,7 @@ def test_healthy_rack_of_four_trays_passes() -> None:
     imex = {f"t{i}": _imex(f"t{i}", a, _imex_table(addresses)) for i, a in enumerate(addresses, 1)}
     outcomes = _rack({f"t{i}": _tray(i) for i in range(1, 5)}, imex)
     assert [o.status for o in outcomes] == ["PASS"], outcomes[0].message
-    assert "rack 1820000000001: 4 trays" in outcomes[0].message
+    assert "rack 1654000000101: 4 trays" in outcomes[0].message
 
 
 def test_failed_tray_is_named_with_tray_and_rack_and_nobody_else() -> None:
@@ -140,7 +140,7 @@ def test_failed_tray_is_named_with_tray_and_rack_and_nobody_else() -> None:
     xmls["t3"] = _with_text_gpu(_tray(3), INSUFFICIENT)
     named = _named(_rack(xmls))
     assert list(named) == ["t3"]
-    assert named["t3"].startswith("tray 3 (t3) of rack 1820000000001: NVLink fabric registration failed")
+    assert named["t3"].startswith("tray 3 (t3) of rack 1654000000101: NVLink fabric registration failed")
     assert "Insufficient Resources" in named["t3"] and "3 other trays" in named["t3"]
 
 
@@ -149,7 +149,7 @@ def test_every_tray_failing_is_the_racks_fault() -> None:
     outcomes = _rack(xmls)
     assert _named(outcomes) == {}
     rack = [o for o in outcomes if o.status == "FAIL" and "all 4 trays" in o.message]
-    assert len(rack) == 1 and "rack 1820000000001" in rack[0].message and "NVSwitch" in rack[0].message
+    assert len(rack) == 1 and "rack 1654000000101" in rack[0].message and "NVSwitch" in rack[0].message
 
 
 def test_rack_split_into_two_cliques_names_the_minority() -> None:
@@ -157,7 +157,7 @@ def test_rack_split_into_two_cliques_names_the_minority() -> None:
     xmls["t4"] = _tray(4).replace("<cliqueId>2</cliqueId>", "<cliqueId>3</cliqueId>")
     named = _named(_rack(xmls))
     assert list(named) == ["t4"]
-    assert "tray 4 (t4) of rack 1820000000001 is in clique 3" in named["t4"]
+    assert "tray 4 (t4) of rack 1654000000101 is in clique 3" in named["t4"]
     assert "split into 2 NVLink domains" in named["t4"]
 
 
@@ -173,7 +173,7 @@ def test_missing_imex_peer_is_named_by_its_tray_not_by_the_trays_that_see_it() -
     assert statuses == {"t1": "PASS", "t2": "FAIL", "t3": "PASS", "t4": "PASS"}
     named = _named(_rack({f"t{i}": _tray(i) for i in range(1, 5)}, imex))
     assert list(named) == ["t2"]
-    assert named["t2"].startswith("tray 2 (t2) of rack 1820000000001: IMEX peer missing")
+    assert named["t2"].startswith("tray 2 (t2) of rack 1654000000101: IMEX peer missing")
     assert (
         "its IMEX daemon is not running" in named["t2"] and "t1's IMEX does not see 10.0.0.2" in named["t2"]
     )
@@ -189,7 +189,7 @@ def test_a_tray_absent_from_the_peers_node_tables_is_named() -> None:
 
 
 def test_published_imex_table_passes_and_no_imex_skips() -> None:
-    facts = _imex("gh1", "10.136.206.47")
+    facts = _imex("gh1", "10.42.7.11")
     host_vars = profile("h100-8x-ndr400", host="gh1")
     outcome = gpu_imex.judge(facts, host_vars)
     assert outcome.status == "PASS" and "all 2 nodes READY" in outcome.message

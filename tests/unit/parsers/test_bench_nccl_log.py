@@ -66,7 +66,7 @@ def test_mnnvl_between_trays_is_an_inter_node_nvlink_path() -> None:
     rank lives on tray b (composed: the rank→host map is the launcher's). Unlike other P2P kinds, the edge
     is not assumed to stay on the host that printed it."""
     line = (FACTS / "nccl_log" / "gb200_mnnvl_one_tray" / "input.log").read_text().splitlines()[-1]
-    text = line.replace("watchtower-navy-cn13", "tray-a")
+    text = line.replace("gbtray17", "tray-a")
     summary = summarize_transport([parse_nccl_log(text)], {0: "tray-a", 1: "tray-b"})
     assert summary["inter_node_all"] == {"P2P/MNNVL": ["tray-a"]} and summary["intra_node"] == []
     same = summarize_transport([parse_nccl_log(text)], {0: "tray-a", 1: "tray-a"})
@@ -78,17 +78,17 @@ def test_mnnvl_fabric_line_with_a_route_unhealthy_is_named() -> None:
     published line by that one field), and a state other than 3 is a registration not completed."""
     log = (FACTS / "nccl_log" / "gb200_mnnvl_fabric_four_gpus" / "input.log").read_text()
     bad = log.replace(
-        "busId 0x901000 fabric UUID 3143b15bc2cd192b.28cc9b5473fb5b93 cliqueId 0x7ffe state 3 healthMask 0xaa",
-        "busId 0x901000 fabric UUID 3143b15bc2cd192b.28cc9b5473fb5b93 cliqueId 0x7ffe state 3 healthMask 0x9a",
+        "busId 0x901000 fabric UUID 8d0c44e2a17b5c39.f06b2d7e93ac1148 cliqueId 0x7ffe state 3 healthMask 0xaa",
+        "busId 0x901000 fabric UUID 8d0c44e2a17b5c39.f06b2d7e93ac1148 cliqueId 0x7ffe state 3 healthMask 0x9a",
     )
     bad = bad.replace(
-        "cliqueId 0x7ffe state 3 healthMask 0xaa\ngb200a-04:2101745",
-        "cliqueId 0x7ffe state 2 healthMask 0xaa\ngb200a-04:2101745",
+        "cliqueId 0x7ffe state 3 healthMask 0xaa\ngbtray04:73314",
+        "cliqueId 0x7ffe state 2 healthMask 0xaa\ngbtray04:73314",
     )
     summary = summarize_transport([parse_nccl_log(bad)])
     assert summary["mnnvl"]["unhealthy"] == [
-        "gb200a-04 GPU 0x901000: route unhealthy",
-        "gb200a-04 GPU 0x1801000: state In Progress",
+        "gbtray04 GPU 0x901000: route unhealthy",
+        "gbtray04 GPU 0x1801000: state In Progress",
     ]
 
 

@@ -35,9 +35,9 @@ def test_gb200_tray_one_clique_registered_healthy() -> None:
         "00000000:B2:00.0",
     ]
     assert {g["clique_id"] for g in gpus} == {2}
-    assert {g["cluster_uuid"] for g in gpus} == {"00000001-0000-0000-0000-000000000001"}
+    assert {g["cluster_uuid"] for g in gpus} == {"3a7f9c21-5b6e-4d08-9e14-c2d8f0a6b953"}
     assert [g["module_id"] for g in gpus] == [2, 1, 4, 3]
-    assert {(g["tray_index"], g["slot"], g["chassis_serial"]) for g in gpus} == {(4, 14, "1820000000001")}
+    assert {(g["tray_index"], g["slot"], g["chassis_serial"]) for g in gpus} == {(4, 14, "1654000000101")}
     assert all(registered(g) and healthy(g) and in_domain(g) for g in gpus)
     assert {g["name"] for g in gpus} == {"NVIDIA GB200"}
 
@@ -72,7 +72,7 @@ def test_unhealthy_summary_in_a_grep_cut_block() -> None:
     (gpu,) = parse_fabric_text(_read("nvlink_fabric/mnnvl_q_fabric_grep_unhealthy.txt"))
     assert registered(gpu) and in_domain(gpu)
     assert gpu["clique_id"] == 2
-    assert gpu["cluster_uuid"] == "dc6e40c4-d722-4357-9ba6-5291dd461278"
+    assert gpu["cluster_uuid"] == "7b21e6d9-0c43-4f5a-8d92-e5a1c3b07f64"
     assert gpu["health"] == "Unhealthy" and gpu["bandwidth"] == "Full"
     assert not healthy(gpu)
 
@@ -103,8 +103,8 @@ def test_not_xml_is_a_parse_error() -> None:
 def test_imex_two_ready_nodes_all_connected() -> None:
     status = parse_imex_nodes(_read("imex/gh200_2node_ctl_N_ready.txt"))
     assert status["nodes"] == [
-        {"index": 0, "address": "10.136.206.47", "state": "READY"},
-        {"index": 1, "address": "10.136.206.48", "state": "READY"},
+        {"index": 0, "address": "10.42.7.11", "state": "READY"},
+        {"index": 1, "address": "10.42.7.12", "state": "READY"},
     ]
     assert status["matrix"] == {0: {0: "C", 1: "C"}, 1: {0: "C", 1: "C"}}
     assert status["domain_state"] == "UP"
