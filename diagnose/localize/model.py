@@ -38,7 +38,7 @@ class Settings:
     reference (slow) — are measured again, up to ``max_repeats``, and then cleared if they fall short by
     less than half the design deficit: a wave costs the same with one group as with thousands, so the
     repeats go where a verdict is still open; ``alpha`` is
-    the chance of any false flag in a round; nothing less than ``min_deficit`` slow is accused; a host
+    the chance of any false flag in a round, over every look at a group measured again; nothing less than ``min_deficit`` slow is accused; a host
     is accused after slow pairs with ``quorum`` distinct partners already seen fast, a link after
     ``quorum`` slow measurements of the pair whose two hosts are fast with others; ``budget_s`` bounds
     the whole search; ``noise_floor`` is the smallest relative noise believed.

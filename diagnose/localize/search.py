@@ -172,12 +172,16 @@ class Search:
             used |= set(link.link)
         for link in self.links.values():
             for end in link.link if link.slow else ():
-                if end in self.trials or len(self._fast_without(end, link.link)) >= self.settings.quorum:
+                short = self.settings.quorum - len(self._fast_without(end, link.link))
+                if end in self.trials or short <= 0:
                     continue
-                partner = self._partner(end, used)
-                if partner is not None:
-                    tasks.append(Task((partner, end), "partner", end))
-                    used.add(partner)
+                # One partner more than the quorum lacks: a partner left unclear by the noise would
+                # otherwise cost the link a round (the same end in another wave of this round).
+                for _ in range(short + 1):
+                    partner = self._partner(end, used)
+                    if partner is not None:
+                        tasks.append(Task((partner, end), "partner", end))
+                        used.add(partner)
         splits = []
         wide = self.settings.concurrency == 0
         suspects = list(self.suspects)
@@ -278,7 +282,10 @@ class Search:
             self.noise = noise
         sigma = noise.sigma(s.noise_floor)
         dof = noise.dof
-        z_crit = critical_z(s.alpha, len(plan.tasks), dof)
+        # A group near the line is tested again after each of its repeats past the first ``repeats``: the
+        # chance of a false flag is held over every look, not just one.
+        looks = s.max_repeats - s.repeats + 1
+        z_crit = critical_z(s.alpha, len(plan.tasks) * looks, dof)
         failed = [len(lg) < len(vals) for lg, vals in zip(logs, values, strict=True)]
         judged: list[Judged | None] = [None] * len(plan.tasks)
         sizes: dict[int, list[int]] = {}

@@ -151,9 +151,11 @@ def test_one_shaped_host_among_four_is_named_and_no_other_is_accused() -> None:
     assert (again["status"], again["unresolved"]) == ("accused", [])
     assert [a["name"] for a in again["accused"]] == ["node3"]
     assert again["accused"] == search["finding"]["accused"]
-    assert [{k: v for k, v in step.items() if k != "seconds"} for step in again["steps"]] == [
-        {k: v for k, v in step.items() if k != "seconds"} for step in search["steps"]
-    ]
+    # The critical value now also covers the repeated looks at a group near the line, so it is higher
+    # than the run recorded; every verdict, value and note is the same.
+    assert [
+        {k: v for k, v in step.items() if k not in ("seconds", "critical_z")} for step in again["steps"]
+    ] == [{k: v for k, v in step.items() if k not in ("seconds", "critical_z")} for step in search["steps"]]
     rows = [
         json.loads(json.dumps(with_action(c).to_dict())) for c in straggler_checks(finding, "all_reduce", two)
     ]
