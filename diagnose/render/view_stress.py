@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from diagnose.core.model import SEVERITY, worst
-from diagnose.core.units import MISSING, decimal_bytes, duration, is_number, number, percent
+from diagnose.core.units import MISSING, counted, decimal_bytes, duration, is_number, number, percent
 from diagnose.render.hostlist import natural_key
 from diagnose.render.text import count_of
 
@@ -249,7 +249,11 @@ def _basis(label: str, metric: str, model: str, records: list[dict[str, Any]]) -
     if metric == "sdc":
         agree = sum(1 for r in records if r.get("reference") in (None, r.get("checksum")))
         return Basis(
-            label, model, "the checksum most GPUs agree on", f"{agree} of {len(records)} GPUs agree", ""
+            label,
+            model,
+            "the checksum most GPUs agree on",
+            f"{agree} of {counted(len(records), 'GPU')} agree{'s' if len(records) == 1 else ''}",
+            "",
         )
     if metric == "burnin":
         summaries = [r.get("summary") or {} for r in records]
