@@ -70,6 +70,12 @@ def parse_daemon(text: str) -> dict[str, Any]:
     return {"systemd": systemd, "process": process, "addresses": addresses}
 
 
+def commands_for(host_vars: Vars) -> tuple[Command, ...]:
+    """IMEX is looked at only where the profile expects a multi-node NVLink domain: every other host pays
+    nothing for this check."""
+    return COMMANDS if host_vars.int("expected_nvlink_domain_gpus") else ()
+
+
 def parse(outputs: Mapping[str, CommandOutput], host_vars: Vars) -> Facts:
     daemon = outputs.get("imex_daemon")
     facts: Facts = parse_daemon(daemon.stdout if daemon is not None else "")
@@ -183,6 +189,7 @@ CHECK = Check(
     checklist="H",
     summary="NVL72 trays: IMEX daemon running, every peer of its domain READY, IMEX channels present",
     commands=COMMANDS,
+    commands_for=commands_for,
     parse=parse,
     judge=judge,
     remediation=REMEDIATION,

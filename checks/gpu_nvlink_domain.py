@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from diagnose.config.profiles import no_gpu_reason, no_gpu_required, profile_label
-from diagnose.core.check import Check, Facts, ParseError
+from diagnose.core.check import Check, Command, Facts, ParseError
 from diagnose.core.model import CommandOutput, Outcome
 from diagnose.core.vars import Vars
 from diagnose.parsers.nvlink_fabric import SMI_QX, healthy, in_domain, parse_fabric_xml, registered
@@ -37,9 +37,17 @@ REMEDIATION = (
 WANTED = "every GPU registered (Completed/Success) in one clique of one cluster UUID, fabric health Healthy"
 
 
+def commands_for(host_vars: Vars) -> tuple[Command, ...]:
+    """The full XML listing only where the profile expects a multi-node NVLink domain: it costs an 8-GPU host
+    about three GPU queries, and every other host pays nothing for this check."""
+    return (SMI_QX,) if host_vars.int("expected_nvlink_domain_gpus") else ()
+
+
 def parse(outputs: Mapping[str, CommandOutput], host_vars: Vars) -> Facts:
     """``gpus`` is None where nvidia-smi gave no XML (no such query on this driver or tool), with the reason."""
-    output = outputs["nvidia_smi_qx"]
+    output = outputs.get("nvidia_smi_qx")
+    if output is None:
+        return {"gpus": None, "reason": "not listed: no multi-node NVLink domain is expected here"}
     if not output.ok or not output.stdout.strip():
         reason = output.error or ("timed out" if output.timed_out else f"exit {output.exit_code}")
         return {"gpus": None, "reason": f"nvidia-smi -q -x gave no listing ({reason})"}
@@ -134,6 +142,7 @@ CHECK = Check(
     checklist="H",
     summary="NVL72 trays: every GPU registered in the rack's NVLink domain (one clique, one cluster UUID)",
     commands=(SMI_QX,),
+    commands_for=commands_for,
     parse=parse,
     judge=judge,
     remediation=REMEDIATION,
