@@ -428,6 +428,7 @@ class Stage:
         elif collectives:  # a campaign step may run only the extras (stress, fleet, perftest, ...)
             self.run_sweep(setup, collectives)
         run_extras(self, without_lost(setup, self.lost))
+        self.torch.report_unjudged()
         sweep_leftovers(ctx, this_run=True)
 
     def run_sweep(self, setup: Setup, collectives: list[str]) -> None:
@@ -441,9 +442,9 @@ class Stage:
             setup.notes.append(handoff.note)
         self.run_torch(setup, collectives, judge_transport)
 
-    def torch_missing(self, hosts: list[Host]) -> str | None:
+    def torch_missing(self, hosts: list[Host], judged: bool = True) -> str | None:
         """Why torchrun cannot start on ``hosts`` (diagnose.benchmarks.torch_prerequisite), or None."""
-        return self.torch.missing(hosts)
+        return self.torch.missing(hosts, judged)
 
     def run_torch(self, setup: Setup, collectives: list[str], judge_transport: bool = True) -> None:
         """One torchrun launch of every collective, its entries, straggler isolation and cleanup checks."""

@@ -4,6 +4,10 @@ nccl.version probed the same Python the launches use (``bench_python``, else the
 where it could not import torch would end every launch in a wall of tracebacks; instead each launch that
 needs it is told why it cannot start, and the host gets one ``host.torch`` ERROR with the one fix: the cause
 every benchmark, probe and stress run it kept from starting is listed under (diagnose.render.cause_links).
+
+Where torch would only have shown function that nothing judges (a lone CPU host's memory copy and stress
+programs), its absence costs no verdict: ``host.torch`` is a SKIP with the same fix, told once the stage
+ends, so that a fresh machine without torch still ends PASS.
 """
 
 from __future__ import annotations
@@ -23,13 +27,15 @@ class TorchPrerequisite:
     def __init__(self, ctx: BenchContext) -> None:
         self.ctx = ctx
         self._reported: set[str] = set()  # hosts whose host.torch was emitted, once each
+        self._unjudged: dict[str, tuple[str, str, str]] = {}  # hosts where torch kept only unjudged work
         self._lock = threading.Lock()
 
-    def missing(self, hosts: list[Host]) -> str | None:
+    def missing(self, hosts: list[Host], judged: bool = True) -> str | None:
         """Why torchrun cannot start, when the host checks already saw torch fail to import there.
 
         Launching anyway would end in a wall of tracebacks per host; this names the hosts and the fix.
         nccl.version probed the same Python the launch uses (``bench_python``, else the host's interpreter).
+        ``judged``: whether what the launch measures would have been judged (the ERROR), or only shown.
         """
         missing, hints = {}, {}
         for host in hosts:
@@ -39,7 +45,11 @@ class TorchPrerequisite:
                 missing[host.name] = f"{interpreter}: {facts['torch_error']}"
                 hint = torch_hint(interpreter, host.connection == "local", nvidia_gpu=facts.get("nvidia_gpu"))
                 hints.setdefault(hint, None)
-                self.report_torch(host.name, interpreter, str(facts["torch_error"]), hint)
+                if judged:
+                    self.report_torch(host.name, interpreter, str(facts["torch_error"]), hint)
+                else:
+                    with self._lock:
+                        self._unjudged.setdefault(host.name, (interpreter, str(facts["torch_error"]), hint))
         if not missing:
             return None
         where = "; ".join(f"{name} ({why})" for name, why in missing.items())
@@ -65,3 +75,25 @@ class TorchPrerequisite:
                 remediation=hint,
             )
         )
+
+    def report_unjudged(self) -> None:
+        """A ``host.torch`` SKIP for each host where torch's absence kept only unjudged work from running."""
+        with self._lock:
+            left = {h: why for h, why in self._unjudged.items() if h not in self._reported}
+            self._reported.update(left)
+        for host, (interpreter, error, hint) in left.items():
+            self.ctx.emit_check(
+                CheckResult(
+                    HOST_TORCH,
+                    host,
+                    CHECKLIST,
+                    "SKIP",
+                    observed=error,
+                    expected="torch imports",
+                    message=(
+                        f"torch cannot be imported by {interpreter} on {host}: {error}; what it would have run "
+                        f"here is shown, not judged, so no verdict is lost. {hint}"
+                    ),
+                    remediation=hint,
+                )
+            )

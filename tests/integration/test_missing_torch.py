@@ -16,12 +16,17 @@ from tests.support.testbed import HostSpec, TestBed
 pytestmark = pytest.mark.integration
 
 
+def python_without_torch(folder: Path) -> Path:
+    bare = folder / "python-without-torch"
+    bare.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
+    bare.chmod(0o755)
+    return bare
+
+
 def test_torch_missing_on_both_hosts_is_one_cause_with_one_fix(
     testbed: TestBed, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    bare = tmp_path / "python-without-torch"
-    bare.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
-    bare.chmod(0o755)
+    bare = python_without_torch(tmp_path)
     testbed.add_many([HostSpec("node1"), HostSpec("node2")])
     inventory = testbed.write_inventory(
         tmp_path / "inventory.yaml",
@@ -39,3 +44,20 @@ def test_torch_missing_on_both_hosts_is_one_cause_with_one_fix(
     assert causes[0]["message"].startswith("torch cannot be imported by ")
     assert "torch not importable (ModuleNotFoundError)" in causes[0]["message"]
     assert printed.count("or point bench_python") == 1, printed
+
+
+def test_a_lone_cpu_machine_without_torch_loses_no_verdict_and_still_passes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The README's first command on a fresh machine without GPU nor torch: its stress and memory-copy
+    programs would only have shown that they run, so torch's absence is a SKIP with its fix, not an ERROR."""
+    bare = python_without_torch(tmp_path)
+    out = tmp_path / "out"
+    assert main(["run", "-o", str(out), "--format", "json", "-e", f"bench_python={bare}"]) == 0
+    capsys.readouterr()
+    document = json.loads((out / "results.json").read_text())
+    (torch,) = [c for c in document["checks"] if c["id"] == "host.torch"]
+    assert torch["status"] == "SKIP", torch
+    assert torch["message"].startswith("torch cannot be imported by ")
+    assert "no verdict is lost" in torch["message"] and "pip install torch" in torch["message"]
+    assert document["causes"] == []
