@@ -17,7 +17,7 @@ from diagnose.core.model import CommandOutput, Outcome
 from diagnose.core.units import counted
 from diagnose.core.vars import Vars
 from diagnose.parsers.ibv_devinfo import parse_dev_infiniband, parse_ibv_devinfo
-from diagnose.parsers.rdma import describe_kind, fabric_ports, natural_key, normalise_kind
+from diagnose.parsers.rdma import describe_kind, natural_key, normalise_kind, rail_ports, set_aside
 
 IBV_DEVINFO = Command("ibv_devinfo", "ibv_devinfo", tool="ibv_devinfo", timeout=15, required=False)
 
@@ -107,8 +107,24 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
         return Outcome(
             "ERROR", f"ibv_devinfo did not answer on {host} ({facts['verbs_state']})", observed, wanted
         )
-    ports = fabric_ports(facts["ports"], kind)
+    ports, others = rail_ports(
+        facts["ports"],
+        kind,
+        host_vars.list("expected_compute_hca_types"),
+        host_vars.list("expected_compute_hcas"),
+    )
     label = describe_kind(kind) if kind else "RDMA"
+    aside = set_aside(others)
+    if not ports and others:
+        return Outcome(
+            "FAIL",
+            f"{host} has no compute {label} device{aside}; {profile_label(host_vars)} expects {expected}",
+            observed,
+            wanted,
+            remediation="Check that the compute HCAs are seated and their driver loaded (lspci -d 15b3:), "
+            "or correct expected_compute_hca_types / expected_compute_hcas if the profile names them wrongly.",
+            action="replace_hca",
+        )
     if not ports:
         found = _device_summary(devices) or "no device"
         return Outcome(
@@ -123,14 +139,15 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
     if expected is not None and len(ports) < expected:
         return Outcome(
             "FAIL",
-            f"ibv_devinfo lists {len(ports)} {label} ports on {host} ({', '.join(names)}), expected {expected}",
+            f"ibv_devinfo lists {len(ports)} {label} ports on {host} ({', '.join(names)}), expected "
+            f"{expected}{aside}",
             observed,
             wanted,
             action="replace_hca",  # the driver is up and registered the others: this adapter is missing
         )
     return Outcome(
         "PASS",
-        f"{len(ports)} {label} ports on {len(names)} devices ({', '.join(names)}); {seen}",
+        f"{len(ports)} {label} ports on {len(names)} devices ({', '.join(names)}); {seen}{aside}",
         observed,
         wanted,
     )

@@ -2,7 +2,10 @@
 
 A port that trained down (an NDR port at 200 because of a bad cable or a split-mode mistake) is Active and
 passes every connectivity test, yet halves the node's bandwidth; only the rate tells. Ports that are not
-Active report a meaningless rate (``Rate: 40`` on a Down port) and are left to ``ib.port_state``.
+Active report a meaningless rate (``Rate: 40`` on a Down port) and are left to ``ib.port_state``. Ports of
+HCAs that are no compute rail (``expected_compute_hca_types``, ``expected_compute_hcas``) are not judged
+either: an HGX B300's NVLink-switch management ConnectX-7s run at 100 Gb/s by design, and an XDR profile's
+800 would fail them while saying nothing of the rails.
 """
 
 from __future__ import annotations
@@ -15,7 +18,14 @@ from diagnose.core.check import Check, Command, Facts
 from diagnose.core.model import CommandOutput, Outcome
 from diagnose.core.vars import Vars
 from diagnose.parsers.ibstat import parse_ibstat
-from diagnose.parsers.rdma import describe_kind, fabric_ports, is_active, normalise_kind, port_name
+from diagnose.parsers.rdma import (
+    describe_kind,
+    is_active,
+    normalise_kind,
+    port_name,
+    rail_ports,
+    set_aside,
+)
 
 
 def parse(outputs: Mapping[str, CommandOutput], host_vars: Vars) -> Facts:
@@ -36,7 +46,14 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
     kind = normalise_kind(host_vars.str("expected_link_layer"))
     label = describe_kind(kind) if kind else "RDMA"
     minimum = host_vars.float("expected_link_rate_gbps")
-    active = [p for p in fabric_ports(facts["ports"], kind) if is_active(p)]
+    rails, others = rail_ports(
+        facts["ports"],
+        kind,
+        host_vars.list("expected_compute_hca_types"),
+        host_vars.list("expected_compute_hcas"),
+    )
+    active = [p for p in rails if is_active(p)]
+    aside = set_aside(others)
     observed = rate_summary(active) if active else "no Active port"
     wanted = f">= {minimum:g} Gb/s on every Active {label} port" if minimum else "any rate"
     reason = no_fabric_reason(host_vars)
@@ -45,14 +62,14 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
     if not active:
         return Outcome(
             "FAIL",
-            f"no Active {label} port on {host} carries a rate to judge (see ib.port_state)",
+            f"no Active compute {label} port on {host} carries a rate to judge (see ib.port_state){aside}",
             observed,
             wanted,
         )
     if minimum is None:
         return Outcome(
             "PASS",
-            f"{label} ports on {host} run at {observed} (no expected_link_rate_gbps)",
+            f"{label} ports on {host} run at {rate_summary(active)} (no expected_link_rate_gbps){aside}",
             observed,
             wanted,
         )
@@ -61,7 +78,7 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
         listed = ", ".join(f"{port_name(p)} at {p.get('rate')} Gb/s" for p in slow)
         return Outcome(
             "FAIL",
-            f"{len(slow)} {label} ports on {host} below {minimum:g} Gb/s: {listed}",
+            f"{len(slow)} {label} ports on {host} below {minimum:g} Gb/s: {listed}{aside}",
             observed,
             wanted,
             remediation="A port trained below its rated speed: check the cable/transceiver type and seating, "
@@ -69,7 +86,10 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
             "width and speed.",
         )
     return Outcome(
-        "PASS", f"all {len(active)} Active {label} ports on {host} at {observed}", observed, wanted
+        "PASS",
+        f"all {len(active)} Active {label} ports on {host} at {rate_summary(active)}{aside}",
+        observed,
+        wanted,
     )
 
 

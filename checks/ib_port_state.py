@@ -2,7 +2,9 @@
 
 Only ports of the fabric the profile names count: the Ethernet management or storage ports most GPU nodes
 also carry (a ConnectX-6 Dx pair, a bonded mlx5_bond_0) may be down without harming the fabric, and are
-not reported as if they were fabric ports. A port that is ``Down``/``Polling`` has no cable or no peer;
+not reported as if they were fabric ports. Nor are InfiniBand ports of HCAs that are no compute rail
+(``expected_compute_hca_types``, ``expected_compute_hcas``): an HGX B300's four ConnectX-7 NVLink-switch
+management ports are Active while its ConnectX-8 rails may all be down, and must not stand in for them. A port that is ``Down``/``Polling`` has no cable or no peer;
 ``Initializing`` with ``LinkUp`` means the cable is fine but no subnet manager has configured the port.
 """
 
@@ -15,7 +17,16 @@ from diagnose.core.check import Check, Command, Facts
 from diagnose.core.model import CommandOutput, Outcome
 from diagnose.core.vars import Vars
 from diagnose.parsers.ibstat import parse_ibstat
-from diagnose.parsers.rdma import describe_kind, fabric_ports, is_active, normalise_kind, port_name
+from diagnose.parsers.rdma import (
+    describe_kind,
+    hca_model,
+    is_active,
+    natural_key,
+    normalise_kind,
+    port_name,
+    rail_ports,
+    set_aside,
+)
 
 
 def parse(outputs: Mapping[str, CommandOutput], host_vars: Vars) -> Facts:
@@ -39,17 +50,24 @@ def _advice(ports: list[dict]) -> str:
     )
 
 
+def _rails(types: list[str] | None) -> str:
+    """``ConnectX-8 (MT4131)`` where the profile names the rails' CA types, else nothing to say."""
+    return " or ".join(hca_model(t) for t in types) if types else "compute"
+
+
 def judge(facts: Facts, host_vars: Vars) -> Outcome:
     host = host_vars.host or "this host"
     kind = normalise_kind(host_vars.str("expected_link_layer"))
     label = describe_kind(kind) if kind else "RDMA"
     expected = host_vars.int("expected_hca_count")
-    ports = fabric_ports(facts["ports"], kind)
+    types = host_vars.list("expected_compute_hca_types")
+    ports, others = rail_ports(facts["ports"], kind, types, host_vars.list("expected_compute_hcas"))
     active = [p for p in ports if is_active(p)]
     inactive = [p for p in ports if not is_active(p)]
+    aside = set_aside(others)
     observed = f"{len(active)} of {len(ports)} {label} ports Active"
     wanted = (
-        f"{expected} {label} ports State Active, Physical state LinkUp"
+        f"{expected} {_rails(types) + ' ' if types else ''}{label} ports State Active, Physical state LinkUp"
         if expected
         else ("no RDMA fabric" if expected == 0 else "any RDMA ports")
     )
@@ -69,6 +87,17 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
             wanted,
             action="check_config",  # no HCA at all: the driver stack, not every adapter at once
         )
+    if not ports and others:
+        return Outcome(
+            "FAIL",
+            f"no compute {label} port on {host}{aside}; {profile_label(host_vars)} expects {expected} "
+            f"{_rails(types)} ports",
+            observed,
+            wanted,
+            remediation="Check that the compute HCAs are seated and their driver loaded (lspci -d 15b3:), "
+            "or correct expected_compute_hca_types / expected_compute_hcas if the profile names them wrongly.",
+            action="replace_hca",
+        )
     if not ports:
         others = sorted({describe_kind(p["fabric"]) for p in facts["ports"]})
         return Outcome(
@@ -80,11 +109,15 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
             "expectation for RoCE ports) or switch the HCA ports' link type with mlxconfig.",
             action="check_config",
         )
-    listed = ", ".join(_state(p) for p in inactive)
+    listed = ", ".join(_state(p) for p in sorted(inactive, key=lambda p: natural_key(port_name(p))))
     if expected is not None and len(active) < expected:
+        present = (
+            f"; only {len(ports)} {_rails(types)} ports present" if len(ports) < expected and types else ""
+        )
         return Outcome(
             "FAIL",
-            f"{len(active)} of {expected} expected {label} ports Active on {host}; not Active: {listed}{panic}",
+            f"{len(active)} of {expected} expected {label} ports Active on {host}; not Active: {listed}"
+            f"{present}{panic}{aside}",
             observed,
             wanted,
             remediation=_advice(inactive)
@@ -96,12 +129,14 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
         extra = f"; also not Active: {listed}" if inactive else ""
         return Outcome(
             "WARN",
-            f"{len(active)} {label} ports Active on {host} as expected{extra}{panic}",
+            f"{len(active)} {label} ports Active on {host} as expected{extra}{panic}{aside}",
             observed,
             wanted,
             remediation=_advice(inactive) if inactive else "Find out why ibstat fails on one device.",
         )
-    return Outcome("PASS", f"all {len(active)} {label} ports Active/LinkUp on {host}", observed, wanted)
+    return Outcome(
+        "PASS", f"all {len(active)} {label} ports Active/LinkUp on {host}{aside}", observed, wanted
+    )
 
 
 CHECK = Check(

@@ -61,6 +61,13 @@ PROFILE_VARIABLES: dict[str, Variable] = {
             "the compute-fabric HCAs (names or globs, e.g. mlx5_[0-7]); default: the GPU-local NICs of topo -m",
         ),
         Variable(
+            "expected_compute_hca_types",
+            list,
+            "CA types of the compute-fabric HCAs as ibstat prints them (MT4131: ConnectX-8); ports of other "
+            "HCAs of the same link layer (an HGX B300's NVLink-switch management ConnectX-7s) are neither "
+            "counted nor judged by the ib.* checks; null: every HCA of the fabric",
+        ),
+        Variable(
             "expected_nvlinks_per_gpu",
             int,
             "active NVLinks per GPU in `nvidia-smi nvlink --status` (18 on H100/H200 SXM, 12 on A100 SXM)",

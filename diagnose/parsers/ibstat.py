@@ -48,7 +48,9 @@ def _number(text: str) -> float | int | None:
 
 
 def parse_ibstat(text: str) -> dict[str, Any]:
-    """Facts: ``cas`` (CA attributes), ``ports`` (every port, naming its ``device``), ``errors`` (ibpanic lines)."""
+    """Facts: ``cas`` (CA attributes), ``ports`` (every port, naming its ``device`` and that device's
+    ``ca_type``, which tells a compute rail from a management HCA of the same link layer), ``errors``
+    (ibpanic lines)."""
     cas: list[dict[str, Any]] = []
     errors: list[str] = []
     ca: dict[str, Any] | None = None
@@ -85,5 +87,6 @@ def parse_ibstat(text: str) -> dict[str, Any]:
     for entry in cas:
         for item in entry.pop("ports"):
             item["fabric"] = fabric_kind(entry["name"], item.get("link_layer"))
+            item["ca_type"] = entry.get("ca_type")
             ports.append(item)
     return {"cas": cas, "ports": ports, "errors": errors}

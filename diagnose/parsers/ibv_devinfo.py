@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 from diagnose.core.check import ParseError
-from diagnose.parsers.rdma import fabric_kind, natural_key
+from diagnose.parsers.rdma import MELLANOX_VENDOR_ID, fabric_kind, natural_key
 
 _HCA = re.compile(r"^hca_id:\s*(?P<name>\S+)")
 _PORT = re.compile(r"^port:\s*(?P<port>\d+)")
@@ -33,6 +33,15 @@ _PORT_STATES = {
 def _enum_text(value: str) -> str:
     match = _ENUM.match(value)
     return match.group("text") if match else value
+
+
+def _ca_type(device: dict[str, Any]) -> str | None:
+    """ibstat's CA type for a Mellanox device (``vendor_part_id: 4131`` is ``MT4131``), so a profile's
+    compute HCA types select the same ports in both tools."""
+    part = str(device.get("vendor_part_id") or "")
+    if str(device.get("vendor_id") or "").lower() == MELLANOX_VENDOR_ID and part.isdigit():
+        return f"MT{part}"
+    return None
 
 
 def parse_ibv_devinfo(text: str) -> dict[str, Any]:
@@ -79,6 +88,7 @@ def parse_ibv_devinfo(text: str) -> dict[str, Any]:
                 entry["name"], item.get("link_layer"), entry.get("vendor_id"), entry.get("transport")
             )
             entry["fabric"] = item["fabric"]
+            item["ca_type"] = _ca_type(entry)
             ports.append(item)
     return {"devices": devices, "ports": ports}
 

@@ -9,13 +9,27 @@ that does not lie: the device name, the PCI vendor and the transport.
 
 from __future__ import annotations
 
+import fnmatch
 import re
+from collections.abc import Iterable
 from typing import Any
 
 INFINIBAND = "InfiniBand"
 ETHERNET = "Ethernet"  # RoCE: RDMA over a converged Ethernet port
 EFA = "efa"
 UNKNOWN = "unknown"
+
+# The adapter behind a CA type. mlx5 reports "MT" and the PCI device id in decimal (15b3:1023 is MT4131), in
+# ibstat's CA type and, as a bare number, in ibv_devinfo's vendor_part_id.
+HCA_MODELS = {
+    "MT4123": "ConnectX-6",
+    "MT4124": "ConnectX-6 VF",
+    "MT4125": "ConnectX-6 Dx",
+    "MT4129": "ConnectX-7",
+    "MT4131": "ConnectX-8",
+    "MT41692": "BlueField-3",
+}
+MELLANOX_VENDOR_ID = "0x02c9"
 
 # Amazon's PCI vendor id, as ibv_devinfo prints it for every EFA device.
 AWS_VENDOR_ID = "0x1d0f"
@@ -81,3 +95,50 @@ def port_name(port: dict[str, Any]) -> str:
 def natural_key(name: str) -> tuple[Any, ...]:
     """Sort key putting mlx5_2 before mlx5_10, as people count devices."""
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
+
+
+def hca_model(ca_type: str | None) -> str:
+    """``ConnectX-8 (MT4131)``: the adapter a reader knows, with the CA type the tools print."""
+    if not ca_type:
+        return "unknown CA type"
+    model = HCA_MODELS.get(ca_type.upper())
+    return f"{model} ({ca_type})" if model else ca_type
+
+
+def _named(port: dict[str, Any], patterns: Iterable[str]) -> bool:
+    """``mlx5_0``, ``mlx5_0:1`` or a glob such as ``mlx5_[0-7]`` names this port."""
+    full = f"{port['device']}:{port['port']}"
+    return any(fnmatch.fnmatchcase(full, p) or fnmatch.fnmatchcase(port["device"], p) for p in patterns)
+
+
+def rail_ports(
+    ports: list[dict[str, Any]],
+    kind: str | None,
+    hca_types: Iterable[str] | None = None,
+    names: Iterable[str] | None = None,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(the compute rails, the fabric's other ports): the ports of the expected fabric, kept to the compute
+    HCAs' CA types and names where the profile gives them.
+
+    An HGX B300 carries, besides its eight ConnectX-8 rails, four ConnectX-7 InfiniBand ports of the NVLink
+    switch management, Active at 100 Gb/s: of the same link layer, they would stand in for missing rails and
+    fail the rail rate. Their CA type tells them apart; names do where a site wires its own management HCAs.
+    """
+    types = {t.strip().upper() for t in hca_types or () if t.strip()}
+    patterns = list(names or ())
+    rails, others = [], []
+    for port in fabric_ports(ports, kind):
+        typed = not types or str(port.get("ca_type") or "").upper() in types
+        (rails if typed and (not patterns or _named(port, patterns)) else others).append(port)
+    return rails, others
+
+
+def set_aside(ports: list[dict[str, Any]]) -> str:
+    """``; not compute rails: ConnectX-7 (MT4129) mlx5_2/1, mlx5_3/1``, or nothing."""
+    if not ports:
+        return ""
+    groups: dict[str, list[str]] = {}
+    for port in sorted(ports, key=lambda p: (natural_key(p["device"]), p["port"])):
+        groups.setdefault(hca_model(port.get("ca_type")), []).append(port_name(port))
+    listed = "; ".join(f"{model} {', '.join(names)}" for model, names in groups.items())
+    return f"; not compute rails: {listed}"
