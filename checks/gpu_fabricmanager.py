@@ -10,7 +10,8 @@ expects NVSwitch (``expected_nvswitch``) the check falls back to FM itself runni
 FM is looked for as a systemd unit (``systemctl is-active nvidia-fabricmanager``) and as a process (the
 pattern ``[n]v-fabricmanager`` does not match the shell that runs pgrep). In a VM the hypervisor owns the
 NVSwitches and runs FM outside the guest: a trained fabric with no FM visible is a PASS that says so, as on
-the lent 2x H200 VM. GPUs without NVSwitch (N/A everywhere, and a profile that does not expect one) SKIP.
+the lent 2x H200 VM. A compute tray of an NVL72 rack runs no FM either: the rack's NVLink switch trays
+train the fabric, and the message says that instead. GPUs without NVSwitch (N/A everywhere, and a profile that does not expect one) SKIP.
 """
 
 from __future__ import annotations
@@ -131,7 +132,12 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
                 wanted,
                 remediation=REMEDIATION,
             )
-        where = fm if running else fm + ", i.e. managed outside the guest (hypervisor)"
+        outside = (
+            "by the rack's NVLink switch trays"
+            if host_vars.int("expected_nvlink_domain_gpus")
+            else "outside the guest (hypervisor)"
+        )
+        where = fm if running else f"{fm}, i.e. managed {outside}"
         return Outcome(
             "PASS",
             f"{host}: fabric trained (Completed/Success on {len(reported)} GPUs); {where}",

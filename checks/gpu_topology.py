@@ -28,6 +28,7 @@ from diagnose.parsers.nvidia_smi import (
     PCIE_RANK,
     SMI_LIST,
     SMI_SUMMARY,
+    model_matches,
     nvlink_links,
     parse_smi_summary,
     parse_topo,
@@ -171,7 +172,7 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
     if facts["topo_gpus"] and len(facts["topo_gpus"]) != facts["gpu_count"]:
         warnings.append(f"topo -m shows {len(facts['topo_gpus'])} GPUs but nvidia-smi {facts['gpu_count']}")
     if model:
-        odd = sorted({g["name"] for g in facts["gpus"] if model.lower() not in g["name"].lower()})
+        odd = sorted({g["name"] for g in facts["gpus"] if not model_matches(model, g["name"])})
         if odd:
             failures.append(f"GPU model {', '.join(odd)} is not {model}")
     if want_nvlink:

@@ -122,7 +122,8 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
             observed,
             wanted,
             remediation="Check that the compute HCAs are seated and their driver loaded (lspci -d 15b3:), "
-            "or correct expected_compute_hca_types / expected_compute_hcas if the profile names them wrongly.",
+            "or correct expected_compute_hca_types / expected_compute_hcas if the profile names them "
+            "wrongly.",
             action="replace_hca",
         )
     if not ports:

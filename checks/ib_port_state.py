@@ -4,7 +4,8 @@ Only ports of the fabric the profile names count: the Ethernet management or sto
 also carry (a ConnectX-6 Dx pair, a bonded mlx5_bond_0) may be down without harming the fabric, and are
 not reported as if they were fabric ports. Nor are InfiniBand ports of HCAs that are no compute rail
 (``expected_compute_hca_types``, ``expected_compute_hcas``): an HGX B300's four ConnectX-7 NVLink-switch
-management ports are Active while its ConnectX-8 rails may all be down, and must not stand in for them. A port that is ``Down``/``Polling`` has no cable or no peer;
+management ports are Active while its ConnectX-8 rails may all be down, and must not stand in for them.
+A port that is ``Down``/``Polling`` has no cable or no peer;
 ``Initializing`` with ``LinkUp`` means the cable is fine but no subnet manager has configured the port.
 """
 
@@ -95,7 +96,8 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
             observed,
             wanted,
             remediation="Check that the compute HCAs are seated and their driver loaded (lspci -d 15b3:), "
-            "or correct expected_compute_hca_types / expected_compute_hcas if the profile names them wrongly.",
+            "or correct expected_compute_hca_types / expected_compute_hcas if the profile names them "
+            "wrongly.",
             action="replace_hca",
         )
     if not ports:

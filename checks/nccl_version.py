@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 from diagnose.config.profiles import no_gpu_reason, no_gpu_required
 from diagnose.core.check import Check, Command, Facts
+from diagnose.core.install_hint import cuda_aarch64_torch_command, is_arm64
 from diagnose.core.model import CommandOutput, Outcome
 from diagnose.core.vars import Vars
 from diagnose.parsers.nccl_version import (
@@ -56,7 +57,10 @@ def parse(outputs: Mapping[str, CommandOutput], host_vars: Vars) -> Facts:
     facts = choose_nccl_version(torch_facts, parse_nccl_libs(outputs["nccl_libs"].stdout))
     # Whether the host has an NVIDIA GPU decides which torch build the remedy for a missing torch names.
     presence = outputs.get(NVIDIA_PRESENCE.key)
-    facts["nvidia_gpu"] = parse_nvidia_presence(presence.stdout)["nvidia_gpu"] if presence else None
+    seen = parse_nvidia_presence(presence.stdout) if presence else {}
+    facts["nvidia_gpu"] = seen.get("nvidia_gpu")
+    # On aarch64 the default torch wheel is the CPU build: the remedy names PyTorch's CUDA index there.
+    facts["machine"] = seen.get("machine")
     return facts
 
 
@@ -82,14 +86,18 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
         return Outcome(
             "SKIP", f"no NCCL on {host} ({looked}); {reason}, collectives use gloo", "no NCCL", wanted
         )
-    return Outcome(
-        "FAIL",
-        f"no NCCL found on {host}: {looked}",
-        "no NCCL",
-        wanted,
-        remediation="Install a CUDA build of PyTorch in the benchmark interpreter (it bundles NCCL), or point "
-        "ansible_python_interpreter at the environment that has it; for nccl-tests install libnccl2.",
+    remediation = (
+        "Install a CUDA build of PyTorch in the benchmark interpreter (it bundles NCCL), or point "
+        "ansible_python_interpreter at the environment that has it; for nccl-tests install libnccl2."
     )
+    if is_arm64(facts.get("machine")):
+        remediation = (
+            f"{host} is aarch64, where `pip install torch` gives the CPU build (no CUDA, no NCCL): install "
+            f"the CUDA build from PyTorch's index ({cuda_aarch64_torch_command(python)}; cu130 needs driver "
+            "580 or later, .../whl/cu128 an older one), or point ansible_python_interpreter at an "
+            "environment that has it; for nccl-tests install libnccl2."
+        )
+    return Outcome("FAIL", f"no NCCL found on {host}: {looked}", "no NCCL", wanted, remediation=remediation)
 
 
 CHECK = Check(

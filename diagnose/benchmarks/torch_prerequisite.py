@@ -43,7 +43,12 @@ class TorchPrerequisite:
             if facts.get("torch") is None and facts.get("torch_error"):
                 interpreter = str(facts.get("python") or host.python)
                 missing[host.name] = f"{interpreter}: {facts['torch_error']}"
-                hint = torch_hint(interpreter, host.connection == "local", nvidia_gpu=facts.get("nvidia_gpu"))
+                hint = torch_hint(
+                    interpreter,
+                    host.connection == "local",
+                    nvidia_gpu=facts.get("nvidia_gpu"),
+                    machine=facts.get("machine"),
+                )
                 hints.setdefault(hint, None)
                 if judged:
                     self.report_torch(host.name, interpreter, str(facts["torch_error"]), hint)

@@ -32,7 +32,11 @@ PROFILE_VARIABLES: dict[str, Variable] = {
         Variable(
             "expected_gpu_count", int, "GPUs per host (null: any number from 1; 0: the host has no GPU)"
         ),
-        Variable("expected_gpu_model", str, "substring of the GPU name, e.g. H100"),
+        Variable(
+            "expected_gpu_model",
+            str,
+            "the GPU model as a word of its name, e.g. H100 (B200 does not match an NVIDIA GB200)",
+        ),
         Variable("expected_nvlink", bool, "every GPU pair joined by NV#"),
         Variable(
             "expected_hca_count", int, "RDMA ports in State Active per host (0: no fabric, IB checks SKIP)"

@@ -29,6 +29,14 @@ BENCH = "bench"
 #: PyTorch's own index of CPU-only wheels. The index's default Linux wheel is the CUDA build, whose CUDA
 #: libraries (5.6 GB and 51 s on the machine of issue 36) a host without an NVIDIA GPU never loads.
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+#: PyTorch's index of CUDA 13.0 wheels, which carries Linux aarch64 builds. On aarch64 (Grace: GH200, GB200,
+#: GB300) the package index's torch is the CPU build, so ``pip install torch`` on a Grace tray gives a torch
+#: without CUDA or NCCL (pytorch/pytorch issues 160162 and 168065; PyTorch's install page tells Linux aarch64
+#: users to pass a CUDA index since pytorch/test-infra pull request 7652). The CPU index above holds aarch64
+#: wheels too, so the CPU remedy is the same on both architectures.
+CUDA_AARCH64_INDEX = "https://download.pytorch.org/whl/cu130"
+#: ``uname -m`` of the 64-bit Arm machines (Linux says aarch64, some tools arm64).
+ARM64 = ("aarch64", "arm64")
 
 
 @dataclass(frozen=True)
@@ -105,12 +113,42 @@ def cpu_torch_command(python: str = "python3") -> str:
     return shlex.join([python, "-m", "pip", "install", "torch", "--index-url", CPU_INDEX])
 
 
+def cuda_aarch64_torch_command(python: str = "python3") -> str:
+    """The shell command that installs torch's CUDA build on a 64-bit Arm Linux host for ``python``."""
+    return shlex.join([python, "-m", "pip", "install", "torch", "--index-url", CUDA_AARCH64_INDEX])
+
+
+def is_arm64(machine: str | None) -> bool:
+    return (machine or "").strip().lower() in ARM64
+
+
+def _aarch64_hint(interpreter: str, local: bool, python: str) -> str:
+    """An aarch64 host with (or maybe with) an NVIDIA GPU: the CUDA index, since the default is CPU-only."""
+    why = (
+        "on aarch64 the package index's torch is the CPU build (no CUDA, no NCCL); PyTorch's CUDA builds for "
+        "Arm come from its own index (cu130 needs driver 580 or later, use .../whl/cu128 with an older one)"
+    )
+    theirs, own = cuda_aarch64_torch_command(interpreter), cuda_aarch64_torch_command(python)
+    if not local:
+        return (
+            f"Install torch's CUDA build for that interpreter on the host ({theirs}): {why}; or point "
+            "bench_python / ansible_python_interpreter at a Python there that has it"
+        )
+    if same_interpreter(interpreter, python):
+        return f"Install torch's CUDA build into the environment running diagnose: {own} ({why})"
+    return (
+        f"Install torch's CUDA build for that interpreter ({theirs}), or into diagnose's environment ({own}) "
+        f"and run with -e bench_python={shlex.quote(python)}: {why}"
+    )
+
+
 def torch_hint(
     interpreter: str,
     local: bool,
     origin: Origin | None = None,
     python: str | None = None,
     nvidia_gpu: bool | None = None,
+    machine: str | None = None,
 ) -> str:
     """What to do when torch cannot be imported by ``interpreter`` on a host (``local``: this machine).
 
@@ -118,8 +156,12 @@ def torch_hint(
     the fix when that Python is the one running diagnose, and otherwise either install or ``bench_python``.
     ``nvidia_gpu`` (the host's PCI bus and device nodes; None: unknown) picks the build: without an NVIDIA
     GPU the CPU wheel, since the default one is the CUDA build, gigabytes that host would never use.
+    ``machine`` (the host's ``uname -m``; None: unknown) matters on 64-bit Arm, where it is the other way
+    round: the default wheel is the CPU build, and a Grace tray's GPUs need PyTorch's CUDA index.
     """
     python = python or sys.executable
+    if is_arm64(machine) and nvidia_gpu is not False:
+        return _aarch64_hint(interpreter, local, python)
     if not local:
         what = "torch for that interpreter on the host"
         if nvidia_gpu is False:

@@ -23,18 +23,20 @@ PRESENCE_SCRIPT = (
     '  echo "nvidia ${v%/vendor} $(cat "${v%/vendor}/class" 2>/dev/null)"\n'
     "done\n"
     'for n in /dev/nvidia[0-9]*; do [ -e "$n" ] && echo "node $n"; done\n'
+    'echo "machine $(uname -m 2>/dev/null)"\n'
     "true\n"
 )
 NVIDIA_PRESENCE = Command("nvidia_presence", PRESENCE_SCRIPT, timeout=15, required=False, auxiliary=True)
 
-_LINE = re.compile(r"^(?P<kind>pci-functions|nvidia|node) (?P<rest>\S.*)$")
+_LINE = re.compile(r"^(?P<kind>pci-functions|nvidia|node|machine) (?P<rest>\S.*)$")
 _GPU_CLASS = re.compile(r"^0x03[0-9a-f]{4}$")
 
 
 def parse_nvidia_presence(text: str) -> dict[str, Any]:
     """``nvidia_gpu``: True (an NVIDIA GPU on the bus, or its device node), False (the bus is visible and
-    has none, and no node), None (no bus visible and no node: unknown). Pure."""
-    functions, gpus, nodes = 0, [], []
+    has none, and no node), None (no bus visible and no node: unknown); ``machine``: ``uname -m`` (None
+    where the line is missing), since on aarch64 the default torch wheel is the CPU build. Pure."""
+    functions, gpus, nodes, machine = 0, [], [], None
     for line in text.splitlines():
         match = _LINE.match(line.strip())
         if not match:
@@ -46,5 +48,13 @@ def parse_nvidia_presence(text: str) -> dict[str, Any]:
             gpus.append(rest[0].rsplit("/", 1)[-1])
         elif kind == "node":
             nodes.append(rest[0])
+        elif kind == "machine":
+            machine = rest[0]
     present: bool | None = bool(gpus or nodes) or (False if functions else None)
-    return {"nvidia_gpu": present, "pci_functions": functions, "gpus_on_pci": gpus, "device_nodes": nodes}
+    return {
+        "nvidia_gpu": present,
+        "pci_functions": functions,
+        "gpus_on_pci": gpus,
+        "device_nodes": nodes,
+        "machine": machine,
+    }

@@ -164,3 +164,14 @@ def nvlink_links(relation: str) -> int | None:
     """Number of bonded NVLinks for an ``NV#`` cell, None for a PCIe relation."""
     match = _NV.match(relation)
     return int(match.group("links")) if match else None
+
+
+def model_matches(expected: str, name: str) -> bool:
+    """Whether a GPU's name is of the expected model: the model as a whole word of the name, case aside.
+
+    A plain substring test takes an ``NVIDIA GB200`` for a ``B200`` and an ``NVIDIA GH200 480GB`` for an
+    ``H200``: a Grace tray would pass an 8-GPU HGX profile's model check. The model must stand between
+    non-alphanumeric characters (``NVIDIA A100-SXM4-80GB`` is an A100, ``NVIDIA B300 SXM6 AC`` a B300).
+    """
+    pattern = rf"(?<![0-9a-z]){re.escape(expected.strip().lower())}(?![0-9a-z])"
+    return re.search(pattern, name.lower()) is not None

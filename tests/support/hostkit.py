@@ -111,7 +111,7 @@ def _cells(line: str) -> list[str]:
     return [cell.strip() for cell in line.split(",")]
 
 
-def _query_tiers(text: str) -> dict[str, str]:
+def query_tiers(text: str) -> dict[str, str]:
     """The fake's answer to each tier of GPU_QUERY_SCRIPT: the full output for the first, and the same
     output cut to the tier's columns for the fallbacks (a driver answers any tier it accepts). A tier asking
     for a field the capture lacks (the watch list's serial and corrected ECC, asked since issue 35) gets no
@@ -193,7 +193,7 @@ def _nvidia_smi(query: str, nvlink_status: str) -> str:
         {
             "": captured("nvidia_smi/h100_sxm_8gpu_565.txt"),
             "topo -m": captured("topo/h100_8gpu_8nic_pix.txt"),
-            **_query_tiers(query),
+            **query_tiers(query),
             "nvlink --status": nvlink_status,
             "nvlink -e": captured(H100_NVLINK_ERRORS),
             COMPUTE_APPS_ARGS: captured(IDLE_APPS),

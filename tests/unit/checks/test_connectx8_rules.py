@@ -1,4 +1,4 @@
-"""The fabric checks on an HGX B300 with ConnectX-8 (XDR) rails beside its NVLink-switch management ConnectX-7s.
+"""The fabric checks on an HGX B300: ConnectX-8 (XDR) rails beside NVLink-switch management ConnectX-7s.
 
 The ibstat outputs are the cases tests/facts/ibstat/b300_cx8_*.json, written in the shape of a published
 Dell XE9780 ibstat (their sources say where): seven ConnectX-8 ports all Down, and four ConnectX-7 ports of

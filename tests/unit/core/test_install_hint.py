@@ -169,3 +169,22 @@ def test_the_cpu_command_installs_torch_from_pytorchs_cpu_index(tmp_path: Path) 
     command = install_hint.cpu_torch_command("echo")
     out = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["-m", "pip", "install", "torch", "--index-url", install_hint.CPU_INDEX]
+
+
+def test_an_aarch64_host_with_a_gpu_is_sent_to_pytorchs_cuda_index() -> None:
+    """On aarch64 the index's torch is the CPU build (pytorch/pytorch issues 160162, 168065): a Grace tray
+    told to `pip install` the bench extra would get a torch without CUDA or NCCL."""
+    cuda = "--index-url https://download.pytorch.org/whl/cu130"
+    remote = torch_hint("/usr/bin/python3", local=False, python=PY, nvidia_gpu=True, machine="aarch64")
+    assert remote.startswith(
+        "Install torch's CUDA build for that interpreter on the host (/usr/bin/python3 -m"
+    )
+    assert cuda in remote and "CPU build" in remote and "bench_python" in remote
+    own = torch_hint(PY, local=True, origin=Origin("index"), python=PY, nvidia_gpu=None, machine="arm64")
+    assert own.startswith(f"Install torch's CUDA build into the environment running diagnose: {PY} -m pip")
+    assert "diagnose-cluster[bench]" not in own and cuda in own
+    # Without a GPU the CPU index serves aarch64 as well; on x86_64 the default wheel stays the CUDA one.
+    cpu = torch_hint(PY, local=True, python=PY, nvidia_gpu=False, machine="aarch64")
+    assert "download.pytorch.org/whl/cpu" in cpu
+    x86 = torch_hint(PY, local=True, origin=Origin("index"), python=PY, nvidia_gpu=True, machine="x86_64")
+    assert cuda not in x86 and "diagnose-cluster[bench]" in x86
