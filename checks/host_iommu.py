@@ -34,7 +34,8 @@ TRANSLATED = ("DMA", "DMA-FQ")
 
 REMEDIATION = (
     "Boot with the IOMMU in passthrough: add `iommu=pt` to the kernel command line (GRUB_CMDLINE_LINUX in "
-    "/etc/default/grub, then update-grub and reboot; keep intel_iommu=on/amd_iommu=on where VFIO needs it), "
+    "/etc/default/grub, then update-grub and reboot; keep intel_iommu=on/amd_iommu=on where VFIO needs it; "
+    "on Arm servers with an SMMU, such as Grace trays, `iommu.passthrough=1`), "
     "or disable the IOMMU (VT-d/AMD-Vi) in the BIOS on nodes that pass no device to a VM."
 )
 
