@@ -3,8 +3,10 @@
 Pure: host facts and settings in, plans and shell text out; :mod:`diagnose.probes.perftest` runs them.
 
 * **Rails.** A host's rails are its compute HCAs in name order (``mlx5_0, mlx5_1, mlx5_4, ...``): the
-  Active ports of the profile's fabric (``expected_link_layer``), kept to ``expected_compute_hcas`` (names
-  or globs, :func:`diagnose.benchmarks.fabric_nics.is_compute`) where it is set. Rail *i* of one host
+  Active ports of the profile's fabric (``expected_link_layer``), kept to the compute HCAs' CA types
+  (``expected_compute_hca_types``: an HGX B300's NVLink-switch management ConnectX-7s are no rail) and
+  names (``expected_compute_hcas``, names or globs read as :func:`diagnose.benchmarks.fabric_nics.is_compute`
+  reads them) where they are set. Rail *i* of one host
   meets rail *i* of another:
   on a rail-optimised fabric they hang off the same leaf. Each NIC carries its port's rate (``ibstat``)
   and the GPU nearest to it (PIX or PXB in ``topo -m``), whose memory its buffer lives in when
@@ -31,11 +33,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from diagnose.benchmarks.fabric_nics import GPU_LOCAL, is_compute
+from diagnose.benchmarks.fabric_nics import GPU_LOCAL
 from diagnose.config.profiles import no_fabric_reason
 from diagnose.core.check import Facts
 from diagnose.core.hosts import Host
-from diagnose.parsers.rdma import fabric_ports, is_active, normalise_kind
+from diagnose.parsers.rdma import is_active, normalise_kind, rail_ports
 from diagnose.probes.perftest_settings import LATENCY_BYTES, Settings
 
 BW_TOOL = "ib_write_bw"
@@ -102,12 +104,16 @@ def rails_of(host: Host, facts: Mapping[str, Facts]) -> HostRails | str:
     if not ibstat or not isinstance(ibstat.get("ports"), list):
         return "no ibstat facts (the playbook runs neither ib.link_rate nor ib.port_state)"
     kind = normalise_kind(host.vars.str("expected_link_layer"))
-    active = [p for p in fabric_ports(ibstat["ports"], kind) if is_active(p)]
+    types, patterns = host.vars.list("expected_compute_hca_types"), host.vars.list("expected_compute_hcas")
+    # An HGX B300's NVLink-switch management ConnectX-7s share the rails' link layer: its profile's compute
+    # CA types keep them out, as they are kept out of the ib.* checks.
+    rails, _ = rail_ports(ibstat["ports"], kind, types, patterns)
+    active = [p for p in rails if is_active(p)]
     source = "the Active ports of the fabric in ibstat"
-    patterns = host.vars.list("expected_compute_hcas")
     if patterns:
         source = "expected_compute_hcas"
-        active = [p for p in active if is_compute(f"{p['device']}:{p['port']}", patterns)]
+    elif types:
+        source = f"the Active ports of the fabric in ibstat of CA type {', '.join(types)}"
     if not active:
         return f"no Active compute port in ibstat ({source})"
     active.sort(key=lambda p: (natural_key(p["device"]), p["port"]))

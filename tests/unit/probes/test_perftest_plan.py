@@ -3,10 +3,13 @@ and the script each host runs (diagnose.probes.perftest_plan), and its settings.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from diagnose.core.hosts import Host
 from diagnose.core.vars import Vars
+from diagnose.parsers.ibstat import parse_ibstat
 from diagnose.probes.perftest_plan import (
     HostRails,
     PortBlocks,
@@ -20,6 +23,7 @@ from diagnose.probes.perftest_plan import (
     step_port,
 )
 from diagnose.probes.perftest_settings import SETTINGS, Settings, parse_ports, settings_from
+from tests.support.paths import FACTS
 from tests.support.perftest import h100_facts
 
 PROFILE = {"expected_hca_count": 8, "expected_link_layer": "InfiniBand"}
@@ -138,3 +142,19 @@ def test_settings_from_variables_and_their_checks() -> None:
         for name in ("min_nic_bw_fraction", "perftest_address", "perftest_gpudirect")
     }
     assert all(problems.values()), problems
+
+
+def test_an_hgx_b300s_management_connectx7_ports_are_no_rails() -> None:
+    """The composed XDR case of tests/facts/ibstat (eight ConnectX-8 at 800, four NVLSM ConnectX-7 at 100):
+    under the b300 profile's CA types only the eight ConnectX-8 are measured, so no 100 Gb/s management
+    port is held to an 800 Gb/s line rate."""
+    case = json.loads((FACTS / "ibstat" / "b300_cx8_xdr800_nvlsm_cx7_active.json").read_text())
+    facts = {"ib.port_state": parse_ibstat("\n".join(case["output"]))}
+    b300 = {"expected_link_layer": "InfiniBand", "expected_hca_count": 8, "ansible_host": "10.0.0.3"}
+    typed = Host("b1", vars=Vars({**b300, "expected_compute_hca_types": ["MT4131"]}, "b1"))
+    found = rails_of(typed, facts)
+    assert isinstance(found, HostRails), found
+    assert [n.hca for n in found.nics] == [f"mlx5_{i}" for i in (0, 1, 6, 7, 8, 9, 10, 11)]
+    assert {n.rate_gbps for n in found.nics} == {800} and "CA type MT4131" in found.source
+    untyped = rails_of(Host("b1", vars=Vars(b300, "b1")), facts)
+    assert isinstance(untyped, HostRails) and len(untyped.nics) == 12
