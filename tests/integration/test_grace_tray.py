@@ -45,7 +45,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         argv += ["--out", str(out), "--skip-benchmarks", "--format", "json"]
         argv += ["-e", f"diagnose_profile={PROFILE}", *memlock_vars()]
         code = main(argv)
-        yield {"code": code, "results": json.loads((out / "results.json").read_text())}
+        yield {"code": code, "results": json.loads((out / "results.json").read_text()), "out": out}
 
 
 def test_the_grace_tray_passes_its_host_stage(run: dict[str, Any]) -> None:
@@ -69,3 +69,9 @@ def test_nothing_is_judged_by_an_x86_notion(run: dict[str, Any]) -> None:
     assert mine["host.cpu_governor"]["message"].startswith(f"no cpufreq governor on {TRAY}")
     shown = [c for c in mine.values() if c["status"] != "PASS" and X86.search(c["message"] or "")]
     assert not shown, [(c["id"], c["message"]) for c in shown]
+
+
+def test_the_host_said_aarch64_and_diagnose_read_it(run: dict[str, Any]) -> None:
+    """uname -m is read with the NVIDIA presence probe (the torch remedy on aarch64 depends on it)."""
+    probe = (run["out"] / "raw" / TRAY / "nvidia_presence.txt").read_text()
+    assert "machine aarch64" in probe.splitlines()
