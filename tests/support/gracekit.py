@@ -10,7 +10,8 @@ differently, each composed from a named public output in its format, with the pr
   SlinkyProject/slurm-operator:docs/installation.md (a GB200 tray's nvidia-smi), 189471 MiB, 1200 W;
 * ``nvidia-smi topo -m`` follows the GB200 tray of https://github.com/sgl-project/sglang/issues/11208: NV18
   between the four GPUs and every NIC at SYS from every GPU (the NICs hang off Grace's PCIe, the GPUs off
-  NVLink-C2C: no PCIe switch pairs them), CPU affinity 0-71 and 72-143, GPU NUMA ids 2, 10, 18, 26;
+  NVLink-C2C: no PCIe switch pairs them), CPU affinity 0-71 and 72-143, NUMA affinity 0,3-9,11-17 and
+  1,19-25,27-33 (each Grace's node with the GPUs' memory nodes), GPU NUMA ids 2, 10, 18, 26;
 * the shared GPU query, ``nvlink --status``/``-e`` and ``-L`` are hostkit's composed H100 outputs cut to
   four GPUs and renamed (no GB200 capture of them was found published; the 18 links per GPU agree with
   NVLink 5's NV18, their speed is left as captured and gb200-nvl72 sets none);
@@ -111,11 +112,12 @@ def topo() -> str:
     gpus = [f"GPU{i}" for i in range(GPUS)]
     nics = [f"NIC{i}" for i in range(NICS)]
     affinity = ("0-71", "0-71", "72-143", "72-143")
+    numa = ("0,3-9,11-17", "0,3-9,11-17", "1,19-25,27-33", "1,19-25,27-33")
     header = "        " + _cells([*gpus, *nics]) + "    CPU Affinity    NUMA Affinity   GPU NUMA ID"
     lines = [header]
     for i, gpu in enumerate(gpus):
         row = [gpu, *(" X" if j == i else "NV18" for j in range(GPUS)), *(["SYS"] * NICS)]
-        lines.append(_cells(row) + f"    {affinity[i]:<16}{i // 2:<16}{2 + 8 * i}")
+        lines.append(_cells(row) + f"    {affinity[i]:<8}{numa[i]:<24}{2 + 8 * i}")
     for i, nic in enumerate(nics):
         row = [
             nic,

@@ -30,7 +30,7 @@ def test_a_gb200_tray_passes_its_topology_with_every_nic_at_sys() -> None:
     assert (
         "4x NVIDIA GB200; NVLink on every pair (NV18); 0 of 4 GPUs with a NIC at PIX/PXB" in outcome.message
     )
-    assert "NUMA 0: GPU0, GPU1, NUMA 1: GPU2, GPU3" in outcome.message
+    assert "NUMA 0,3-9,11-17: GPU0, GPU1, NUMA 1,19-25,27-33: GPU2, GPU3" in outcome.message
 
 
 def test_a_b200_profile_does_not_take_a_gb200_for_a_b200() -> None:
