@@ -3,8 +3,10 @@
 A DGX-class node has a 400G compute fabric, often a 200G storage (or BlueField) fabric and a slow
 management network; NCCL picks by what it finds, and if it picks the wrong NIC the collectives still run,
 only far slower. The compute NICs of a host are the profile's ``expected_compute_hcas`` (names or globs,
-``mlx5_[0-7]``), or, lacking that, the NICs that ``nvidia-smi topo -m`` puts next to a GPU (PIX or PXB):
-the ones a GPU-direct path is built for.
+``mlx5_[0-7]``), else the HCAs of its ``expected_compute_hca_types`` in ibstat (NCCL opens every
+InfiniBand HCA, an HGX B300's NVLink-switch management ConnectX-7s included, unless told otherwise), or,
+lacking both, the NICs that ``nvidia-smi topo -m`` puts next to a GPU (PIX or PXB): the ones a GPU-direct
+path is built for.
 """
 
 from __future__ import annotations
@@ -24,11 +26,27 @@ def compute_nics(host: Host, facts: Mapping[str, Facts]) -> tuple[list[str], str
     named = host.vars.list("expected_compute_hcas")
     if named:
         return named, "expected_compute_hcas"
+    typed = _typed_hcas(host.vars.list("expected_compute_hca_types"), facts)
+    if typed:
+        return typed
     nearest = (facts.get("gpu.topology") or {}).get("nearest_nic") or {}
     local = sorted({n["nic"] for n in nearest.values() if n.get("relation") in GPU_LOCAL and n.get("nic")})
     if local:
         return local, "the GPU-local NICs in nvidia-smi topo -m"
     return None
+
+
+def _typed_hcas(types: list[str] | None, facts: Mapping[str, Facts]) -> tuple[list[str], str] | None:
+    """The HCAs of the profile's compute CA types in ibstat (an HGX B300's ConnectX-8s and not its
+    NVLink-switch management ConnectX-7s, whose topo -m lists no NIC at all), or None."""
+    ibstat = facts.get("ib.port_state") or facts.get("ib.link_rate") or {}
+    wanted = {t.strip().upper() for t in types or ()}
+    devices = sorted(
+        {p["device"] for p in ibstat.get("ports") or [] if str(p.get("ca_type") or "").upper() in wanted}
+    )
+    if not wanted or not devices:
+        return None
+    return devices, f"the {', '.join(sorted(wanted))} HCAs in ibstat (expected_compute_hca_types)"
 
 
 def is_compute(device: str, patterns: list[str]) -> bool:

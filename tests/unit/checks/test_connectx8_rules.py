@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from diagnose.benchmarks.fabric_nics import wrong_nics
 from diagnose.checks import ib_consistency, ib_devices, ib_link_rate, ib_port_state
 from diagnose.config.profile_files import load_profile
+from diagnose.core.hosts import Host
 from diagnose.core.model import CommandOutput, Outcome
 from diagnose.core.vars import Vars
 from diagnose.parsers.ibv_devinfo import parse_ibv_devinfo
@@ -123,3 +125,16 @@ def test_ibv_devinfo_names_the_ca_type_as_ibstat_does() -> None:
     outcome = ib_devices.judge(facts, vars_)
     assert outcome.status == "FAIL"
     assert outcome.message.startswith("h1 has no compute InfiniBand device; not compute rails: ConnectX-7")
+
+
+def test_nccl_traffic_over_a_management_connectx7_is_named() -> None:
+    """NCCL opens every InfiniBand HCA unless NCCL_IB_HCA says otherwise; topo -m of the XE9780 lists no NIC,
+    so the b300 profile's compute CA types are what tells a sweep's NICs from the management ports."""
+    vars_ = profile("b300-8x-xdr800", host="b300-2")
+    facts = {"b300-2": {"ib.port_state": ib_port_state.parse({"ibstat": _ibstat(XDR)}, vars_)}}
+    hosts = [Host("b300-2", vars=vars_)]
+    rails = [f"mlx5_{i}:1" for i in (0, 1, 6, 7, 8, 9, 10, 11)]
+    assert wrong_nics({"b300-2": rails}, hosts, facts) == []
+    (problem,) = wrong_nics({"b300-2": [*rails, "mlx5_2:1"]}, hosts, facts)
+    assert problem.startswith("b300-2 sent inter-node traffic over mlx5_2:1, not a compute-fabric NIC")
+    assert "from the MT4131 HCAs in ibstat (expected_compute_hca_types)" in problem
