@@ -172,6 +172,22 @@ def test_the_torch_remedy_names_the_build_that_fits_the_hosts_gpus(tmp_path: Pat
     assert "pip" not in message(remote, True)
 
 
+def test_an_aarch64_trays_torch_remedy_names_pytorchs_cuda_index(tmp_path: Path) -> None:
+    """A Grace tray (uname -m aarch64 in nccl.version's facts): the package index's torch is the CPU build
+    there, so the remedy names PyTorch's CUDA index instead of the plain install it gives an x86 host."""
+    tray = Host("tray1", vars=Vars(host="tray1"))
+    plan = SimpleNamespace(collectives=["all_reduce"], tool="torch", enabled=True)
+    probe = {"torch": None, "torch_error": "No module", "python": "/usr/bin/python3", "nvidia_gpu": True}
+    for machine, cuda in (("aarch64", True), ("x86_64", False), (None, False)):
+        facts = {"tray1": {"nccl.version": {**probe, "machine": machine}}}
+        ctx = BenchContext([tray], {}, facts, plan, tmp_path, "t", print, print)
+        message = Stage(ctx).torch_missing([tray]) or ""
+        assert (
+            "/usr/bin/python3 -m pip install torch --index-url https://download.pytorch.org/whl/cu130"
+            in message
+        ) is cuda
+
+
 def test_one_gpu_in_all_skips_the_sweep_and_the_transport_without_launching(tmp_path: Path) -> None:
     """The lent H100 VM's shape: one host, one GPU. A one-rank all_reduce moves nothing (busbw 0 by the
     (n-1)/n factor) and NCCL opens no connection: both are SKIP with that reason, and nothing is launched
