@@ -22,6 +22,10 @@ named (the end of the round that convicted it), over the trials that named them 
 on with noise-level suspects after that, until its budget ends. With nothing planted (``--slow-hosts 0``, noise
 only, or ``--fleet-deficit``: every host equally slower), a trial is accurate when nothing is named.
 
+Each trial draws its fabric and noise from its own random stream (seed, size, trial), so trials run in
+``--jobs`` processes at once give the same table as one process, and a change to the search leaves the
+other trials' fabrics where they were.
+
     python bench/localize.py --hosts 64,512,1024,4096 --trials 100
     python bench/localize.py --hosts 1024 --slow-hosts 0 --slow-links 1      # one slow link
     python bench/localize.py --hosts 1024 --slow-hosts 2                     # two slow hosts
@@ -31,6 +35,7 @@ only, or ``--fleet-deficit``: every host equally slower), a trial is accurate wh
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import random
 import statistics
 import sys
@@ -96,23 +101,37 @@ def plant(
     return Fabric(factor, links, args.noise, rng, timing), planted
 
 
-def run_size(n: int, args: argparse.Namespace, settings: Settings) -> dict[str, float]:
-    rng = random.Random(args.seed * 100_003 + n)
+def trial(
+    n: int, args: argparse.Namespace, settings: Settings, index: int
+) -> tuple[bool, int, int, float, int, float | None]:
+    """One trial on its own random stream (the seed, the size and the trial's index), so that trials can
+    run in any order or process and a change to the search moves no other trial's fabric: whether
+    everything planted was named, how many named were not planted, rounds, minutes, launches and when
+    the last planted element was named."""
+    rng = random.Random(f"{args.seed}:{n}:{index}")
     hosts = [f"node{i:04d}" for i in range(n)]
-    correct = false = 0
-    rounds, minutes, launches, named_at = [], [], [], []
-    for _ in range(args.trials):
-        fabric, planted = plant(hosts, args, rng)
-        shortfall = fabric.busbw(hosts) / (PEAK_GBPS * fabric_efficiency(n))
-        finding = localize(hosts, fabric.measure, settings, clock=fabric.clock, shortfall=shortfall)
-        named = {(a.kind, a.hosts) for a in finding.accused}
-        correct += planted <= named if planted else not named
-        if planted and planted <= named:
-            named_at.append(named_minutes(finding, planted))
-        false += len(named - planted)
-        rounds.append(finding.rounds)
-        minutes.append(finding.seconds / 60)
-        launches.append(finding.launches)
+    fabric, planted = plant(hosts, args, rng)
+    shortfall = fabric.busbw(hosts) / (PEAK_GBPS * fabric_efficiency(n))
+    finding = localize(hosts, fabric.measure, settings, clock=fabric.clock, shortfall=shortfall)
+    named = {(a.kind, a.hosts) for a in finding.accused}
+    correct = planted <= named if planted else not named
+    at = named_minutes(finding, planted) if planted and planted <= named else None
+    return correct, len(named - planted), finding.rounds, finding.seconds / 60, finding.launches, at
+
+
+def run_size(n: int, args: argparse.Namespace, settings: Settings) -> dict[str, float]:
+    work = [(n, args, settings, index) for index in range(args.trials)]
+    if args.jobs > 1:
+        with multiprocessing.get_context("fork").Pool(args.jobs) as pool:
+            results = pool.starmap(trial, work, chunksize=1)
+    else:
+        results = [trial(*w) for w in work]
+    correct = sum(r[0] for r in results)
+    false = sum(r[1] for r in results)
+    rounds = [r[2] for r in results]
+    minutes = [r[3] for r in results]
+    launches = [r[4] for r in results]
+    named_at = [r[5] for r in results if r[5] is not None]
     return {
         "hosts": n,
         "trials": args.trials,
@@ -158,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--launch-s", type=float, default=TimeModel.launch_s)
     parser.add_argument("--per-node-s", type=float, default=TimeModel.per_node_s)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--jobs", type=int, default=1, help="trials run in this many processes at once")
     args = parser.parse_args(argv)
     settings = Settings(
         concurrency=args.concurrency,

@@ -2,6 +2,8 @@
 
 * :mod:`~diagnose.localize.model`: settings, groups, verdicts, accusations and the finding (plain data);
 * :mod:`~diagnose.localize.stats`: noise from repeats, the healthy reference of a round, one-sided tests;
+* :mod:`~diagnose.localize.rounds`: a round's groups and waves, and which open groups the next wave
+  measures again;
 * :mod:`~diagnose.localize.search`: the search itself (narrow by contiguous pieces, attribute with fresh
   partners, accuse hosts and links on a quorum);
 * :mod:`~diagnose.localize.run`: the driver loop through a :class:`~diagnose.localize.run.Measure` and a

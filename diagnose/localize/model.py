@@ -36,8 +36,8 @@ class Settings:
     and only the groups still near the line — neither ``z_power`` standard errors above the level of a
     ``detect_deficit`` slow element (which clears its hosts) nor beyond the critical value below the
     reference (slow) — are measured again, up to ``max_repeats``, and then cleared if they fall short by
-    less than half the design deficit: a wave costs the same with one group as with thousands, so the
-    repeats go where a verdict is still open; ``alpha`` is
+    less than half the design deficit or than ``min_deficit``, whichever is more: a wave costs the same
+    with one group as with thousands, so the repeats go where a verdict is still open; ``alpha`` is
     the chance of any false flag in a round, over every look at a group measured again; nothing less than ``min_deficit`` slow is accused; a host
     is accused after slow pairs with ``quorum`` distinct partners already seen fast, a link after
     ``quorum`` slow measurements of the pair whose two hosts are fast with others; ``budget_s`` bounds

@@ -6,10 +6,13 @@ Real runs pass a Measure that launches the collective on each host group
 simulator's accuracy and time are those of the code that runs on clusters.
 
 A round is measured ``repeats`` times, wave by wave (each wave one call of the Measure, its groups at
-once); after that only the groups whose verdict is still open are measured again, packed into as few
-waves as their hosts allow, until each is clearly above or below the line or has ``max_repeats``
-values. A wave costs as long with one group as with thousands, so repeating the open groups alone is
-what makes a round of thousands of pairs affordable. Before each wave the driver checks that it can end
+once); after that only the groups whose verdict is still open are measured again, one wave at a time
+(as many of them as share no host, the least measured first) and judged again after each wave, until
+each is clearly above or below the line or has ``max_repeats`` values. A wave costs as long with one
+group as with thousands, so repeating the open groups alone is what makes a round of thousands of pairs
+affordable; and an open group that shares a host with another waits one wave rather than adding a wave
+to every repeat of the round (two open pairs side by side in the ring would otherwise double the waves
+of the round's tail). Before each wave the driver checks that it can end
 before the deadline (``budget_s`` from the start), judging its length by the last wave's; when it
 cannot, the search stops and reports what it still suspects with the measurements against each.
 """
@@ -21,7 +24,8 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from diagnose.localize.model import Finding, Settings
-from diagnose.localize.search import RoundPlan, Search, pack
+from diagnose.localize.rounds import RoundPlan, next_wave
+from diagnose.localize.search import Search
 
 
 class Measure(Protocol):
@@ -70,7 +74,9 @@ def localize(
         while done < settings.repeats and (in_time := run_waves(plan, every, plan.waves, values)):
             done += 1
         while in_time and done and (again := search.unclear(plan, values)):
-            in_time = run_waves(plan, again, pack([plan.tasks[i] for i in again], search.width), values)
+            in_time = run_waves(
+                plan, again, [next_wave(plan.tasks, again, [len(v) for v in values], search.width)], values
+            )
         if done or any(values):
             search.record(plan, values, clock() - round_start, done)
         if not in_time:

@@ -13,10 +13,13 @@ healthy groups of the same size measured in that round (:mod:`diagnose.localize.
    slow neighbouring pairs and a slow link as one, however many there are. Otherwise, when every piece
    of a slow group is fast, what it lost by the cut is to blame: those links are measured next, alone.
 2. **Attribute.** Each host of a slow group of two or three is measured with fresh partners already seen
-   fast. A host is accused once it is slow with ``quorum`` distinct partners that are fast elsewhere; one
-   fast group clears a host (a slow member would have made it slow). If every host of a slow pair turns
-   out fast, the pair's link is the suspect: it is accused after ``quorum`` slow measurements of the two
-   alone.
+   fast, as many in one round as its quorum still lacks and one more (each in its own wave). A host is
+   accused once it is slow with ``quorum`` distinct partners that are fast elsewhere; one fast group
+   clears a host (a slow member would have made it slow). If every host of a slow pair turns out fast,
+   the pair's link is the suspect: it is accused after ``quorum`` slow measurements of the two alone.
+   A slow pair with one end already fast elsewhere has its link measured in the same round as the other
+   end's partners, so that a slow link next to a host the first round could not clear is not a round
+   behind. No host is in more than ``quorum + 1`` groups of a round: each is a wave of every repeat.
 3. **Reference.** Each round tops up every group size it measures with control groups of hosts already
    seen fast, so that there is always a healthy reference measured at the same time.
 
@@ -47,30 +50,11 @@ from diagnose.localize.model import (
     edge,
     ring_edges,
 )
+from diagnose.localize.rounds import RoundPlan, Split, chunk, describe, pack
 from diagnose.localize.stats import Noise, critical_z, reference, t_tail
 
 # A slow group of at most this many hosts is attributed host by host instead of being cut further.
 SMALL = 3
-
-
-@dataclass
-class Split:
-    """A slow group cut into pieces this round, and the links no piece's ring uses any more."""
-
-    parent: Group
-    verdict: Judged | None  # the parent's own measurement (None for the full run)
-    pieces: list[int]  # task indices
-    lost: list[Edge]
-
-
-@dataclass
-class RoundPlan:
-    """The groups of one round and the waves they run in (disjoint hosts within a wave)."""
-
-    number: int
-    tasks: list[Task]
-    waves: list[list[int]]
-    splits: list[Split]
 
 
 @dataclass
@@ -79,41 +63,6 @@ class LinkTrial:
     why: str
     slow: list[Judged] = field(default_factory=list)
     tries: int = 0
-
-
-def describe(group: Group) -> str:
-    """A short name for a group in notes: its ends and size."""
-    if len(group) <= 3:
-        return "+".join(group)
-    return f"{group[0]}…{group[-1]} ({len(group)} hosts)"
-
-
-def chunk(group: Group, pieces: int) -> list[Group]:
-    """``group`` cut into ``pieces`` contiguous runs whose sizes differ by at most one."""
-    size, extra = divmod(len(group), pieces)
-    out, start = [], 0
-    for i in range(pieces):
-        end = start + size + (1 if i >= pieces - extra else 0)
-        out.append(group[start:end])
-        start = end
-    return out
-
-
-def pack(tasks: list[Task], limit: int) -> list[list[int]]:
-    """Task indices in waves: each task in the first wave with room (``limit``) and none of its hosts."""
-    waves: list[list[int]] = []
-    hosts: list[set[str]] = []
-    for i, task in enumerate(tasks):
-        group = set(task.group)
-        for wave, used in zip(waves, hosts, strict=True):
-            if len(wave) < limit and not used & group:
-                wave.append(i)
-                used |= group
-                break
-        else:
-            waves.append([i])
-            hosts.append(group)
-    return waves
 
 
 class Search:
@@ -160,28 +109,38 @@ class Search:
         limit = self.width
         tasks: list[Task] = []
         used: set[str] = set()
-        for host in list(self.trials):
-            partner = self._partner(host, used)
-            if partner is None:
-                self._give_up_host(host, "no partner left to measure it with")
-                continue
-            tasks.append(Task((partner, host), "partner", host))
-            used |= {partner, host}
+        quorum = self.settings.quorum
+        # Each group a host is in this round is one more wave of every repeat: a host takes part in
+        # at most one group more than the quorum.
+        cap = quorum + 1
+        load: Counter[str] = Counter()
+
+        def add(task: Task) -> None:
+            tasks.append(task)
+            used.update(task.group)
+            load.update(task.group)
+
+        def partners(host: str, count: int) -> int:
+            added = 0
+            while added < count and load[host] < cap and (partner := self._partner(host, used)) is not None:
+                add(Task((partner, host), "partner", host))
+                added += 1
+            return added
+
         for link in self.links.values():
-            tasks.append(Task(link.link, "link", f"{link.link[0]}↔{link.link[1]}"))
-            used |= set(link.link)
+            if all(load[h] < cap for h in link.link):
+                add(Task(link.link, "link", f"{link.link[0]}↔{link.link[1]}"))
+        for host in list(self.trials):
+            # The partners the quorum still lacks at once, and one more: a partner left unclear by the
+            # noise would otherwise cost the host a round.
+            need = max(1, quorum - len(self._convicting(host))) + 1
+            if not partners(host, need) and load[host] < cap:  # no host left that it was not tried with
+                self._give_up_host(host, "no partner left to measure it with")
         for link in self.links.values():
             for end in link.link if link.slow else ():
-                short = self.settings.quorum - len(self._fast_without(end, link.link))
-                if end in self.trials or short <= 0:
-                    continue
-                # One partner more than the quorum lacks: a partner left unclear by the noise would
-                # otherwise cost the link a round (the same end in another wave of this round).
-                for _ in range(short + 1):
-                    partner = self._partner(end, used)
-                    if partner is not None:
-                        tasks.append(Task((partner, end), "partner", end))
-                        used.add(partner)
+                short = quorum - len(self._fast_without(end, link.link))
+                if end not in self.trials and short > 0:
+                    partners(end, short + 1)  # one more than it lacks, as for a host
         splits = []
         wide = self.settings.concurrency == 0
         suspects = list(self.suspects)
@@ -323,8 +282,10 @@ class Search:
                     verdict = "slow"
                 elif above_slow >= s.z_power:
                     verdict = "ok"
-                elif len(logs[i]) >= s.max_repeats and 1.0 - ratio < s.detect_deficit / 2:
-                    verdict = "ok"  # out of repeats: closer to healthy than to a slow element
+                elif len(logs[i]) >= s.max_repeats and 1.0 - ratio < max(s.min_deficit, s.detect_deficit / 2):
+                    # Out of repeats and closer to healthy than to a slow element, or short by less than
+                    # anything worth naming: measuring it again as a suspect would only cost rounds.
+                    verdict = "ok"
                 else:
                     verdict = "unclear"
                 p = t_tail(z, dof) if keep else None
@@ -413,11 +374,25 @@ class Search:
             if host not in self.cleared and host not in self.trials and host not in self.accused_hosts:
                 self.trials[host] = group
                 self.hosts_tried += 1
+        slow = judged is not None and judged.verdict in ("slow", "failed")
+        if len(group) == 2 and slow and any(h in self.cleared for h in group):
+            # One end is fast with another host, so the pair's own link is as likely as the other end:
+            # it is measured again alongside that end's partners, not after them, and has its second
+            # slow measurement a round earlier when the end turns out fast (when it is accused, the
+            # link is dropped).
+            self._add_link(edge(*group), f"{describe(group)} was slow")
+            self._count_slow(edge(*group), judged)
 
     def _add_link(self, link: Edge, why: str) -> None:
         if link not in self.links and link not in self.cleared_edges:
             self.links[link] = LinkTrial(link, why)
             self.links_tried += 1
+
+    def _count_slow(self, link: Edge, judged: Judged) -> None:
+        """``judged``, a slow measurement of ``link``'s pair, counts once towards the link's quorum."""
+        trial = self.links.get(link)
+        if trial is not None and all(j is not judged for j in trial.slow):
+            trial.slow.append(judged)
 
     def _convicting(self, host: str) -> list[Judged]:
         """Slow pairs of ``host`` whose partner is fast elsewhere, one per partner (the most telling)."""
@@ -444,8 +419,8 @@ class Search:
                 del self.trials[host]
                 self._accuse_host(host, convicting)
                 notes.append(f"{host} accused: slow with {len(convicting)} distinct partners fast elsewhere")
-            elif len(self.tried.get(host, set())) >= quorum + 2:
-                self._give_up_host(host, f"no verdict after {quorum + 2} partners")
+            elif len(self.tried.get(host, set())) >= 2 * (quorum + 1):
+                self._give_up_host(host, f"no verdict after {2 * (quorum + 1)} partners")
         for group, judged in list(self.small):
             if any(h in self.trials for h in group):
                 continue
@@ -458,14 +433,8 @@ class Search:
                 self._add_link(
                     link, f"{describe(group)} was slow while each of its hosts is fast with others"
                 )
-                trial = self.links.get(link)
-                if (
-                    trial is not None
-                    and judged is not None
-                    and len(group) == 2
-                    and judged.verdict in ("slow", "failed")
-                ):
-                    trial.slow.append(judged)
+                if judged is not None and len(group) == 2 and judged.verdict in ("slow", "failed"):
+                    self._count_slow(link, judged)
             notes.append(
                 f"every host of slow {describe(group)} is fast with others: its links are the suspects"
             )

@@ -14,7 +14,8 @@ from statistics import median
 import pytest
 
 from diagnose.localize import Settings, localize
-from diagnose.localize.model import Edge, edge, ring_edges
+from diagnose.localize.model import Edge, Task, edge, ring_edges
+from diagnose.localize.rounds import next_wave
 from diagnose.localize.timing import TimeModel
 
 PAIR_GBPS = 340.0
@@ -229,3 +230,24 @@ def test_settings_refuse_what_cannot_work() -> None:
         Settings(repeats=1)
     with pytest.raises(ValueError, match="detect_deficit"):
         Settings(detect_deficit=1.5)
+
+
+def test_a_slow_link_beside_a_slow_host_is_named_in_the_second_round() -> None:
+    """gpu020's two ring pairs are both slow (its link to gpu019, and slow gpu021), so the first round
+    clears neither gpu020 nor gpu021. The link gpu019↔gpu020, whose other end is fast elsewhere, is
+    measured again in the second round alongside gpu020's partners, not in a third round after them."""
+    fabric = Fabric(
+        hosts(64), seed=4, noise=0.01, slow_hosts={"gpu021": 0.2}, slow_links={edge("gpu019", "gpu020"): 0.2}
+    )
+    finding = localize(fabric.hosts, fabric.measure, Settings(), clock=fabric.clock)
+    assert named(finding) == {("host", ("gpu021",)), ("link", ("gpu019", "gpu020"))}
+    assert any(note.startswith("link gpu019↔gpu020 accused") for note in finding.steps[1].notes)
+
+
+def test_the_extra_repeats_of_a_round_go_to_open_groups_sharing_no_host() -> None:
+    """Open groups that share a host are measured in turn, one wave each, the least measured first: a
+    wave never waits on a second wave of the same repeat."""
+    tasks = [Task(g, "split") for g in (("a", "b"), ("b", "c"), ("d", "e"), ("e", "f"))]
+    assert next_wave(tasks, [0, 1, 2, 3], [5, 4, 4, 5], 4) == [1, 2]
+    assert next_wave(tasks, [0, 3], [5, 4, 4, 5], 4) == [0, 1]
+    assert next_wave(tasks, [0, 2], [5, 4, 4, 5], 1) == [1]
