@@ -16,6 +16,14 @@ A measurement is one launch of the collective over one host group, and its wall 
 
 Disjoint groups run at once, so a wave of launches lasts as long as its slowest one; the rounds' waves
 and repeats run one after another.
+
+Assumed, not measured: a wave costs the same however many launches it holds, 64 or 8,192. That takes a
+controller that starts a launch on every host at once (one SSH session a host, as the host stage's
+fan-out does) and a fabric that carries every pair's traffic without pairs sharing a link (a
+non-blocking or rail-optimized fabric). Where pairs share oversubscribed links, a wide wave reads lower
+than a narrow one, evenly (the round's reference absorbs it) or not (pairs behind a busy link look
+slow); where either does not hold, ``localize_concurrency`` caps the launches at once and the search
+takes more waves.
 """
 
 from __future__ import annotations
