@@ -172,9 +172,14 @@ def torch_hint(
     if nvidia_gpu is False:
         own = cpu_torch_command(python)
         if same_interpreter(interpreter, python):
+            why = (
+                "the same build the package index gives aarch64"
+                if is_arm64(machine)
+                else "the default build is the CUDA one, gigabytes it cannot use"
+            )
             return (
                 "This machine has no NVIDIA GPU: install torch's CPU build into the environment running "
-                f"diagnose (the default build is the CUDA one, gigabytes it cannot use): {own}"
+                f"diagnose ({why}): {own}"
             )
         return (
             f"This machine has no NVIDIA GPU: install torch's CPU build for that interpreter "

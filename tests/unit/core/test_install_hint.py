@@ -185,6 +185,6 @@ def test_an_aarch64_host_with_a_gpu_is_sent_to_pytorchs_cuda_index() -> None:
     assert "diagnose-cluster[bench]" not in own and cuda in own
     # Without a GPU the CPU index serves aarch64 as well; on x86_64 the default wheel stays the CUDA one.
     cpu = torch_hint(PY, local=True, python=PY, nvidia_gpu=False, machine="aarch64")
-    assert "download.pytorch.org/whl/cpu" in cpu
+    assert "download.pytorch.org/whl/cpu" in cpu and "the default build is the CUDA one" not in cpu
     x86 = torch_hint(PY, local=True, origin=Origin("index"), python=PY, nvidia_gpu=True, machine="x86_64")
     assert cuda not in x86 and "diagnose-cluster[bench]" in x86
