@@ -553,10 +553,9 @@ class FleetProbes:
         )
 
     def measure(self, index: int, host: Host, busbw: bool) -> HostFigures:
-        """Both probes on one host, one after the other (they share its GPUs)."""
+        """Both probes on one host, one after the other (they share its GPUs); a lone host's are only shown."""
         figures = HostFigures(host.name)
-        alone = len(self.setup.hosts) == 1  # no fleet to judge a lone host against: its figures are shown
-        missing, deadline = self.stage.torch_missing([host], judged=not alone), self.ctx.deadline
+        missing, deadline = self.stage.torch_missing([host], len(self.setup.hosts) > 1), self.ctx.deadline
         if missing is None and deadline is not None and time.monotonic() > deadline:
             missing = "the run's time budget ran out before the fleet probes"
         if missing is not None:
