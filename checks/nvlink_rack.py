@@ -83,7 +83,9 @@ def _fabric(rack: str, trays: dict[str, dict[str, Any]]) -> list[Outcome]:
     for host, gpus in failed.items():
         others = len(trays) - len(failed)
         beside = (
-            f"while {others} other trays of the rack registered" if others else "(the rack's only tray seen)"
+            f"while {others} other tray{'s' if others != 1 else ''} of the rack registered"
+            if others
+            else "(the rack's only tray seen)"
         )
         outcomes.append(
             Outcome(
@@ -187,7 +189,10 @@ def judge(facts: Mapping[str, Mapping[str, Facts]], host_vars: Mapping[str, Vars
     for rack, trays in sorted(racks.items()):
         outcomes.extend(_fabric(rack, trays))
         outcomes.extend(_imex(rack, trays))
-    summary = "; ".join(f"rack {rack}: {len(trays)} trays" for rack, trays in sorted(racks.items()))
+    summary = "; ".join(
+        f"rack {rack}: {len(trays)} tray{'s' if len(trays) != 1 else ''}"
+        for rack, trays in sorted(racks.items())
+    )
     if outcomes:
         return [Outcome("FAIL", f"{summary}; {len(outcomes)} faults named", summary, WANTED), *outcomes]
     return [
