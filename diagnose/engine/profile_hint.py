@@ -19,6 +19,7 @@ from typing import Any
 from diagnose.config.playbook import PROFILE_VARIABLE
 from diagnose.config.profile_files import Profile
 from diagnose.core.hosts import Host
+from diagnose.parsers.nvidia_smi import model_matches
 from diagnose.parsers.rdma import describe_kind, is_active, normalise_kind
 from diagnose.render.hostlist import summarize
 
@@ -149,7 +150,7 @@ def _gpu_expectations(expected: Mapping[str, Any], hw: Hardware) -> list[tuple[s
         found.append((f"expects {want}, host has {hw.gpu_count}", ok))
     if model and hw.gpu_model is not None:
         found.append(
-            (f"expects {model} GPUs, host has {hw.gpu_model}", str(model).lower() in hw.gpu_model.lower())
+            (f"expects {model} GPUs, host has {hw.gpu_model}", model_matches(str(model), hw.gpu_model))
         )
     if nvlink is not None and hw.nvlink_all_pairs is not None:
         state = "NVLink on every GPU pair" if hw.nvlink_all_pairs else "a GPU pair without NVLink"

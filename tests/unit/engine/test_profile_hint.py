@@ -153,3 +153,14 @@ def test_the_note_names_the_hosts_left_without_a_profile() -> None:
     note = no_profile_note(hosts)
     assert note is not None and "for node[4-5] (2 of 5 hosts)" in note
     assert no_profile_note(hosts[:3]) is None
+
+
+def test_a_grace_gpu_is_not_taken_for_the_hgx_model_it_contains() -> None:
+    """``NVIDIA GH200 480GB`` holds ``H200`` as a substring, as ``NVIDIA GB200`` holds ``B200``: the model is
+    matched as a word, so an HGX H200 profile is not suggested for Grace GPUs."""
+    grace = replace(hardware(H100), gpu_model="NVIDIA GH200 480GB")
+    suggestion = suggest({"gh1": grace}, PROFILES)
+    assert suggestion is not None
+    [group] = suggestion["groups"]
+    assert group["profile"] is None, group
+    assert "-e diagnose_profile" not in suggestion["text"]
