@@ -72,25 +72,38 @@ def batch_script(commands: Sequence[Command], token: str, timeout_cap: float | N
     ``timeout`` (coreutils/busybox). Where ``timeout`` is missing the command runs unbounded and the
     channel timeout is the backstop.
     """
-    lines = [
-        f"printf '%s SID %s\\n' '{token}' \"$$\"",  # the batch shell leads its session (sshd, setsid)
-        "if command -v timeout >/dev/null 2>&1; then t=timeout; else t=; fi",
-    ]
+    # Every write of the shell is a packet of its own on the wire (a read and an encryption for sshd, a
+    # packet for the controller): a command's END marker and the next command's OUT marker go out in one
+    # printf per stream, the SID line with the first OUT marker. The bytes are the same.
+    lines = ["if command -v timeout >/dev/null 2>&1; then t=timeout; else t=; fi"]
+    # (format, arguments) still to print on stdout and on stderr before the next OUT marker.
+    out: tuple[str, str] = ("%s SID %s\\n", f"'{token}' \"$$\"")  # the batch shell leads its session
+    err: tuple[str, str] = ("", "")
     for command in commands:
         seconds = command.timeout if timeout_cap is None else min(command.timeout, timeout_cap)
         limit = f"{max(1, round(seconds))}"
         # A plain command line (words only) is exec'd by timeout directly: one process instead of two.
         plain = _PLAIN_COMMAND.fullmatch(command.script) is not None
         run = command.script if plain else f"sh -c {shlex.quote(command.script)}"
-        begin = f"{token} OUT {command.key}"
+        begin = f"'{token} OUT {command.key}'"
         lines += [
-            f"printf '%s\\n' '{begin}'; printf '%s\\n' '{begin}' >&2",
+            f"{_printf(out, begin)}; {_printf(err, begin)} >&2",
             f'if [ -n "$t" ]; then timeout -k {KILL_GRACE_S} {limit} {run} </dev/null; '
             f"else {run} </dev/null; fi",
             "rc=$?",
-            f"printf '\\n%s %s\\n' '{token} END {command.key}' \"$rc $t\"; printf '\\n%s\\n' '{token} END {command.key}' >&2",
         ]
+        end = f"'{token} END {command.key}'"
+        out, err = ("\\n%s %s\\n", f'{end} "$rc $t"'), ("\\n%s\\n", end)
+    lines.append(f"{_printf(out)}; {_printf(err)} >&2" if err[0] else _printf(out))
     return "\n".join(lines) + "\n"
+
+
+def _printf(pending: tuple[str, str], line: str | None = None) -> str:
+    """One printf of ``pending`` (a format and its quoted arguments) and then ``line``, a quoted word."""
+    form, args = pending
+    if line is not None:
+        form, args = form + "%s\\n", f"{args} {line}".lstrip()
+    return f"printf '{form}' {args}"
 
 
 def framed_outputs(

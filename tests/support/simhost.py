@@ -33,7 +33,7 @@ from diagnose.launchers.base import LaunchOutcome, LaunchSpec
 from tests.support.paths import FACTS
 
 TOKEN = re.compile(r"@@diagnose-[0-9a-f]{16}")
-BEGIN = re.compile(r"printf '%s\\n' '(@@diagnose-[0-9a-f]{16}) OUT (\S+)'; printf")
+BEGIN = re.compile(r"'(@@diagnose-[0-9a-f]{16}) OUT (\S+)'; printf")
 # An NCCL INFO log of a two-node H100 run over InfiniBand with GPUDirect (captured; see its folder).
 NCCL_LOG = FACTS / "nccl_log" / "ib_gdrdma_two_nodes" / "input.log"
 

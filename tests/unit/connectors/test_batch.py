@@ -84,3 +84,13 @@ def test_each_command_of_a_batch_keeps_how_long_it_ran(monkeypatch: pytest.Monke
     outputs = framed_outputs(out, err, commands)
     assert (outputs["a"].duration_s, outputs["slow"].duration_s) == (0.25, 3.5)
     assert outputs["slow"].stdout == "slow\n" and outputs["slow"].exit_code == 0
+
+
+def test_a_command_boundary_is_one_write_per_stream() -> None:
+    """Each write of the batch shell is a packet on the wire: one command's END marker and the next one's
+    OUT marker are one printf on each stream, the SID line goes with the first OUT marker."""
+    commands = [Command(key, f"echo {key}") for key in "abc"]
+    script = batch_script(commands, TOKEN)
+    assert script.count("printf ") == 2 * (len(commands) + 1)
+    out = run_batch_locally(commands)
+    assert [out[key].stdout for key in "abc"] == ["a\n", "b\n", "c\n"]
