@@ -25,10 +25,12 @@ from diagnose.parsers.nccl_version import (
 )
 from diagnose.parsers.nvidia_presence import NVIDIA_PRESENCE, parse_nvidia_presence
 
+# ldconfig -p runs once: its NCCL lines are printed and then resolved from the same listing.
 LIBS_SCRIPT = (
     'PATH="$PATH:/sbin:/usr/sbin"\n'
-    "ldconfig -p 2>/dev/null | grep 'libnccl\\.so'\n"
-    "for lib in $(ldconfig -p 2>/dev/null | sed -n 's/.*libnccl\\.so.* => //p'); do\n"
+    "l=$(ldconfig -p 2>/dev/null | grep 'libnccl\\.so')\n"
+    '[ -n "$l" ] && printf \'%s\\n\' "$l"\n'
+    "for lib in $(printf '%s\\n' \"$l\" | sed -n 's/.*libnccl\\.so.* => //p'); do\n"
     '  echo "resolved $(readlink -f "$lib")"\n'
     "done\n"
     "dpkg-query -W libnccl2 2>/dev/null\n"
