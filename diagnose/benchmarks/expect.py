@@ -6,6 +6,12 @@ get longer and more traffic crosses spine links; the seed figures are those meas
 fabrics — 85 % at 2 nodes, 68 % at 8, 39 % at 125 — and the curve between (and beyond) them is linear in
 log(nodes). Inside one node the figure is the profile's ``nvlink_busbw_gbps``.
 
+Between the trays of one NVL72 rack the ranks talk over NVLink through the rack's NVSwitch trays, not over the
+fabric (NCCL says so: ``MNNVL 1 ... nvlDomainSize``). Such a collective is judged against the profile's
+``nvlink_domain_busbw_gbps``, whatever the tray count: an NVSwitch domain is non-blocking, so busbw does not fall
+with the trays as a fabric's does, and the basis names the domain's size. Ranks spread over more than one domain
+(racks) are the fabric's again.
+
 all_to_all and sendrecv do not spread over every NIC the way rings do: each rank's traffic leaves the
 node through its own share of the fabric, so their ceiling is the per-rank share (for all_to_all scaled by
 the fraction of peers that are off-node, the (n-1)/n busbw factor against the (n-local)/n that crosses).
@@ -19,7 +25,9 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from diagnose.core.errors import ConfigError
 from diagnose.core.units import human_bytes
@@ -135,12 +143,31 @@ def _between(table: dict[int, float], nodes: int) -> float:
     return table[low] + (table[high] - table[low]) * share
 
 
-def expected_busbw(collective: str, nodes: int, ranks_per_node: int, host_vars: Vars) -> Expectation:
-    """The expectation for one collective on ``nodes`` nodes of ``ranks_per_node`` ranks each."""
+def nvlink_domain_of(transport: Mapping[str, Any] | None, nodes: int, ranks: int) -> int | None:
+    """The GPUs of the one NVLink domain every rank of a multi-node collective sat in, from NCCL's own log
+    (multi-node NVLink on, not turned off, a domain at least as large as the ranks); None for a fabric one."""
+    mnnvl = (transport or {}).get("mnnvl")
+    if nodes < 2 or not mnnvl or not mnnvl.get("enabled") or mnnvl.get("disabled_by_env"):
+        return None
+    size = mnnvl.get("domain_size")
+    return ranks if size and size >= ranks else None
+
+
+def expected_busbw(
+    collective: str, nodes: int, ranks_per_node: int, host_vars: Vars, nvlink_domain: int | None = None
+) -> Expectation:
+    """The expectation for one collective on ``nodes`` nodes of ``ranks_per_node`` ranks each; those ranks all
+    in one NVLink domain of ``nvlink_domain`` GPUs (nvlink_domain_of) are judged as that domain."""
     tolerance = host_vars.float("bench_tolerance", DEFAULT_TOLERANCE) or DEFAULT_TOLERANCE
     override = busbw_override(host_vars, collective, nodes)
     if override is not None:
         return _range(override[0], tolerance, override[1])
+    if nvlink_domain:
+        where = f"NVLink domain of {nvlink_domain} GPUs on {nodes} trays (multi-node NVLink)"
+        figure = host_vars.float("nvlink_domain_busbw_gbps", None)
+        if figure is None:
+            return Expectation(None, None, None, f"{where}: the profile sets no nvlink_domain_busbw_gbps")
+        return _range(figure, tolerance, f"{where}: the profile's nvlink_domain_busbw_gbps = {figure:g} GB/s")
     if nodes <= 1:
         nvlink = host_vars.float("nvlink_busbw_gbps", None)
         if nvlink is None:

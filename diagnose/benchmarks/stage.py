@@ -49,6 +49,7 @@ from diagnose.benchmarks.expect import (
     expected_busbw,
     judge_busbw,
     large_message_busbw,
+    nvlink_domain_of,
 )
 from diagnose.benchmarks.fabric_nics import mnnvl_phrase, nics_phrase, observed_nics, wrong_nics
 from diagnose.benchmarks.leftovers import sweep_leftovers
@@ -345,7 +346,8 @@ class Stage:
             for r in outcome.rows
             if r["collective"] == collective
         ]
-        expectation = expected_busbw(collective, nodes, setup.nproc, self.first.vars)
+        domain = nvlink_domain_of(transport, nodes, nodes * setup.nproc)
+        expectation = expected_busbw(collective, nodes, setup.nproc, self.first.vars, domain)
         measured, at_bytes = large_message_busbw(rows)
         if measured is None and rows and setup.backend == "gloo":
             measured, at_bytes = rows[-1]["busbw_gbps"], rows[-1]["bytes"]
@@ -378,6 +380,9 @@ class Stage:
             "nodes": nodes,
             "ranks": nodes * setup.nproc,
             "transport": {k: (transport or {}).get(k) for k in ("inter_node", "intra_node", "gdrdma")},
+            # Which ceiling the verdict read: the fabric's per node count, or one NVLink domain's.
+            "path": "nvlink_domain" if domain else "fabric" if nodes > 1 else "node",
+            "nvlink_domain_gpus": domain,
             "rows": rows,
             "expected_busbw_gbps": expectation.expected_gbps if setup.backend == "nccl" else None,
             "normal_range_gbps": [expectation.low_gbps, expectation.high_gbps]

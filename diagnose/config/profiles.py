@@ -60,6 +60,11 @@ PROFILE_VARIABLES: dict[str, Variable] = {
         ),
         Variable("nvlink_busbw_gbps", float, "intra-node busbw the single-node expectation is computed from"),
         Variable(
+            "nvlink_domain_busbw_gbps",
+            float,
+            "busbw of a collective whose ranks all sit in one multi-node NVLink domain (NVL72 trays of a rack)",
+        ),
+        Variable(
             "expected_compute_hcas",
             list,
             "the compute-fabric HCAs (names or globs, e.g. mlx5_[0-7]); default: the GPU-local NICs of topo -m",

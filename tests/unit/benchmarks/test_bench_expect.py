@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from diagnose.benchmarks.expect import expected_busbw, fabric_efficiency, judge_busbw, large_message_busbw
+from diagnose.benchmarks.expect import (
+    expected_busbw,
+    fabric_efficiency,
+    judge_busbw,
+    large_message_busbw,
+    nvlink_domain_of,
+)
+from diagnose.config.profile_files import load_profile
 from diagnose.core.errors import ConfigError
 from diagnose.core.vars import Vars
+from diagnose.parsers.nccl_log import parse_nccl_log, summarize_transport
+from tests.support.paths import FACTS
 
 NDR400_8 = Vars({"line_rate_gbps": 400, "expected_hca_count": 8, "nvlink_busbw_gbps": 360})
 
@@ -104,4 +113,55 @@ def test_a_small_expected_figure_keeps_its_decimal() -> None:
     assert message == (
         "all_reduce busbw 3.3 GB/s at 512 MiB on 2 nodes: below the normal range 3.8–5.2 GB/s (expected ≈ 4.5 "
         "GB/s, set by expected_busbw_all_reduce_gbps for 2 nodes)"
+    )
+
+
+def mnnvl_summary(log: str) -> dict:
+    return summarize_transport([parse_nccl_log(log)])
+
+
+def two_trays(domain: int) -> str:
+    """The one-tray GB200 log of tests/facts/nccl_log/gb200_mnnvl_one_tray (its format and fabric line) as
+    rank 0 of a communicator over two trays: 8 ranks, 2 nodes, ``domain`` GPUs in NCCL's NVLink domain. Composed:
+    no published log of a multi-tray communicator names its domain size."""
+    log = (FACTS / "nccl_log" / "gb200_mnnvl_one_tray" / "input.log").read_text()
+    return (
+        log.replace("nvlDomainSize 4", f"nvlDomainSize {domain}")
+        .replace("cliqueSize 4", f"cliqueSize {domain}")
+        .replace("nRanks 4 nNodes 1", "nRanks 8 nNodes 2")
+    )
+
+
+GB200 = Vars(dict(load_profile("gb200-nvl72").vars))
+
+
+def test_ranks_in_one_nvlink_domain_are_judged_as_that_domain_not_as_a_fabric() -> None:
+    domain = nvlink_domain_of(mnnvl_summary(two_trays(8)), 2, 8)
+    assert domain == 8
+    expectation = expected_busbw("all_reduce", 2, 4, GB200, domain)
+    assert expectation.expected_gbps == 680
+    assert expectation.basis == (
+        "NVLink domain of 8 GPUs on 2 trays (multi-node NVLink): the profile's nvlink_domain_busbw_gbps = 680 GB/s"
+    )
+    status, message = judge_busbw("all_reduce", 520.0, 1 << 30, 2, expectation, "nccl")
+    assert status == "FAIL" and "below the normal range 578–782 GB/s" in message
+    # The same figure judged as a fabric of two nodes: the GB200 profile leaves the fabric to the fleet.
+    assert not expected_busbw("all_reduce", 2, 4, GB200).judged
+
+
+def test_a_fabric_collective_is_not_an_nvlink_domain_one() -> None:
+    one_tray = (FACTS / "nccl_log" / "gb200_mnnvl_one_tray" / "input.log").read_text()
+    off = (FACTS / "nccl_log" / "gb200_mnnvl_disabled_by_env" / "input.log").read_text()
+    assert nvlink_domain_of(mnnvl_summary(one_tray), 1, 4) is None, "one node is the node's own figure"
+    assert nvlink_domain_of(mnnvl_summary(off.replace("nNodes 1", "nNodes 2")), 2, 8) is None
+    assert nvlink_domain_of(mnnvl_summary(two_trays(72)), 20, 80) is None, "80 ranks span two racks"
+    assert nvlink_domain_of(None, 2, 8) is None
+    assert nvlink_domain_of(mnnvl_summary(two_trays(72)), 18, 72) == 72
+
+
+def test_a_profile_without_a_domain_figure_says_so() -> None:
+    expectation = expected_busbw("all_reduce", 18, 4, Vars({}), 72)
+    assert not expectation.judged
+    assert expectation.basis == (
+        "NVLink domain of 72 GPUs on 18 trays (multi-node NVLink): the profile sets no nvlink_domain_busbw_gbps"
     )

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 from diagnose.benchmarks.setup import BenchContext, Setup, choose_setup
 from diagnose.benchmarks.stage import Stage, nothing_to_measure
+from diagnose.config.profile_files import load_profile
 from diagnose.core.hosts import Host
 from diagnose.core.install_hint import install_command
 from diagnose.core.vars import Vars
@@ -231,3 +232,35 @@ def test_one_host_with_more_gpus_than_the_others_runs_as_many_ranks_as_the_small
         "node-c (8) are not in this sweep"
     ]
     assert nothing_to_measure(setup) is None
+
+
+def test_a_sweep_inside_one_nvlink_domain_is_judged_and_recorded_as_that_domain(tmp_path: Path) -> None:
+    """Two GB200 trays whose NCCL log says every rank is in one NVLink domain: the verdict reads the domain's
+    figure (not a two-node fabric's, which the GB200 profile leaves to the fleet) and the entry says which."""
+    log = (LOGS / "gb200_mnnvl_one_tray" / "input.log").read_text()
+    two_trays = log.replace("nvlDomainSize 4", "nvlDomainSize 8").replace("nNodes 1", "nNodes 2")
+    (tmp_path / "rank0.log").write_text(two_trays)
+    gb200 = dict(load_profile("gb200-nvl72").vars)
+    hosts = [Host(f"tray{i}", vars=Vars(gb200, host=f"tray{i}")) for i in (1, 2)]
+    bench = stage(tmp_path, hosts)
+    outcome = LaunchOutcome("done", "", logs={0: tmp_path / "rank0.log"})
+    rows = [
+        {
+            "collective": "all_reduce",
+            "bytes": 1 << 30,
+            "time_us": 3000.0,
+            "algbw_gbps": 357.9,
+            "busbw_gbps": 626.3,
+            "wrong": 0,
+        },
+    ]
+    outcome.rows = rows
+    record = bench.entry("all_reduce", Setup("nccl", 4, hosts, []), hosts, outcome, bench.transport(outcome))[
+        0
+    ]
+    assert (record["path"], record["nvlink_domain_gpus"]) == ("nvlink_domain", 8)
+    assert record["status"] == "PASS", record["message"]
+    assert "NVLink domain of 8 GPUs on 2 trays" in record["message"]
+    assert record["normal_range_gbps"] == [578.0, 782.0]
+    plain = bench.entry("all_reduce", Setup("nccl", 4, hosts, []), hosts, outcome, None)[0]
+    assert (plain["path"], plain["status"]) == ("fabric", "WARN"), "without NCCL's word it is the fabric's"
