@@ -1,8 +1,9 @@
 """Two NVL72 racks of test-bed trays over real sshd hosts: the planted faults named with tray and rack.
 
-Rack 1's four trays are healthy; in rack 2, tray 3's first GPU failed its fabric registration (Insufficient
-Resources) and tray 2's IMEX daemon is down, so its peers' IMEX tables show it disconnected
-(tests/support/nvl72.py says what each tray answers and why a rack has four trays). One ``diagnose run`` of
+Rack 2 is a full NVL72 rack, 18 trays of 4 GPUs: its tray 3's first GPU failed its fabric registration
+(Insufficient Resources) and its tray 2's IMEX daemon is down, so its 17 peers' IMEX tables show it
+disconnected. Rack 1, four healthy trays, is a smaller NVLink domain beside it (tests/support/nvl72.py says
+what each tray answers). One ``diagnose run`` of
 the NVLink-domain checks under the gb200-nvl72 profile; nothing but the two faulty trays may be named.
 """
 
@@ -29,12 +30,13 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     faults = {3: "fabric", 2: "imex"}
     with TestBed(work / "bed") as bed:
         bed.add_many(
-            [tray(1, i) for i in range(1, 5)] + [tray(2, i, fault=faults.get(i), lost=2) for i in range(1, 5)]
+            [tray(1, i) for i in range(1, 5)]
+            + [tray(2, i, trays=18, fault=faults.get(i), lost=2) for i in range(1, 19)]
         )
         racks = {
             tray_name(r, i): {"nvlink_rack": f"rack{r}", "expected_imex_channels": 0}
-            for r in (1, 2)
-            for i in range(1, 5)
+            for r, trays in ((1, 4), (2, 18))
+            for i in range(1, trays + 1)
         }
         inventory = bed.write_inventory(work / "inventory.yaml", host_vars=racks)
         playbook = work / "nvl72.yaml"
@@ -89,3 +91,11 @@ def test_the_healthy_rack_passes_every_check(run: dict[str, Any]) -> None:
     assert len(rack1) == 8 and {c["status"] for c in rack1} == {"PASS"}
     imex = {c["host"]: c["message"] for c in rack1 if c["id"] == "gpu.imex"}
     assert "all 4 nodes READY and Connected, domain UP, 0 channels" in imex["r1-tray1"]
+
+
+def test_the_full_racks_other_sixteen_trays_pass(run: dict[str, Any]) -> None:
+    rack2 = [c for c in _rows(run) if (c["host"] or "").startswith("r2-")]
+    healthy = [c for c in rack2 if c["host"] not in ("r2-tray2", "r2-tray3")]
+    assert len(healthy) == 16 * 2 and {c["status"] for c in healthy} == {"PASS"}, [
+        (c["id"], c["host"], c["status"]) for c in healthy if c["status"] != "PASS"
+    ]

@@ -8,8 +8,8 @@ systemd and ``hostname -I`` gives the tray's address. /dev is private to each be
 IMEX channel devices, so the rack's inventory sets ``expected_imex_channels: 0`` (channels not judged, as
 where a Kubernetes DRA driver creates them per workload); the unit tests judge the channel count.
 
-A rack here has four trays, not eighteen: on a two-core machine eighteen sshd hosts would make the test slow,
-and no rule counts trays (a rack is however many trays report it). The faults:
+A rack has as many trays as ``trays`` says: a full NVL72 rack is 18 (72 GPUs), and no rule counts trays (a
+rack is however many trays report it). The faults:
 
 * ``fabric``: the first GPU's fabric block replaced by the published Azure node's (Completed / Insufficient
   Resources, clique 0, a zero cluster UUID);
