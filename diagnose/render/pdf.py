@@ -41,6 +41,18 @@ SIGNOFF_LAST = """
 """
 
 
+#: Lays out the cover alone: the sign-off's place is decided on it before the whole document is laid out once.
+#: The cover ends in a page break, so its first page is the same whatever follows it.
+COVER_ONLY = "body > :not(#cover) { display: none !important; }"
+
+#: Print rules that change no page but what the layout costs. A table in automatic layout measures the widest
+#: and narrowest line of every cell first, and a cell that may break anywhere (host lists, a benchmark's
+#: straggler lines) is measured at every character: at 16,384 hosts the six benchmark tables took half of the
+#: PDF's layout time (docs/scale.md). Their header column has a set width, so a fixed layout gives the same
+#: columns without measuring.
+LAYOUT = "table.kv { table-layout: fixed; }"
+
+
 def _on_one_page(document: Any, first: str, last: str) -> int | None:
     """The page that holds both anchors, or None. Both are looked up: ``break-inside: avoid`` keeps a block
     whole only where a page can hold it, so its first line's page alone would not prove it whole."""
@@ -55,17 +67,20 @@ def render_pdf(html: str, base_dir: Path) -> bytes:
     PdfUnavailable when WeasyPrint or the libraries it loads are missing.
 
     The sign-off must be whole on the first page or on the last, where a signer looks for it: a cover too
-    full to hold it (a long profile note, many stages, five causes) is laid out a second time with the
-    sign-off at the end instead. Only that layout knows where things land, so the check is made on it."""
+    full to hold it (a long profile note, many stages, five causes) gives it to the end instead. Where it
+    lands is found on a layout of the cover alone, so that the whole document (some 86 pages at 16,384
+    hosts) is laid out once, not once more whenever the cover is too full."""
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # its banner would break the summary on stdout
             from weasyprint import CSS, HTML
 
             page = HTML(string=html, base_url=str(base_dir.resolve()) + "/")
-            document = page.render()
-            if 'id="signoff"' in html and _on_one_page(document, "signoff", "signoff-end") != 0:
-                document = page.render(stylesheets=[CSS(string=SIGNOFF_LAST)])
-            return bytes(document.write_pdf())
+            sheets = [CSS(string=LAYOUT)]
+            if 'id="signoff"' in html:
+                cover = page.render(stylesheets=[*sheets, CSS(string=COVER_ONLY)])
+                if _on_one_page(cover, "signoff", "signoff-end") != 0:
+                    sheets.append(CSS(string=SIGNOFF_LAST))
+            return bytes(page.render(stylesheets=sheets).write_pdf())
     except ImportError as exc:
         raise PdfUnavailable(
             f"report.pdf not written: the weasyprint package is missing ({exc}); "
