@@ -85,6 +85,21 @@ class Timing:
         return 1000 * statistics.median(self.cpu) / hosts
 
 
+def foreign_packages() -> list[str]:
+    """The packages of checks and playbooks that load from another checkout than this bench's own: an
+    editable install maps ``diagnose.checks`` and ``diagnose.playbooks`` to the checkout it was installed
+    from, so a baseline run from a worktree would otherwise measure that checkout's checks without a word."""
+    import diagnose.checks
+    import diagnose.playbooks
+
+    return [
+        f"{package.__name__} from {where}"
+        for package in (diagnose.checks, diagnose.playbooks)
+        for where in package.__path__
+        if not Path(where).resolve().is_relative_to(ROOT)
+    ]
+
+
 def timed(work: Callable[[], object]) -> tuple[float, float]:
     """(wall seconds, CPU seconds of this whole process, every thread) that ``work`` took."""
     cpu, wall = time.process_time(), time.perf_counter()
@@ -304,6 +319,9 @@ def main() -> int:
     )
     args = parser.parse_args()
     sizes = sorted(set(args.hosts))
+    foreign = foreign_packages()
+    if foreign:
+        print(f"warning: not this checkout's ({ROOT}): {'; '.join(foreign)}", file=sys.stderr)
     load_before = os.getloadavg()
 
     with tempfile.TemporaryDirectory(prefix="fanout-") as tmp, TestBed(Path(tmp)) as bed:
@@ -393,6 +411,8 @@ def main() -> int:
         )
     if failed:
         print(f"note: {failed} FAIL/ERROR results in the untimed diagnose run (healthy hosts expected none)")
+    if foreign:
+        print(f"note: checks and playbooks were not this checkout's: {'; '.join(foreign)}")
     load_after = os.getloadavg()
     print(
         f"load average (1 min) before {load_before[0]:.1f}, after {load_after[0]:.1f} on {os.cpu_count()} CPUs"
