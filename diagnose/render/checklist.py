@@ -188,22 +188,31 @@ def judge_item(key: str, title: str, sources: list[str], rows: list[dict[str, An
         item.status = "SKIP"
         item.note = str(rows[0].get("message") or "not applicable")
         return item
-    item.status = worst([r["status"] for r in judged if r.get("status") in SEVERITY])
-    per_host = {r.get("host") for r in judged if r.get("host") is not None}
+    # One pass over the rows: an item of a 16,384-host run stands on 16,384 of them.
+    statuses: set[str] = set()
+    per_host: set[Any] = set()
+    host_passed = cluster_wide = False
+    bad: dict[str, set[str]] = {"FAIL": set(), "ERROR": set(), "WARN": set()}
+    for r in judged:
+        status, host = r.get("status"), r.get("host")
+        if host is not None:
+            per_host.add(host)
+        else:
+            cluster_wide = True
+        if status not in SEVERITY:
+            continue
+        statuses.add(status)
+        host_passed = host_passed or (status == "PASS" and host is not None)
+        if status in bad:
+            bad[status].add(str(host) if host is not None else f"{r.get('id', '?')} ({CLUSTER})")
+    item.status = worst(list(statuses))
     # A cluster rule names only the odd host out, so its host rows say nothing about coverage; only per-host
     # passes show which hosts an item was really judged on.
-    if any(r.get("status") == "PASS" and r.get("host") is not None for r in judged):
+    if host_passed:
         item.judged_hosts = len(per_host)
     item.result_hosts = len(per_host)
-    item.cluster_wide = any(r.get("host") is None for r in judged)
-    for status in ("FAIL", "ERROR", "WARN"):
-        names = {
-            str(r.get("host")) if r.get("host") is not None else f"{r.get('id', '?')} ({CLUSTER})"
-            for r in judged
-            if r.get("status") == status
-        }
-        if names:
-            item.bad.append((status, summarize(names), len(names)))
+    item.cluster_wide = cluster_wide
+    item.bad = [(status, summarize(names), len(names)) for status, names in bad.items() if names]
     skipped = len(rows) - len(judged)
     if skipped:
         item.note = f"{counted(skipped, 'result')} skipped as not applicable"
@@ -285,10 +294,18 @@ def build_checklist(results: dict[str, Any]) -> list[SectionResult]:
     by_id: dict[str, list[tuple[int, dict[str, Any]]]] = {}
     for index, row in enumerate(checks):
         by_id.setdefault(str(row.get("id", "?")), []).append((index, row))
+    known: dict[str, list[str]] = {}  # a few distinct checklist fields, on every row: each parsed once
+
+    def sections_of(field: Any) -> list[str]:
+        key = str(field or "")
+        if key not in known:
+            known[key] = _sections_of(field)
+        return known[key]
+
     for check_id, indexed in by_id.items():
         if not _matches(check_id, mapped):
             for _, row in indexed:
-                for number in _sections_of(row.get("checklist")):
+                for number in sections_of(row.get("checklist")):
                     extra.setdefault(number, {}).setdefault(check_id, []).append(row)
     for number, title, specs in (*SECTIONS, HEALTH_SECTION, (*OTHER_SECTION, ())):
         items: list[ItemResult] = []

@@ -141,6 +141,46 @@ def read_results(path: Path) -> dict[str, Any]:
     return data
 
 
+def read_cleaned(path: Path) -> dict[str, Any]:
+    """What ``clean_in_place(read_results(path))`` gives, with a lower peak and in one pass: each object is
+    cleaned, and its strings shared, as the decoder builds it, not once the whole tree stands.
+
+    At 16,384 hosts the decoded tree held some 200 MiB before its equal strings were merged, on top of the
+    63 MB text being decoded; merged as they come, the reading peaks some 85 MiB lower (docs/scale.md).
+    """
+    seen: dict[str, str] = {}
+
+    def share(obj: dict[str, Any]) -> dict[str, Any]:
+        for key in obj:
+            if seen.get(key) is None and _shared(key, seen) != key:  # a key to clean: the object rebuilt
+                obj = {clean_text(str(k)): v for k, v in obj.items()}
+                break
+        for key, item in obj.items():
+            if type(item) is str:  # inline, as in clean_in_place: this runs for every string of the file
+                known = seen.get(item)
+                obj[key] = (
+                    known if known is not None and len(item) <= MAX_FIELD_CHARS else _shared(item, seen)
+                )
+            elif type(item) is list:
+                _share_list(item, seen)
+        return obj
+
+    data = json.JSONDecoder(object_hook=share).decode(decode_bytes(path.read_bytes()))
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: results.json must hold a JSON object, found {type(data).__name__}")
+    return data
+
+
+def _share_list(items: list[Any], seen: dict[str, str]) -> None:
+    """The strings of a decoded list and of the lists in it cleaned and shared; its objects were already,
+    by the decoder's hook."""
+    for index, item in enumerate(items):
+        if type(item) is str:
+            items[index] = _shared(item, seen)
+        elif type(item) is list:
+            _share_list(item, seen)
+
+
 @dataclass(frozen=True)
 class Excerpt:
     """The shown part of one evidence file; ``note`` says why it is short or absent."""

@@ -13,7 +13,7 @@ from typing import Any
 
 from diagnose.render.atomic import write_atomic
 from diagnose.render.junit import render_junit
-from diagnose.render.load import clean_in_place, clean_tree, normalize, read_results
+from diagnose.render.load import clean_tree, normalize, read_cleaned
 from diagnose.render.pdf import PdfUnavailable, render_pdf  # weasyprint itself loads when a PDF is asked
 from diagnose.render.prometheus import render_prometheus
 
@@ -35,10 +35,13 @@ def render(results_path: Path, formats: set[str], out_dir: Path | None = None) -
     listed = [results_path] if "json" in formats else []
     if not formats - {"json"}:  # nothing to draw: results.json is not read (493 MB at 16,384 hosts)
         return listed
-    results = clean_in_place(read_results(results_path))  # ours alone: cleaned without a copy
-    try:
-        written = render_from_dict(
-            results, formats, out_dir or results_path.parent, results_path.parent, cleaned=True
+    try:  # the document is ours alone: cleaned without a copy, let go before the PDF's layout
+        written = _write(
+            read_cleaned(results_path),
+            formats,
+            out_dir or results_path.parent,
+            results_path.parent,
+            release=True,
         )
     except PdfUnavailable as exc:
         exc.written = [*listed, *exc.written]
@@ -56,8 +59,17 @@ def render_from_dict(
     """Like :func:`render` for results already in memory; ``json`` is ignored here (nothing to list).
     The caller's dict is left as it is unless ``cleaned`` says it went through ``clean_in_place``."""
     _check_formats(formats)
-    results = normalize(results if cleaned else clean_tree(results))
-    evidence_dir = evidence_dir or out_dir
+    document = results if cleaned else clean_tree(results)
+    return _write(document, formats, out_dir, evidence_dir or out_dir, release=not cleaned)
+
+
+def _write(
+    document: dict[str, Any], formats: set[str], out_dir: Path, evidence_dir: Path, release: bool
+) -> list[Path]:
+    """The formats written from a cleaned document. ``release``: the document is this renderer's own, and
+    is emptied once the HTML, JUnit and Prometheus files are written: the PDF's layout needs only the HTML,
+    and at 16,384 hosts the rows are some 200 MiB that WeasyPrint's boxes would otherwise come on top of."""
+    results = normalize(document)
     writers: dict[str, Callable[[], bytes]] = {
         "junit": lambda: render_junit(results),
         "prom": lambda: render_prometheus(results),
@@ -70,6 +82,9 @@ def render_from_dict(
         if name in formats:
             written[name] = write_atomic(out_dir / OUTPUT_NAMES[name], writers[name]())
     if "pdf" in formats:  # last: a machine without WeasyPrint's libraries still gets every other format
+        if release:
+            document.clear()
+            results.clear()
         try:
             written["pdf"] = write_atomic(out_dir / OUTPUT_NAMES["pdf"], render_pdf(html, evidence_dir))
         except PdfUnavailable as exc:

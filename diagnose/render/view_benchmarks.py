@@ -57,14 +57,23 @@ class Benchmark:
     svg: str = ""  # filled in by the HTML renderer, which owns the plotting
 
 
-def _straggler(bench: dict[str, Any], checks: list[dict[str, Any]]) -> list[str]:
-    """The pair search's verdicts (``bench.straggler`` checks) that concern this benchmark's collective."""
+def _straggler(bench: dict[str, Any], stragglers: list[dict[str, Any]]) -> list[str]:
+    """The pair search's verdicts (``stragglers``: the ``bench.straggler`` checks) that concern this
+    benchmark's collective."""
     collective = str(bench.get("collective", ""))
     return [
         f"{host_label(row.get('host'))} ({row.get('status')}): {show(row.get('message') or '', MESSAGE_CHARS)}"
-        for row in checks
-        if row.get("id") == BENCH_STRAGGLER and collective and collective in str(row.get("message") or "")
+        for row in stragglers
+        if collective and collective in str(row.get("message") or "")
     ]
+
+
+def _hosts(bench: dict[str, Any], folded: dict[tuple[str, ...], str]) -> str:
+    """The benchmark's hosts folded into ranges, each distinct list folded once."""
+    hosts = tuple(str(h) for h in bench.get("hosts") or [])
+    if hosts not in folded:
+        folded[hosts] = summarize(hosts) or MISSING
+    return folded[hosts]
 
 
 def _shared_gpu(bench: dict[str, Any]) -> str:
@@ -131,7 +140,9 @@ def _row(row: dict[str, Any], normal: tuple[float, float] | None, judged_from: i
 
 def build_benchmarks(results: dict[str, Any]) -> list[Benchmark]:
     """One view per benchmark entry, in the order the run measured them."""
-    checks = results.get("checks") or []
+    # Picked once, not once per benchmark: at 16,384 hosts the checks are some 230,000 rows.
+    stragglers = [row for row in results.get("checks") or [] if row.get("id") == BENCH_STRAGGLER]
+    folded: dict[tuple[str, ...], str] = {}  # the sweeps of one run mostly share their host list
     out = []
     for index, bench in enumerate(results.get("benchmarks") or [], start=1):
         raw_rows = [r for r in bench.get("rows") or [] if isinstance(r, dict)]
@@ -154,7 +165,7 @@ def build_benchmarks(results: dict[str, Any]) -> list[Benchmark]:
                 backend=str(bench.get("backend") or MISSING),
                 nodes=show(bench.get("nodes")),
                 ranks=show(bench.get("ranks")),
-                hosts=summarize(str(h) for h in bench.get("hosts") or []) or MISSING,
+                hosts=_hosts(bench, folded),
                 expected=expected,
                 normal=normal,
                 judged_from=human_bytes(judged_from) if judged_from is not None else "",
@@ -163,7 +174,7 @@ def build_benchmarks(results: dict[str, Any]) -> list[Benchmark]:
                 inter_node=str(transport.get("inter_node") or "none (single node or not seen in the log)"),
                 intra_node=", ".join(str(x) for x in intra) if isinstance(intra, list) and intra else MISSING,
                 gdrdma="yes" if gdr is True else "no" if gdr is False else "unknown",
-                straggler=_straggler(bench, checks),
+                straggler=_straggler(bench, stragglers),
                 curve=curve_shape(raw_rows),
                 rows=[_row(r, normal, judged_from) for r in raw_rows],
                 raw_rows=raw_rows,

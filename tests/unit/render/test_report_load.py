@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from diagnose.render.load import (
     MAX_FIELD_CHARS,
     clean_in_place,
     clean_text,
     clean_tree,
     normalize,
+    read_cleaned,
     read_excerpt,
     read_results,
 )
@@ -60,6 +63,33 @@ def test_clean_in_place_cleans_as_clean_tree_does_without_copying_and_shares_equ
     first, second = cleaned["rows"]
     assert first["fix"] is second["fix"] and first["status"] is second["status"]
     assert cleaned["long"][0].endswith("[cut: 5 more characters]")
+
+
+def test_read_cleaned_gives_what_clean_tree_gives_and_shares_equal_strings(tmp_path: Path) -> None:
+    long = "y" * (MAX_FIELD_CHARS + 5)
+    document = {
+        "k\x00": [{"v": "\udcff", "w\x1b": ["a\x07", ["deep\x00", 4]]}, 3, None, "top\x01"],
+        "rows": [{"status": "PASS", "fix": "reseat"}, {"status": "PASS", "fix": "reseat"}],
+        "long": [long, {"text": long}],
+        "clean": {"a": "b", "n": [1.5, True]},
+    }
+    path = tmp_path / "results.json"
+    path.write_bytes(
+        json.dumps(document).encode("utf-8", errors="surrogateescape")[:-1] + b', "raw": "n\xe9"}'
+    )
+    cleaned = read_cleaned(path)
+    assert cleaned == clean_tree(read_results(path))
+    assert cleaned["raw"] == "n\\xe9" and cleaned["k\\x00"][0]["w\\x1b"] == ["a\\x07", ["deep\\x00", 4]]
+    first, second = cleaned["rows"]
+    assert first["fix"] is second["fix"] and first["status"] is second["status"]
+    assert cleaned["long"][1]["text"].endswith("[cut: 5 more characters]")
+
+
+def test_read_cleaned_refuses_a_file_that_is_not_an_object(tmp_path: Path) -> None:
+    path = tmp_path / "results.json"
+    path.write_text("[1, 2]")
+    with pytest.raises(ValueError, match="must hold a JSON object"):
+        read_cleaned(path)
 
 
 def test_normalize_shares_the_rows_it_keeps_and_copies_the_one_it_changes() -> None:
