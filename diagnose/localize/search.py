@@ -113,6 +113,7 @@ class Search:
         # Each group a host is in this round is one more wave of every repeat: a host takes part in
         # at most one group more than the quorum.
         cap = quorum + 1
+        wide = self.settings.concurrency == 0
         load: Counter[str] = Counter()
 
         def add(task: Task) -> None:
@@ -131,9 +132,10 @@ class Search:
             if all(load[h] < cap for h in link.link):
                 add(Task(link.link, "link", f"{link.link[0]}↔{link.link[1]}"))
         for host in list(self.trials):
-            # The partners the quorum still lacks at once, and one more: a partner left unclear by the
-            # noise would otherwise cost the host a round.
-            need = max(1, quorum - len(self._convicting(host))) + 1
+            # With every host busy at once, the partners the quorum still lacks at once, and one more: a
+            # partner left unclear by the noise would otherwise cost the host a round. Under a cap on
+            # launches at once, one a round: more would take the room of the pieces still being cut.
+            need = max(1, quorum - len(self._convicting(host))) + 1 if wide else 1
             if not partners(host, need) and load[host] < cap:  # no host left that it was not tried with
                 self._give_up_host(host, "no partner left to measure it with")
         for link in self.links.values():
@@ -142,7 +144,6 @@ class Search:
                 if end not in self.trials and short > 0:
                     partners(end, short + 1)  # one more than it lacks, as for a host
         splits = []
-        wide = self.settings.concurrency == 0
         suspects = list(self.suspects)
         room = max(0, limit - len(tasks))
         for group, verdict in suspects:
@@ -375,8 +376,10 @@ class Search:
                 self.trials[host] = group
                 self.hosts_tried += 1
         slow = judged is not None and judged.verdict in ("slow", "failed")
-        if len(group) == 2 and slow and any(h in self.cleared for h in group):
-            # One end is fast with another host, so the pair's own link is as likely as the other end:
+        wide = self.settings.concurrency == 0
+        if wide and len(group) == 2 and slow and any(h in self.cleared for h in group):
+            # One end is fast with another host, so the pair's own link is as likely as the other end
+            # (with every host busy at once, measuring it costs a wave of each repeat and nothing else):
             # it is measured again alongside that end's partners, not after them, and has its second
             # slow measurement a round earlier when the end turns out fast (when it is accused, the
             # link is dropped).
