@@ -58,12 +58,13 @@ from diagnose.targets.loading import InventoryFiles  # noqa: E402
 from diagnose.targets.resolve import resolve_hosts  # noqa: E402
 from diagnose.targets.sources import HostContext  # noqa: E402
 from tests.support.hostkit import captured, healthy_h100  # noqa: E402
-from tests.support.nshost import memlock_ceiling_kib  # noqa: E402
+from tests.support.nshost import memlock_ceiling_kib, pids_in  # noqa: E402
 from tests.support.testbed import HostSpec, Reply, TestBed  # noqa: E402
 
 ANSIBLE_VENV = ROOT / "bench" / ".venv-ansible"
 PROBE_PYTHON = "bench-python"
 TARGET_RATIO = 0.8
+SESSION_END_S = 2.0
 _TOKEN = re.compile(r"@@diagnose-[0-9a-f]{16}")
 
 
@@ -73,16 +74,42 @@ class Timing:
 
     wall: list[float] = field(default_factory=list)
     cpu: list[float] = field(default_factory=list)
+    hosts_cpu: list[float] = field(default_factory=list)
 
     def add(self, measured: tuple[float, float]) -> None:
         self.wall.append(measured[0])
         self.cpu.append(measured[1])
+
+    def hosts_cpu_ms_per_host(self, hosts: int) -> float:
+        return 1000 * statistics.median(self.hosts_cpu) / hosts
 
     def median_wall(self) -> float:
         return statistics.median(self.wall)
 
     def cpu_ms_per_host(self, hosts: int) -> float:
         return 1000 * statistics.median(self.cpu) / hosts
+
+
+def hosts_cpu(namespaces: set[str]) -> float:
+    """CPU seconds of the live processes in these pid namespaces, their reaped children included: the hosts'
+    own part of a run (sshd, the batch shell, every command), which diagnose and the floor both pay."""
+    ticks = 0
+    for pid in pids_in(namespaces):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        ticks += sum(int(value) for value in fields[11:15])  # utime, stime, cutime, cstime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def measured_on_hosts(namespaces: set[str], timing: Timing, work: Callable[[], object]) -> None:
+    """Time ``work`` into ``timing``, with the CPU the hosts spent meanwhile (read once its sshd sessions
+    have ended)."""
+    before = hosts_cpu(namespaces)
+    timing.add(timed(work))
+    time.sleep(SESSION_END_S)
+    timing.hosts_cpu.append(hosts_cpu(namespaces) - before)
 
 
 def foreign_packages() -> list[str]:
@@ -363,6 +390,7 @@ def main() -> int:
         for size in sizes:
             hosts = all_hosts[:size]
             ports = [bed.hosts[h.name].port for h in hosts]
+            namespaces = {bed.hosts[h.name].pid_namespace for h in hosts} - {None}
             diag, floor = Timing(), Timing()
             diag_trips, floor_trips = RoundTrips(), RoundTrips()
             loads[size] = []
@@ -370,10 +398,10 @@ def main() -> int:
                 loads[size].append(os.getloadavg()[0])
                 work, _store = diagnose_run(hosts, checks, workdir)
                 with WireRecorder() as wire:
-                    diag.add(timed(work))
+                    measured_on_hosts(namespaces, diag, work)
                 diag_trips.runs.append(wire.per_host(ports))
                 with WireRecorder() as wire:
-                    floor.add(timed(floor_run(bed, hosts, scripts)))
+                    measured_on_hosts(namespaces, floor, floor_run(bed, hosts, scripts))
                 floor_trips.runs.append(wire.per_host(ports))
             timings[size] = (diag, floor)
             trips[size] = (diag_trips, floor_trips)
@@ -382,15 +410,18 @@ def main() -> int:
     print(f"\nper-host stage, {len(commands)} commands per host, forks = hosts, median of {args.repeat}")
     print(
         f"{'hosts':>5} {'diagnose s':>10} {'floor s':>8} {'ratio':>6} "
-        f"{'diagnose CPU ms/host':>21} {'floor CPU ms/host':>18} {'round trips/host':>17} {'floor':>6}"
+        f"{'diagnose CPU ms/host':>21} {'floor CPU ms/host':>18} {'hosts CPU ms/host':>18} "
+        f"{'round trips/host':>17} {'floor':>6}"
     )
     for size, (diag, floor) in timings.items():
         print(
             f"{size:>5} {diag.median_wall():>10.2f} {floor.median_wall():>8.2f} "
             f"{diag.median_wall() / floor.median_wall():>6.2f} "
             f"{diag.cpu_ms_per_host(size):>21.1f} {floor.cpu_ms_per_host(size):>18.1f} "
+            f"{diag.hosts_cpu_ms_per_host(size):>8.0f} ({floor.hosts_cpu_ms_per_host(size):>6.0f}) "
             f"{trips[size][0].text():>17} {trips[size][1].text():>6}"
         )
+    print("hosts CPU: the bed hosts' own (sshd, batch shell, commands) during diagnose's runs (the floor's)")
     print("round trips per host: SSH connections / channels opened / exec requests (the floor: 1/1/1)")
     print()
     for size, (diag, floor) in timings.items():
