@@ -204,3 +204,16 @@ def test_no_passing_cell_has_a_note() -> None:
     view = build_stress(json.loads((H200X4 / "healthy_results.json").read_text()))
     assert view is not None
     assert {cell.note for row in view.rows for cell in row.cells if cell is not None} == {""}
+
+
+def test_a_cover_too_full_for_the_sign_off_gives_it_to_the_last_page(tmp_path: Path) -> None:
+    """Where the sign-off lands is decided on a layout of the cover alone; a profile note of a dozen lines
+    leaves the cover no room for it, and the whole document must then carry it at its end."""
+    results = json.loads((FIXTURES / "results" / "cpu_two_hosts.json").read_text())
+    results["run"]["profile_note"] = "the profile's note runs on and on, " * 40
+    source = tmp_path / "long_note.json"
+    source.write_text(json.dumps(results))
+    pages = _pages(_render(source, tmp_path / "run", {"pdf"}) / "report.pdf")
+    holding = {line: [i for i, text in enumerate(pages) if line in text] for line in SIGNOFF_LINES}
+    assert all(found == [len(pages) - 1] for found in holding.values()), holding
+    assert "Sign-off: on the last page." in pages[0]
