@@ -251,7 +251,8 @@ def _catalog_checks() -> list[Check]:
 )
 def test_a_check_whose_commands_did_not_complete_is_an_error(check: Check, output: CommandOutput) -> None:
     # A pod host, so that the pod checks have their commands too (on SSH hosts they run none), with DCGM's
-    # diagnostics on (level 0, the default, runs no command).
+    # diagnostics on (level 0, the default, runs no command) and an NVLink domain expected (the NVL72 checks
+    # ask nothing of hosts where none is).
     pod = json.loads((CAPTURED / "k8s_pod" / POD_FIXTURE).read_text())
     host_vars = Vars(
         {
@@ -259,6 +260,7 @@ def test_a_check_whose_commands_did_not_complete_is_an_error(check: Check, outpu
             "expected_hca_count": 8,
             "diagnose_k8s_pod": pod,
             "dcgm_diag_level": 1,
+            "expected_nvlink_domain_gpus": 72,
         },
         host="node1",
     )
@@ -277,7 +279,7 @@ def _multi_command_checks() -> list[Check]:
 @pytest.mark.parametrize("check", _multi_command_checks(), ids=lambda c: c.id)
 def test_one_unfinished_command_is_enough(check: Check) -> None:
     """The first command completed and looked fine; the next one was cut: still no verdict."""
-    host_vars = Vars({}, host="node1")
+    host_vars = Vars({"expected_nvlink_domain_gpus": 72}, host="node1")  # the NVL72 checks' commands too
     commands = [c for c in check.host_commands(host_vars) if not c.auxiliary]
     outputs = {c.key: CommandOutput(stdout="", exit_code=0) for c in check.host_commands(host_vars)}
     outputs[commands[-1].key] = CommandOutput(error="connection lost")
