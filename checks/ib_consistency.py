@@ -13,7 +13,7 @@ from diagnose.core.check import ClusterCheck, Facts
 from diagnose.core.consistency import describe_split, split_hosts
 from diagnose.core.model import Outcome
 from diagnose.core.vars import Vars
-from diagnose.parsers.rdma import is_active, normalise_kind, rail_ports
+from diagnose.parsers.rdma import is_active, normalise_kind, profile_rails
 
 
 def _values(
@@ -29,12 +29,7 @@ def _values(
         if vars_.int("expected_hca_count") == 0:
             continue
         kind = normalise_kind(vars_.str("expected_link_layer"))
-        rails, _ = rail_ports(
-            ports,
-            kind,
-            vars_.list("expected_compute_hca_types"),
-            vars_.list("expected_compute_hcas"),
-        )
+        rails, _ = profile_rails(ports, kind, vars_)
         seen = sorted({p.get(field) for p in rails if is_active(p) and p.get(field) is not None})
         if seen:
             values[host] = "/".join(f"{v:g}" if isinstance(v, float) else str(v) for v in seen)

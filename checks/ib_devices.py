@@ -17,7 +17,14 @@ from diagnose.core.model import CommandOutput, Outcome
 from diagnose.core.units import counted
 from diagnose.core.vars import Vars
 from diagnose.parsers.ibv_devinfo import parse_dev_infiniband, parse_ibv_devinfo
-from diagnose.parsers.rdma import describe_kind, natural_key, normalise_kind, rail_ports, set_aside
+from diagnose.parsers.rdma import (
+    NO_RAIL_REMEDIATION,
+    describe_kind,
+    natural_key,
+    normalise_kind,
+    profile_rails,
+    set_aside,
+)
 
 IBV_DEVINFO = Command("ibv_devinfo", "ibv_devinfo", tool="ibv_devinfo", timeout=15, required=False)
 
@@ -107,12 +114,7 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
         return Outcome(
             "ERROR", f"ibv_devinfo did not answer on {host} ({facts['verbs_state']})", observed, wanted
         )
-    ports, others = rail_ports(
-        facts["ports"],
-        kind,
-        host_vars.list("expected_compute_hca_types"),
-        host_vars.list("expected_compute_hcas"),
-    )
+    ports, others = profile_rails(facts["ports"], kind, host_vars)
     label = describe_kind(kind) if kind else "RDMA"
     aside = set_aside(others)
     if not ports and others:
@@ -121,9 +123,7 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
             f"{host} has no compute {label} device{aside}; {profile_label(host_vars)} expects {expected}",
             observed,
             wanted,
-            remediation="Check that the compute HCAs are seated and their driver loaded (lspci -d 15b3:), "
-            "or correct expected_compute_hca_types / expected_compute_hcas if the profile names them "
-            "wrongly.",
+            remediation=NO_RAIL_REMEDIATION,
             action="replace_hca",
         )
     if not ports:

@@ -23,7 +23,7 @@ from diagnose.parsers.rdma import (
     is_active,
     normalise_kind,
     port_name,
-    rail_ports,
+    profile_rails,
     set_aside,
 )
 
@@ -46,12 +46,7 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
     kind = normalise_kind(host_vars.str("expected_link_layer"))
     label = describe_kind(kind) if kind else "RDMA"
     minimum = host_vars.float("expected_link_rate_gbps")
-    rails, others = rail_ports(
-        facts["ports"],
-        kind,
-        host_vars.list("expected_compute_hca_types"),
-        host_vars.list("expected_compute_hcas"),
-    )
+    rails, others = profile_rails(facts["ports"], kind, host_vars)
     active = [p for p in rails if is_active(p)]
     aside = set_aside(others)
     observed = rate_summary(active) if active else "no Active port"

@@ -15,7 +15,7 @@ from diagnose.core.check import Check, Command, Facts
 from diagnose.core.model import CommandOutput, Outcome
 from diagnose.core.vars import Vars
 from diagnose.parsers.ibv_devinfo import parse_ibv_devinfo
-from diagnose.parsers.rdma import describe_kind, is_active, normalise_kind, port_name, rail_ports
+from diagnose.parsers.rdma import describe_kind, is_active, normalise_kind, port_name, profile_rails
 
 
 def parse(outputs: Mapping[str, CommandOutput], host_vars: Vars) -> Facts:
@@ -32,12 +32,7 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
     kind = normalise_kind(host_vars.str("expected_link_layer"))
     label = describe_kind(kind) if kind else "RDMA"
     expected = host_vars.int("expected_mtu")
-    rails, _ = rail_ports(
-        facts["ports"],
-        kind,
-        host_vars.list("expected_compute_hca_types"),
-        host_vars.list("expected_compute_hcas"),
-    )
+    rails, _ = profile_rails(facts["ports"], kind, host_vars)
     active = [p for p in rails if is_active(p)]
     observed = f"active_mtu {mtu_summary(active)}" if active else "no Active port"
     wanted = f"active_mtu {expected} on every Active {label} port" if expected else "any MTU"

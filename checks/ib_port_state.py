@@ -19,6 +19,7 @@ from diagnose.core.model import CommandOutput, Outcome
 from diagnose.core.vars import Vars
 from diagnose.parsers.ibstat import parse_ibstat
 from diagnose.parsers.rdma import (
+    NO_RAIL_REMEDIATION,
     describe_kind,
     hca_model,
     is_active,
@@ -95,9 +96,7 @@ def judge(facts: Facts, host_vars: Vars) -> Outcome:
             f"{_rails(types)} ports",
             observed,
             wanted,
-            remediation="Check that the compute HCAs are seated and their driver loaded (lspci -d 15b3:), "
-            "or correct expected_compute_hca_types / expected_compute_hcas if the profile names them "
-            "wrongly.",
+            remediation=NO_RAIL_REMEDIATION,
             action="replace_hca",
         )
     if not ports:

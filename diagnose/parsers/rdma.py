@@ -14,6 +14,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from diagnose.core.vars import Vars
+
 INFINIBAND = "InfiniBand"
 ETHERNET = "Ethernet"  # RoCE: RDMA over a converged Ethernet port
 EFA = "efa"
@@ -131,6 +133,22 @@ def rail_ports(
         typed = not types or str(port.get("ca_type") or "").upper() in types
         (rails if typed and (not patterns or _named(port, patterns)) else others).append(port)
     return rails, others
+
+
+#: What to do when a host has ports of the fabric but none of them is a compute rail.
+NO_RAIL_REMEDIATION = (
+    "Check that the compute HCAs are seated and their driver loaded (lspci -d 15b3:), or correct "
+    "expected_compute_hca_types / expected_compute_hcas if the profile names them wrongly."
+)
+
+
+def profile_rails(
+    ports: list[dict[str, Any]], kind: str | None, host_vars: Vars
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """:func:`rail_ports` kept to the profile's ``expected_compute_hca_types`` and ``expected_compute_hcas``."""
+    return rail_ports(
+        ports, kind, host_vars.list("expected_compute_hca_types"), host_vars.list("expected_compute_hcas")
+    )
 
 
 def set_aside(ports: list[dict[str, Any]]) -> str:
