@@ -106,10 +106,13 @@ def document_json(document: dict[str, Any], check_rows: list[str]) -> Iterator[s
 def write_text_atomic(path: Path, text: str | Iterable[str], durable: bool = True) -> None:
     """Replace ``path`` in one rename with ``text`` (or its pieces, written as they come). ``durable`` also
     survives a power cut (fsync), which the many intermediate writes of a run skip: our own crash is what
-    they guard against."""
+    they guard against.
+
+    A lone surrogate (``"\\ud800"`` in a hand-made or hostile results.json decodes to one) has no UTF-8 form:
+    it is written as its escape, which inside a JSON string is the same value read back."""
     fd, tmp = tempfile.mkstemp(prefix=".results-", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as handle:
             handle.writelines([text] if isinstance(text, str) else text)
             if durable:
                 handle.flush()

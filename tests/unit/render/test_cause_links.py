@@ -124,3 +124,16 @@ def test_report_format_json_adds_causes_to_a_run_recorded_before_them(tmp_path: 
     document = json.loads((run / "results.json").read_text())
     assert document["causes"] == causes_json(_load("h100_stress_hog.json"))
     assert document["checks"] == _load("h100_stress_hog.json")["checks"]
+
+
+def test_a_results_file_holding_lone_surrogates_gets_its_causes_and_every_report(tmp_path: Path) -> None:
+    """hostile.json's host names hold lone surrogates (bytes that were not UTF-8, escaped as ``\\udcff``):
+    they have no UTF-8 form, so writing the causes back used to raise; they stay escapes, the same values."""
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(RESULTS / "hostile.json", run / "results.json")
+    assert main(["report", str(run / "results.json"), "--format", "json,html,junit,prom"]) == 0
+    document = json.loads((run / "results.json").read_text(encoding="utf-8"))
+    assert document["causes"] == causes_json(_load("hostile.json"))
+    assert document["checks"] == _load("hostile.json")["checks"]
+    assert {p.name for p in run.iterdir()} >= {"report.html", "junit.xml", "diagnose.prom"}
