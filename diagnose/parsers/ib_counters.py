@@ -45,13 +45,15 @@ _FILES = " ".join(["state", "link_layer", *(f"counters/{c}" for c in COUNTERS)])
 IB_COUNTERS_SCRIPT = (
     'for p in /sys/class/infiniband/*/ports/*; do [ -r "$p/state" ] || continue; '
     "d=${p#/sys/class/infiniband/}; d=${d%%/*}; n=${p##*/}; "
+    '{ read -r v <"/sys/class/infiniband/$d/hca_type"; } 2>/dev/null && echo "$d $n hca_type $v"; '
     f"for f in {_FILES}; do v=; "
     '{ read -r v <"$p/$f"; } 2>/dev/null && echo "$d $n ${f#counters/} $v"; done; done; exit 0'
 )
 
 
 def parse_ib_counters(text: str) -> dict[str, Any]:
-    """Facts: ``ports`` [{device, port, state, link_layer, counters: {name: value}}] in output order."""
+    """Facts: ``ports`` [{device, port, state, link_layer, counters: {name: value}, ca_type?}] in output
+    order; ``ca_type`` where the driver exposes the device's ``hca_type`` (mlx5 does)."""
     ports: dict[tuple[str, str], dict[str, Any]] = {}
     for line in text.splitlines():
         if not line.strip():
@@ -68,6 +70,8 @@ def parse_ib_counters(text: str) -> dict[str, Any]:
             entry["state"] = value.split(":", 1)[-1].strip().upper()
         elif name == "link_layer":
             entry["link_layer"] = value.strip()
+        elif name == "hca_type":  # the device's CA type (MT4131: ConnectX-8), as ibstat prints it
+            entry["ca_type"] = value.strip()
         else:
             try:
                 entry["counters"][name] = int(value)

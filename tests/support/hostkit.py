@@ -204,10 +204,13 @@ def _nvidia_smi(query: str, nvlink_status: str) -> str:
 
 def sysfs_from_lines(text: str) -> dict[str, str]:
     """A /sys/class/infiniband tree from IB_COUNTERS_SCRIPT's "<dev> <port> <name> <value>" lines: the
-    files the script read them from (state, link_layer, counters/<name>)."""
+    files the script read them from (state, link_layer, counters/<name>, the device's hca_type)."""
     tree = {}
     for line in text.splitlines():
         device, port, name, value = line.split(maxsplit=3)
+        if name == "hca_type":  # a device's file, not a port's
+            tree[f"{device}/hca_type"] = value + "\n"
+            continue
         file = name if name in ("state", "link_layer") else f"counters/{name}"
         tree[f"{device}/ports/{port}/{file}"] = value + "\n"
     return tree

@@ -510,3 +510,31 @@ def test_xid_runs_without_nvidia_smi() -> None:
     outputs = {"kernel_log": kernel_log("kernel_log/xid79_gpud_sxid_readme.txt"), "gpu_query": MISSING}
     result, _ = evaluate_check(gpu_xid.CHECK, outputs, lent_h200(), None)
     assert result.status == "FAIL" and "Xid 79" in result.message
+
+
+def test_ib_counters_keep_to_the_compute_rails_of_a_b300() -> None:
+    """An HGX B300's NVLink-switch management ConnectX-7s (MT4129) are InfiniBand and Active beside its
+    ConnectX-8 rails (the published XE9780 ibstat's shape); sysfs gives each device's hca_type. Errors counted
+    on a management port are not the compute fabric's. Composed lines in the script's format."""
+    lines = []
+    for device, ca_type, symbol in (
+        ("mlx5_0", "MT4131", 0),
+        ("mlx5_1", "MT4131", 0),
+        ("mlx5_2", "MT4129", 9),
+    ):
+        lines += [
+            f"{device} 1 hca_type {ca_type}",
+            f"{device} 1 state 4: ACTIVE",
+            f"{device} 1 link_layer InfiniBand",
+        ]
+        lines += [
+            f"{device} 1 {name} {symbol if name == 'symbol_error' else 0}" for name in ib_counters.LINK_LEVEL
+        ]
+    facts = ib_counters.parse({"ib_counters": out(text="\n".join(lines) + "\n")}, profile("b300-8x-xdr800"))
+    assert [p.get("ca_type") for p in facts["ports"]] == ["MT4131", "MT4131", "MT4129"]
+    outcome = ib_counters.judge(facts, profile("b300-8x-xdr800"))
+    assert outcome.status == "PASS", outcome.message
+    assert "mlx5_2 port 1 (ConnectX-7 (MT4129), not a compute rail)" in outcome.message
+    assert ib_counters.judge(facts, profile("h100-8x-ndr400")).status == "WARN", (
+        "without the CA types: judged"
+    )
