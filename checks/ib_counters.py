@@ -27,7 +27,6 @@ are named as such.
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Mapping
 from typing import Any
 
@@ -36,7 +35,7 @@ from diagnose.core.check import Check, Command, Facts
 from diagnose.core.model import CommandOutput, Outcome
 from diagnose.core.vars import Vars
 from diagnose.parsers.ib_counters import IB_COUNTERS_SCRIPT, SATURATION, parse_ib_counters
-from diagnose.parsers.rdma import hca_model
+from diagnose.parsers.rdma import hca_model, is_rail, rail_rule
 
 DEFAULT_SYMBOL_ERROR_MAX_DELTA = 10
 LINK_LEVEL = ("link_downed", "link_error_recovery", "local_link_integrity_errors", "symbol_error")
@@ -64,30 +63,21 @@ def _name(port: dict[str, Any]) -> str:
     return f"{port['device']} port {port['port']}"
 
 
-def _rail(port: dict[str, Any], types: set[str], patterns: list[str]) -> bool:
-    """Whether a port is a compute rail by the profile's CA types and HCA names (diagnose.parsers.rdma's rule;
-    a port whose CA type sysfs did not give is kept)."""
-    ca_type = str(port.get("ca_type") or "").upper()
-    if types and ca_type and ca_type not in types:
-        return False
-    names = (port["device"], f"{port['device']}:{port['port']}")
-    return not patterns or any(fnmatch.fnmatchcase(n, p) for n in names for p in patterns)
-
-
 def fabric_ports(facts: Facts, host_vars: Vars) -> tuple[list[dict[str, Any]], list[str]]:
     """The ports judged (Active compute rails of the expected link layer) and a note for each one left out.
 
     An HGX B300's four NVLink-switch management ConnectX-7s are InfiniBand and Active beside its ConnectX-8
     rails: their counters are not the compute fabric's (``expected_compute_hca_types``)."""
     layer = (host_vars.str("expected_link_layer") or "").lower()
-    types = {t.strip().upper() for t in host_vars.list("expected_compute_hca_types") or () if t.strip()}
-    patterns = list(host_vars.list("expected_compute_hcas") or ())
+    types, patterns = rail_rule(
+        host_vars.list("expected_compute_hca_types"), host_vars.list("expected_compute_hcas")
+    )
     judged, skipped = [], []
     for port in facts["ports"]:
         port_layer = (port["link_layer"] or "").lower()
         if layer in ("infiniband", "ethernet") and port_layer and port_layer != layer:
             skipped.append(f"{_name(port)} ({port['link_layer']}, not judged)")
-        elif not _rail(port, types, patterns):
+        elif not is_rail(port, types, patterns):
             kind = hca_model(port["ca_type"]) if port.get("ca_type") else "not in expected_compute_hcas"
             skipped.append(f"{_name(port)} ({kind}, not a compute rail)")
         elif port["state"] != "ACTIVE":

@@ -126,13 +126,23 @@ def rail_ports(
     switch management, Active at 100 Gb/s: of the same link layer, they would stand in for missing rails and
     fail the rail rate. Their CA type tells them apart; names do where a site wires its own management HCAs.
     """
-    types = {t.strip().upper() for t in hca_types or () if t.strip()}
-    patterns = list(names or ())
+    types, patterns = rail_rule(hca_types, names)
     rails, others = [], []
     for port in fabric_ports(ports, kind):
-        typed = not types or str(port.get("ca_type") or "").upper() in types
-        (rails if typed and (not patterns or _named(port, patterns)) else others).append(port)
+        (rails if is_rail(port, types, patterns) else others).append(port)
     return rails, others
+
+
+def rail_rule(hca_types: Iterable[str] | None, names: Iterable[str] | None) -> tuple[set[str], list[str]]:
+    """The profile's compute-rail CA types (upper case) and HCA name patterns, as :func:`is_rail` takes them."""
+    return {t.strip().upper() for t in hca_types or () if t.strip()}, list(names or ())
+
+
+def is_rail(port: dict[str, Any], types: set[str], patterns: list[str]) -> bool:
+    """Whether a port is a compute rail: of one of ``types`` and named by ``patterns``, where given. A port
+    whose tool gave no CA type (sysfs without ``hca_type``) is judged by its name alone."""
+    ca_type = str(port.get("ca_type") or "").upper()
+    return (not types or not ca_type or ca_type in types) and (not patterns or _named(port, patterns))
 
 
 #: What to do when a host has ports of the fabric but none of them is a compute rail.
