@@ -126,7 +126,7 @@ def test_report_format_json_adds_causes_to_a_run_recorded_before_them(tmp_path: 
     assert document["checks"] == _load("h100_stress_hog.json")["checks"]
 
 
-def test_a_results_file_holding_lone_surrogates_gets_its_causes_and_every_report(tmp_path: Path) -> None:
+def test_a_results_file_holding_lone_surrogates_gets_its_causes_html_junit_and_prom(tmp_path: Path) -> None:
     """hostile.json's host names hold lone surrogates (bytes that were not UTF-8, escaped as ``\\udcff``):
     they have no UTF-8 form, so writing the causes back used to raise; they stay escapes, the same values."""
     run = tmp_path / "run"
