@@ -20,7 +20,11 @@ fake that prints the probe's output captured on a lent H200 machine: a real `imp
 measure torch's import time rather than the orchestration the bench compares.
 
     python3 bench/fanout.py [--hosts 16 64] [--repeat 3] [--skip-ansible] [--without-node-health]
-                            [--without ID ...]
+                            [--without ID ...] [--profile N]
+
+``--profile N`` adds one untimed diagnose run at the largest size under a profiler per thread, each timed
+by its own thread's CPU clock, and prints the controller's CPU per host by kind of thread and the N
+functions with the most CPU of their own and in all (the profiler itself roughly doubles the CPU).
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ sys.path.insert(0, str(ROOT))
 import paramiko  # noqa: E402
 import yaml  # noqa: E402
 from fabric import Connection  # noqa: E402
+from stage_profile import parts_timed, print_parts, profiled, thread_cpu, thread_cpu_since  # noqa: E402
 
 from diagnose.config.playbook import load_playbook  # noqa: E402
 from diagnose.connectors import batch_script  # noqa: E402
@@ -166,6 +171,23 @@ def diagnose_run(hosts: list[Host], checks, workdir: Path) -> tuple[Callable[[],
         engine.close_all(states)
 
     return work, store
+
+
+def profile_stage(hosts: list[Host], checks, workdir: Path, top: int) -> None:
+    """Two untimed diagnose runs over ``hosts``: one timed part by part on each thread's CPU clock (the
+    threads read before the connections close), one under cProfile (:mod:`stage_profile`)."""
+    out = Path(tempfile.mkdtemp(dir=workdir, prefix="parts-"))
+    store = ResultsStore(out / "results.json", {"id": "bench"})
+    threads = thread_cpu()
+    cpu = time.process_time()
+    with parts_timed() as clock:
+        states = engine.run_host_stage(hosts, checks, out, store, len(hosts), False, None)
+    cpu = time.process_time() - cpu
+    by_kind = thread_cpu_since(threads)
+    engine.close_all(states)
+    print_parts(clock, by_kind, len(hosts), cpu)
+    work, _store = diagnose_run(hosts, checks, workdir)
+    profiled(work, len(hosts), top)
 
 
 class WireRecorder:
@@ -335,6 +357,9 @@ def main() -> int:
     )
     parser.add_argument("--skip-ansible", action="store_true")
     parser.add_argument(
+        "--profile", type=int, default=0, metavar="N", help="profile one diagnose run; print N functions"
+    )
+    parser.add_argument(
         "--without-node-health", action="store_true", help="leave the node-health checks (section H) out"
     )
     parser.add_argument(
@@ -383,6 +408,9 @@ def main() -> int:
             f"({len(commands)} commands, {len(next(iter(scripts.values())))} bytes each)",
             file=sys.stderr,
         )
+
+        if args.profile:
+            profile_stage(all_hosts, checks, workdir, args.profile)
 
         timings: dict[int, tuple[Timing, Timing]] = {}
         trips: dict[int, tuple[RoundTrips, RoundTrips]] = {}
