@@ -217,3 +217,25 @@ def test_a_cover_too_full_for_the_sign_off_gives_it_to_the_last_page(tmp_path: P
     holding = {line: [i for i, text in enumerate(pages) if line in text] for line in SIGNOFF_LINES}
     assert all(found == [len(pages) - 1] for found in holding.values()), holding
     assert "Sign-off: on the last page." in pages[0]
+
+
+def test_the_cover_is_laid_out_from_the_cover_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The layout that decides where the sign-off lands reads the cover's HTML, not the chapters behind it:
+    WeasyPrint styles every element it parses, hidden or not, and the chapters are nearly all of them."""
+    import weasyprint
+
+    parsed: list[str] = []
+    real = weasyprint.HTML
+
+    def recording(*args: object, **kwargs: object) -> object:
+        parsed.append(str(kwargs.get("string", "")))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(weasyprint, "HTML", recording)
+    pages = _pages(
+        _render(FIXTURES / "results" / "cpu_two_hosts.json", tmp_path / "run", {"pdf"}) / "report.pdf"
+    )
+    whole, cover = parsed  # the document once, the cover once
+    assert 'id="checklist"' in whole and 'id="cover"' in cover
+    assert 'id="checklist"' not in cover and 'id="signoff-last"' not in cover
+    assert all(line in pages[0] for line in SIGNOFF_LINES)
