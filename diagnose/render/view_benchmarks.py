@@ -12,10 +12,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from diagnose.catalog.stage_ids import BENCH_STRAGGLER
+from diagnose.core.model import SEVERITY
 from diagnose.core.units import MISSING, human_bytes, is_number, number
 from diagnose.render.checklist import curve_shape
 from diagnose.render.hostlist import summarize
-from diagnose.render.text import MESSAGE_CHARS, host_label, show
+from diagnose.render.text import MESSAGE_CHARS, count_of, host_label, show
+
+#: The most straggler verdicts a benchmark lists line by line, the worst first.
+STRAGGLER_LINES = 12
 
 
 @dataclass
@@ -38,8 +42,9 @@ class Benchmark:
     message: str
     tool: str
     backend: str
-    nodes: str
-    ranks: str
+    #: As results.json records them, for the report's ``counted`` filter (MISSING where absent).
+    nodes: int | None
+    ranks: int | None
     hosts: str
     expected: float | None
     normal: tuple[float, float] | None  # the normal range the run recorded
@@ -59,13 +64,23 @@ class Benchmark:
 
 def _straggler(bench: dict[str, Any], stragglers: list[dict[str, Any]]) -> list[str]:
     """The pair search's verdicts (``stragglers``: the ``bench.straggler`` checks) that concern this
-    benchmark's collective."""
+    benchmark's collective, worst first. Past :data:`STRAGGLER_LINES` one line counts the rest: each verdict
+    is a result of its own under the findings and in the matrix, and a search over thousands of hosts may
+    name hundreds (a page and a half of the PDF for each collective they were slow in)."""
     collective = str(bench.get("collective", ""))
-    return [
+    mine = [row for row in stragglers if collective and collective in str(row.get("message") or "")]
+    mine.sort(key=lambda row: -SEVERITY.get(str(row.get("status")), 0))
+    lines = [
         f"{host_label(row.get('host'))} ({row.get('status')}): {show(row.get('message') or '', MESSAGE_CHARS)}"
-        for row in stragglers
-        if collective and collective in str(row.get("message") or "")
+        for row in mine[:STRAGGLER_LINES]
     ]
+    rest = len(mine) - len(lines)
+    if rest:
+        lines.append(
+            f"and {count_of(rest, 'more host')} the pair search judged in {collective}: "
+            "each is a bench.straggler result under the findings and in the matrix"
+        )
+    return lines
 
 
 def _hosts(bench: dict[str, Any], folded: dict[tuple[str, ...], str]) -> str:
@@ -138,6 +153,10 @@ def _row(row: dict[str, Any], normal: tuple[float, float] | None, judged_from: i
     )
 
 
+def _count(value: Any) -> int | None:
+    return int(value) if is_number(value) else None
+
+
 def build_benchmarks(results: dict[str, Any]) -> list[Benchmark]:
     """One view per benchmark entry, in the order the run measured them."""
     # Picked once, not once per benchmark: at 16,384 hosts the checks are some 230,000 rows.
@@ -163,8 +182,8 @@ def build_benchmarks(results: dict[str, Any]) -> list[Benchmark]:
                 message=show(bench.get("message") or "", MESSAGE_CHARS),
                 tool=str(bench.get("tool") or MISSING),
                 backend=str(bench.get("backend") or MISSING),
-                nodes=show(bench.get("nodes")),
-                ranks=show(bench.get("ranks")),
+                nodes=_count(bench.get("nodes")),
+                ranks=_count(bench.get("ranks")),
                 hosts=_hosts(bench, folded),
                 expected=expected,
                 normal=normal,

@@ -1,0 +1,34 @@
+"""The benchmark chapter's heading names the nodes and ranks the sweep ran on, as results.json records them.
+
+A two-host gloo sweep on the README's CPU hosts printed "— nodes, — ranks" while its own message said "on 2
+nodes": the view kept the counts as text, and the report's count filter shows only numbers.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from diagnose.render.load import clean_tree, normalize
+from diagnose.render.render import render_from_dict
+from diagnose.render.view_benchmarks import build_benchmarks
+from tests.support.paths import FIXTURES
+
+
+def _results() -> dict:
+    return normalize(clean_tree(json.loads((FIXTURES / "results" / "h200_local.json").read_text())))
+
+
+def test_the_heading_counts_the_nodes_and_ranks_recorded(tmp_path: Path) -> None:
+    results = _results()
+    (bench,) = build_benchmarks(results)
+    assert (bench.nodes, bench.ranks) == (1, 4)
+    (html,) = [p for p in render_from_dict(results, {"html"}, tmp_path) if p.suffix == ".html"]
+    assert "· 1 node, 4 ranks</span>" in html.read_text()
+
+
+def test_a_sweep_without_counts_shows_them_missing_not_none(tmp_path: Path) -> None:
+    results = _results()
+    del results["benchmarks"][0]["nodes"], results["benchmarks"][0]["ranks"]
+    (html,) = [p for p in render_from_dict(results, {"html"}, tmp_path) if p.suffix == ".html"]
+    assert "· — nodes, — ranks</span>" in html.read_text()
