@@ -30,7 +30,7 @@ from diagnose.parsers.gpu_query import GPU_QUERY, flag, gpu_label, integer, pars
 
 def parse(outputs: Mapping[str, CommandOutput], host_vars: Vars) -> Facts:
     gpus = []
-    for row in parse_gpu_query(outputs["gpu_query"].stdout):
+    for row in outputs["gpu_query"].parsed(parse_gpu_query):
         mask = integer(row.get("clocks_event_reasons.active"))
         named = [n for n in BITS if flag(row.get(f"clocks_event_reasons.{n}"))]
         active = [n for n in BITS if n in named or (mask is not None and n in decode(mask))]

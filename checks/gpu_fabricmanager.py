@@ -69,7 +69,7 @@ def parse(outputs: Mapping[str, CommandOutput], host_vars: Vars) -> Facts:
             "state": _state(row.get("fabric.state")),
             "status": _state(row.get("fabric.status")),
         }
-        for row in parse_gpu_query(outputs["gpu_query"].stdout)
+        for row in outputs["gpu_query"].parsed(parse_gpu_query)
     ]
     probe = outputs.get("fabric_manager")
     facts: Facts = {"gpus": gpus}

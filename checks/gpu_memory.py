@@ -58,7 +58,7 @@ def _identity(value: str | None) -> str | None:
 
 def parse(outputs: Mapping[str, CommandOutput], host_vars: Vars) -> Facts:
     gpus = []
-    for row in parse_gpu_query(outputs["gpu_query"].stdout):
+    for row in outputs["gpu_query"].parsed(parse_gpu_query):
         gpu: dict[str, Any] = {
             "index": row.get("index"),
             "bus_id": row.get("pci.bus_id"),

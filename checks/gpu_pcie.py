@@ -41,7 +41,7 @@ REMEDIATION_GEN = (
 
 def parse(outputs: Mapping[str, CommandOutput], host_vars: Vars) -> Facts:
     gpus = []
-    for row in parse_gpu_query(outputs["gpu_query"].stdout):
+    for row in outputs["gpu_query"].parsed(parse_gpu_query):
         utilization = integer(row.get("utilization.gpu"))
         idle = flag(row.get("clocks_event_reasons.gpu_idle"))
         gpus.append(

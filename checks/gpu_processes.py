@@ -80,7 +80,7 @@ def parse(outputs: Mapping[str, CommandOutput], host_vars: Vars) -> Facts:
                     "memory_used_mib": _mib(r.get("memory.used")),
                     "memory_total_mib": _mib(r.get("memory.total")),
                 }
-                for r in parse_gpu_query(query.stdout)
+                for r in query.parsed(parse_gpu_query)
             ]
         except ValueError:
             gpus = []  # named by bus id alone; the GPU checks report the query's own problem

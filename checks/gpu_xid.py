@@ -50,7 +50,7 @@ def parse(outputs: Mapping[str, CommandOutput], host_vars: Vars) -> Facts:
         try:
             gpus = [
                 {"index": row.get("index"), "bus_id": row.get("pci.bus_id")}
-                for row in parse_gpu_query(query.stdout)
+                for row in query.parsed(parse_gpu_query)
             ]
         except ValueError as exc:
             facts["gpu_map_error"] = str(exc)

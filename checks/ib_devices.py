@@ -38,7 +38,7 @@ def parse(outputs: Mapping[str, CommandOutput], host_vars: Vars) -> Facts:
     elif verbs.timed_out or verbs.error:
         facts.update(verbs_state="timeout" if verbs.timed_out else "error", devices=[], ports=[])
     else:
-        facts.update(verbs_state="ok", **parse_ibv_devinfo(verbs.stdout))
+        facts.update(verbs_state="ok", **verbs.parsed(parse_ibv_devinfo))
     return facts
 
 

@@ -19,7 +19,7 @@ from diagnose.parsers.rdma import describe_kind, is_active, normalise_kind, port
 
 
 def parse(outputs: Mapping[str, CommandOutput], host_vars: Vars) -> Facts:
-    return parse_ibv_devinfo(outputs["ibv_devinfo"].stdout)
+    return outputs["ibv_devinfo"].parsed(parse_ibv_devinfo)
 
 
 def mtu_summary(ports: list[dict]) -> str:

@@ -32,7 +32,7 @@ from diagnose.parsers.rdma import (
 
 
 def parse(outputs: Mapping[str, CommandOutput], host_vars: Vars) -> Facts:
-    return parse_ibstat(outputs["ibstat"].stdout)
+    return outputs["ibstat"].parsed(parse_ibstat)
 
 
 def _state(port: dict) -> str:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 STATUSES = ("PASS", "WARN", "FAIL", "ERROR", "SKIP")
 # Worst first: used to order failures and to fold many results into one verdict.
@@ -97,6 +100,19 @@ class CommandOutput:
     timed_out: bool = False
     duration_s: float = 0.0
     error: str | None = None  # set when the command could not be run at all (connection lost, ...)
+    # What parse() gave, by parser: the checks that read one output (six read the GPU query) share one parse.
+    _parsed: dict[Callable[[str], Any], Any] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    def parsed(self, parse: Callable[[str], T]) -> T:
+        """``parse(self.stdout)``, worked out once for all the checks of a host that read this output (a
+        parser that raises is asked again, and raises again). The result is shared: read it, never change it."""
+        try:
+            return self._parsed[parse]
+        except KeyError:
+            result = self._parsed[parse] = parse(self.stdout)
+            return result
 
     @property
     def ok(self) -> bool:
