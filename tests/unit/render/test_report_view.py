@@ -58,6 +58,42 @@ def test_findings_come_worst_first_with_evidence_excerpts() -> None:
     assert "State: Down" in (quoted[anchor].text or "")
 
 
+def test_a_finding_line_quotes_its_first_host_and_names_the_next_by_path(tmp_path: Path) -> None:
+    """Hosts on one line share check, message, observed and expected: a second quote repeats the first."""
+    hosts = ["gpu01", "gpu02", "gpu03", "gpu04"]
+    for host in hosts:
+        (tmp_path / "raw" / host).mkdir(parents=True)
+        (tmp_path / "raw" / host / "ibstat.txt").write_text("CA 'mlx5_2'\n\tPort 1:\n\t\tState: Down\n")
+    checks = [
+        {
+            "id": "ib.port_state",
+            "host": h,
+            "status": "FAIL",
+            "checklist": "1",
+            "message": "mlx5_2 port 1 Down",
+            "observed": {"mlx5_2": "Down"},
+            "expected": "Active",
+            "evidence": f"raw/{h}/ibstat.txt",
+        }
+        for h in hosts
+    ]
+    results = normalize(
+        {"verdict": "FAIL", "hosts": [{"name": h, "reachable": True} for h in hosts], "checks": checks}
+    )
+    report = build_report(results, tmp_path)
+    (finding,) = report.findings
+    (line,) = finding.lines
+    assert [(host, anchor is not None) for host, _path, anchor in line.evidence] == [
+        ("gpu01", True),
+        ("gpu02", False),
+        ("gpu03", False),
+    ]
+    assert [path for _host, path, _anchor in line.evidence][1] == "raw/gpu02/ibstat.txt"
+    assert line.evidence_more == 1
+    assert [ex.path for _a, ex, _users in report.evidence.excerpts] == ["raw/gpu01/ibstat.txt"]
+    assert not report.evidence.omitted
+
+
 def _grid(n_hosts: int, bad: dict[str, str]) -> dict[str, Any]:
     hosts = [f"n{i:03d}" for i in range(1, n_hosts + 1)]
     checks = [
