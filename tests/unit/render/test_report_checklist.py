@@ -178,3 +178,37 @@ def test_a_real_gpu_run_names_the_slowed_host(tmp_path: Path) -> None:
     path.write_text(json.dumps(results))
     (html,) = render(path, {"html"})
     assert 'id="localization"' in html.read_text()
+
+
+def test_an_item_answered_only_by_results_that_judged_no_figure_is_not_passed() -> None:
+    """A two-host CPU run: the KV transfer over gloo and the memory copy of two hosts without a floor showed
+    that they work and judged nothing (``judged: false``); the checklist the owner signs must not read PASS."""
+    kv = {
+        "id": "infer.kv_transfer",
+        "host": None,
+        "checklist": "5",
+        "status": "PASS",
+        "judged": False,
+        "message": "gloo on hosts without GPUs: the transfer mechanics work, latency is not judged",
+    }
+    memcpy = {
+        "id": "fleet.memcpy",
+        "host": None,
+        "checklist": "H",
+        "status": "PASS",
+        "judged": False,
+        "message": "memory copy over 2 hosts: the fleet as a whole is not judged",
+    }
+    xid = [
+        {"id": "gpu.xid", "host": h, "checklist": "H", "status": "PASS", "message": "no Xid"} for h in "ab"
+    ]
+    items = {i.key: i for s in build_checklist({"checks": [kv, memcpy, *xid]}) for i in s.items}
+    by_title = {i.sources[0]: i for i in items.values() if i.sources}
+    for check_id in ("infer.kv_transfer", "fleet.memcpy"):
+        item = by_title[check_id]
+        assert item.status == NOT_COVERED, (check_id, item)
+        assert item.note.startswith("shown working, no figure judged: "), item.note
+    assert by_title["gpu.xid"].status == "PASS"
+    judged = {**kv, "judged": True}
+    items = {i.key: i for s in build_checklist({"checks": [judged]}) for i in s.items}
+    assert [i.status for i in items.values() if i.sources == ["infer.kv_transfer"]] == ["PASS"]
