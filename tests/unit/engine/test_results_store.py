@@ -127,3 +127,36 @@ def test_results_json_is_written_in_pieces_never_as_one_string(tmp_path: Path) -
     text = "".join(pieces)
     assert text == json.dumps(document, indent=1, ensure_ascii=False, default=str)
     assert max(len(piece) for piece in pieces) < len(text) / 100
+
+
+class _Port(int):
+    """An int of another type, as an enum or numpy-like integer would reach a row."""
+
+
+def test_a_row_is_written_as_the_indenting_json_encoder_writes_it_whatever_its_values() -> None:
+    """row_json writes flat rows itself: every kind of value a row may hold gives json's own text."""
+    rows = [
+        _check("PASS").to_dict(),
+        CheckResult("gpu.nvlink", None, "H", "FAIL", observed={"GPU 0": [1, 2.5, None]}).to_dict(),
+        {
+            "id": 'quote " backslash \\ tab \t newline \n',
+            "host": "nœud-07 ✓",
+            "observed": [{"a": {}}, [], (1, "x"), {"k": [True, False]}],
+            "expected": float("nan"),
+            "low": float("-inf"),
+            "high": float("inf"),
+            "ratio": 0.1 + 0.2,
+            "flag": True,
+            "off": False,
+            "none": None,
+            "port": _Port(7),
+            "count": -12,
+            "path": Path("raw/n1/ibstat.txt"),
+            "control": "\x00\x1f\u2028",
+        },
+        {1: "a key that is not a string", "id": "x"},
+        {},
+    ]
+    for row in rows:
+        expected = json.dumps(row, indent=1, ensure_ascii=False, default=str).replace("\n", "\n  ")
+        assert row_json(row) == expected
