@@ -8,6 +8,7 @@ stages print nothing: they tell the caller's :class:`~diagnose.engine.reporter.R
 
 from __future__ import annotations
 
+import gc
 import queue
 import time
 from collections.abc import Callable
@@ -80,6 +81,30 @@ def run_host_stage(
     """
     if uses_steps(hosts):
         return run_host_stage_in_steps(hosts, checks, out_dir, store, forks, reporter, deadline)
+    # What is alive now (modules, the catalog, the inventory, the run's state) outlives the stage: out of
+    # the cyclic collector's sight while the hosts' batches are judged, its full collections no longer walk
+    # it again and again. Handed back after, so nothing stays out of its reach.
+    gc.freeze()
+    try:
+        return _run_hosts(
+            hosts, checks, out_dir, store, forks, accept_unknown_host_keys, known_hosts, reporter, deadline
+        )
+    finally:
+        gc.unfreeze()
+
+
+def _run_hosts(
+    hosts: list[Host],
+    checks: list[Check],
+    out_dir: Path,
+    store: ResultsStore,
+    forks: int,
+    accept_unknown_host_keys: bool,
+    known_hosts: str | None,
+    reporter: Reporter | None,
+    deadline: Callable[[], bool] | None,
+) -> dict[str, HostState]:
+    """:func:`run_host_stage` over SSH and the other per-host connections."""
     reporter = reporter or Reporter()
     for host in hosts:
         store.set_host(HostRecord(name=host.name, address=host.address))
