@@ -171,8 +171,8 @@ def summary_line(
     /srv/nightly/20261121T020000Z-cb43/report.html``: "watched" counts the components on the watch list
     (``history.watch``), named as their series are.
     The regressions are counted apart from the run's other results, which they would otherwise double;
-    the rest is counted as everywhere else (:mod:`diagnose.render.tally`), and a PASS with limited
-    coverage says so.
+    the rest is counted as everywhere else (:mod:`diagnose.render.tally`): results that judged no figure are
+    counted as shown, apart from the passes, and a PASS with limited coverage says so.
     """
     run = results.get("run", {})
     name = " ".join(
@@ -184,6 +184,8 @@ def summary_line(
     tally = [f"{counts[s]} {s}" for s in ("FAIL", "ERROR", "WARN") if counts[s]]
     if not tally:
         tally = [f"{counts['PASS']} PASS"]
+    if coverage.shown:
+        tally.append(f"{coverage.shown} shown")
     if results.get("verdict") == "PASS" and coverage.limited:
         tally.append(f"limited coverage ({coverage.measured} of {coverage.total} results measured)")
     found = list(regressions)

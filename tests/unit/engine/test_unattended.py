@@ -140,6 +140,19 @@ def test_summary_line_says_a_pass_covered_little() -> None:
     )
 
 
+def test_summary_line_counts_what_was_only_shown_beside_the_passes() -> None:
+    """A two-host CPU nightly: the gloo sweep and the memory copy judged no figure (``judged: false``). The
+    line said "1 PASS, limited coverage (1 of 4 results measured)", leaving the reader two results short."""
+    results = _results("PASS", ["PASS", "SKIP"])
+    results["checks"].append({"id": "fleet.memcpy", "host": None, "status": "PASS", "judged": False})
+    results["benchmarks"][0]["judged"] = False
+    line = unattended.summary_line(results, [])
+    assert line == (
+        "diagnose nightly prod: PASS — 1 PASS, 2 shown, limited coverage (1 of 4 results measured), "
+        "no regressions"
+    )
+
+
 def _write_run(root: Path, name: str, started: datetime, document: dict[str, Any] | None = None) -> Path:
     folder = root / name
     (folder / "raw" / "node01").mkdir(parents=True)
