@@ -117,3 +117,26 @@ def test_every_command_of_the_acceptance_walkthrough_is_one_diagnose_accepts() -
     assert not unknown, f"docs/acceptance.md sets variables diagnose never reads: {unknown}"
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "[docs/acceptance.md](docs/acceptance.md)" in readme
+
+
+def test_sample_verdict_lines_count_as_diagnose_prints_them() -> None:
+    """Counts read as sentences (``1 host``, ``4 hosts``); a sample line of the verdict still saying
+    ``4 host(s)`` shows the operator a line diagnose no longer prints."""
+    stale = [
+        f"{path.name}: {line}"
+        for path in user_docs()
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if line.startswith("diagnose") and "(s)" in line
+    ]
+    assert not stale, stale
+
+
+def test_the_walkthrough_says_which_python_its_python_commands_use() -> None:
+    """The README installs into a virtual environment and runs ``.venv/bin/diagnose`` without activating it;
+    there, ``python -c 'import diagnose...'`` finds no ``python`` (Debian ships ``python3`` only) or one
+    without diagnose, and the playbook copy of section 5 fails. The walkthrough says to activate the venv
+    before its first command."""
+    text = (DOCS / "acceptance.md").read_text(encoding="utf-8")
+    first_python = text.index("python -c")
+    activate = text.find(". .venv/bin/activate")
+    assert 0 <= activate < first_python
