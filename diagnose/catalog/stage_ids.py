@@ -45,6 +45,9 @@ HISTORY_UNSTABLE = "history.unstable"
 HISTORY_WATCH = "history.watch"
 CUSTOM_PREFIX = "custom."
 QUARANTINE_CAP = "quarantine.cap"
+#: How a host's GPU stress "ended" (results.json ``stress``, the stage record's status) when its Python
+#: could not import torch: the program never started, so there is nothing of it to show.
+STRESS_NO_TORCH = "no torch"
 
 #: The training judgements (checklist section 4), in the checklist's order.
 TRAINING = (TRAIN_OVERLAP, TRAIN_TAIL, TRAIN_SYNC, TRAIN_INPUT)

@@ -32,7 +32,7 @@ from typing import Any
 
 from diagnose.benchmarks.setup import Setup, startup_timeout_s
 from diagnose.benchmarks.shared_gpu import shared_hosts
-from diagnose.catalog.stage_ids import GPU_GEMM, GPU_HBM, STRESS
+from diagnose.catalog.stage_ids import GPU_GEMM, GPU_HBM, STRESS, STRESS_NO_TORCH
 from diagnose.config.host_settings import parse_bench_env
 from diagnose.core.hosts import Host
 from diagnose.core.model import SEVERITY, CheckResult
@@ -50,7 +50,7 @@ CPU_BURNIN_S = 2.0
 #: takes seconds; a CPU test host shares two cores with everything else.
 ROW_SLACK_S = {"cuda": 120.0, "cpu": 600.0}
 #: How the launch "ended" on a host whose Python cannot import torch: it was never started.
-NO_TORCH = "no torch"
+NO_TORCH = STRESS_NO_TORCH
 
 
 def row_budget(device: str, memtest_s: float) -> Callable[[str, int], float]:

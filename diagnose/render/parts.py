@@ -18,7 +18,7 @@ from diagnose.render.view_fleet import build_fleet
 from diagnose.render.view_inference import InferenceView, build_inference
 from diagnose.render.view_localization import build_localization
 from diagnose.render.view_quarantine import build_quarantine
-from diagnose.render.view_stress import build_stress
+from diagnose.render.view_stress import build_stress, stress_measured
 from diagnose.render.view_training import build_training
 from diagnose.render.view_watch import build_watch
 
@@ -43,6 +43,8 @@ class Part:
     template: str
     build: Callable[[dict[str, Any]], Any | None]
     measured: Callable[[Any], bool] = _always
+    #: Why a chapter without anything measured is left out, as the contents' line says it.
+    left_out_because: str = "every result SKIP"
 
 
 PARTS: tuple[Part, ...] = (
@@ -57,7 +59,14 @@ PARTS: tuple[Part, ...] = (
     Part("localization", "Localization: slow host or link", "localization.html.j2", build_localization),
     Part("fleet", "Fleet: hosts against their peers", "fleet.html.j2", build_fleet),
     Part("fabric", "Fabric: RDMA write bandwidth of every NIC, by rail", "fabric.html.j2", build_fabric),
-    Part("stress", "GPUs under load: GEMM, HBM, memory test, SDC, burn-in", "stress.html.j2", build_stress),
+    Part(
+        "stress",
+        "GPUs under load: GEMM, HBM, memory test, SDC, burn-in",
+        "stress.html.j2",
+        build_stress,
+        stress_measured,
+        "not started: no host's Python could import torch",
+    ),
     Part("watch", "Watch list: components getting worse night after night", "watch.html.j2", build_watch),
     Part(
         "quarantine",

@@ -215,7 +215,7 @@ def left_out(empty_parts: list[Part], has_benchmarks: bool, has_evidence: bool) 
     named = (
         [] if has_benchmarks else [f"{BENCHMARKS_TITLE} (none ran: checklist items 3.2 and 3.3 not covered)"]
     )
-    named += [f"{part.title} (every result SKIP)" for part in empty_parts]
+    named += [f"{part.title} ({part.left_out_because})" for part in empty_parts]
     return named + ([] if has_evidence else [f"{APPENDIX_TITLE} (no finding cites evidence)"])
 
 

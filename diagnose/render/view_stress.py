@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from diagnose.catalog.stage_ids import STRESS_NO_TORCH
 from diagnose.core.model import SEVERITY, worst
 from diagnose.core.units import MISSING, counted, decimal_bytes, duration, is_number, number, percent
 from diagnose.render.hostlist import natural_key
@@ -365,6 +366,12 @@ def build_stress(results: dict[str, Any]) -> StressView | None:
         cpu_only=all(s.device == "cpu" for s in stages) if stages else False,
         shared_hosts=sorted(shared, key=natural_key),
     )
+
+
+def stress_measured(data: StressView) -> bool:
+    """Whether the chapter has anything to show: figures of a GPU, or a launch that started (a failed one
+    says how it ended). Hosts whose Python could not import torch never started it; their cause says why."""
+    return bool(data.rows) or any(stage.status != STRESS_NO_TORCH for stage in data.stages)
 
 
 def _plots(records: list[dict[str, Any]]) -> list[BurninPlot]:
