@@ -29,6 +29,7 @@ _STATUS_CLASSES = {
     "FAIL": "st-fail",
     "ERROR": "st-error",
     "SKIP": "st-skip",
+    "SHOWN": "st-skip",  # shown working, no figure judged: counted apart from the passes
     "NOT COVERED": "st-notcovered",
     "INCOMPLETE": "st-incomplete",
     "none": "st-none",

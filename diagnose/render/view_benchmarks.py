@@ -11,15 +11,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from diagnose.catalog.stage_ids import BENCH_STRAGGLER
+from diagnose.catalog.stage_ids import BENCH_STRAGGLER, bench_id
 from diagnose.core.model import SEVERITY
 from diagnose.core.units import MISSING, human_bytes, is_number, number
 from diagnose.render.checklist import curve_shape
 from diagnose.render.hostlist import summarize
+from diagnose.render.tally import shown_only
 from diagnose.render.text import MESSAGE_CHARS, count_of, host_label, show
 
 #: The most straggler verdicts a benchmark lists line by line, the worst first.
 STRAGGLER_LINES = 12
+#: The badge of a sweep whose result judged no figure (gloo on CPU hosts): the tally counts it as shown.
+SHOWN = "SHOWN"
 
 
 @dataclass
@@ -153,6 +156,15 @@ def _row(row: dict[str, Any], normal: tuple[float, float] | None, judged_from: i
     )
 
 
+def _inter_node(bench: dict[str, Any], transport: dict[str, Any]) -> str:
+    """What carried the traffic between nodes: NCCL's log says it; gloo writes none and always uses TCP."""
+    if transport.get("inter_node"):
+        return str(transport["inter_node"])
+    if bench.get("backend") == "gloo" and is_number(bench.get("nodes")) and bench["nodes"] > 1:
+        return "TCP (gloo; NCCL not used)"
+    return "none (single node or not seen in the log)"
+
+
 def _count(value: Any) -> int | None:
     return int(value) if is_number(value) else None
 
@@ -161,6 +173,9 @@ def build_benchmarks(results: dict[str, Any]) -> list[Benchmark]:
     """One view per benchmark entry, in the order the run measured them."""
     # Picked once, not once per benchmark: at 16,384 hosts the checks are some 230,000 rows.
     stragglers = [row for row in results.get("checks") or [] if row.get("id") == BENCH_STRAGGLER]
+    shown = {
+        row.get("id") for row in results.get("checks") or [] if row.get("host") is None and shown_only(row)
+    }
     folded: dict[tuple[str, ...], str] = {}  # the sweeps of one run mostly share their host list
     out = []
     for index, bench in enumerate(results.get("benchmarks") or [], start=1):
@@ -178,7 +193,9 @@ def build_benchmarks(results: dict[str, Any]) -> list[Benchmark]:
             Benchmark(
                 index=index,
                 collective=str(bench.get("collective") or "?"),
-                status=str(bench.get("status") or "ERROR"),
+                status=SHOWN
+                if bench_id(bench.get("collective")) in shown and bench.get("status") == "PASS"
+                else str(bench.get("status") or "ERROR"),
                 message=show(bench.get("message") or "", MESSAGE_CHARS),
                 tool=str(bench.get("tool") or MISSING),
                 backend=str(bench.get("backend") or MISSING),
@@ -190,7 +207,7 @@ def build_benchmarks(results: dict[str, Any]) -> list[Benchmark]:
                 judged_from=human_bytes(judged_from) if judged_from is not None else "",
                 reference=_reference(expected, normal, judged_from),
                 peak=number(max(busbws), 1, grouped=True) if busbws else MISSING,
-                inter_node=str(transport.get("inter_node") or "none (single node or not seen in the log)"),
+                inter_node=_inter_node(bench, transport),
                 intra_node=", ".join(str(x) for x in intra) if isinstance(intra, list) and intra else MISSING,
                 gdrdma="yes" if gdr is True else "no" if gdr is False else "unknown",
                 straggler=_straggler(bench, stragglers),

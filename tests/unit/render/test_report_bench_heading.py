@@ -32,3 +32,25 @@ def test_a_sweep_without_counts_shows_them_missing_not_none(tmp_path: Path) -> N
     del results["benchmarks"][0]["nodes"], results["benchmarks"][0]["ranks"]
     (html,) = [p for p in render_from_dict(results, {"html"}, tmp_path) if p.suffix == ".html"]
     assert "· — nodes, — ranks</span>" in html.read_text()
+
+
+def _gloo_two_hosts() -> dict:
+    """The h200 fixture's sweep as the README's two CPU hosts ran it: gloo across 2 nodes, no NCCL log, and
+    its bench.all_reduce result a PASS that judged no figure."""
+    results = _results()
+    bench = results["benchmarks"][0]
+    bench.update(backend="gloo", nodes=2, ranks=2, transport={"inter_node": None, "intra_node": None})
+    results["checks"] = [c for c in results["checks"] if c.get("id") != "bench.all_reduce"] + [
+        {"id": "bench.all_reduce", "host": None, "status": "PASS", "judged": False, "message": "not judged"}
+    ]
+    return results
+
+
+def test_a_gloo_sweep_across_hosts_is_shown_not_passed_and_says_it_went_over_tcp(tmp_path: Path) -> None:
+    """It read PASS above "between nodes: none (single node or not seen in the log)" for two nodes that
+    talked over gloo's TCP, while the tally counted the sweep as shown, not as a PASS."""
+    (bench,) = build_benchmarks(_gloo_two_hosts())
+    assert bench.status == "SHOWN"
+    assert bench.inter_node == "TCP (gloo; NCCL not used)"
+    (html,) = [p for p in render_from_dict(_gloo_two_hosts(), {"html"}, tmp_path) if p.suffix == ".html"]
+    assert '<span class="st st-skip">SHOWN</span> <span class="mono">all_reduce</span>' in html.read_text()
