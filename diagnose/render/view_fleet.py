@@ -15,6 +15,7 @@ from typing import Any
 from diagnose.core.model import SEVERITY, worst
 from diagnose.core.units import number, signed
 from diagnose.render.hostlist import natural_key
+from diagnose.render.tally import shown_only
 
 #: Up to this many hosts every host gets a row; beyond, only hosts with a finding do.
 ALL_ROWS_UP_TO = 64
@@ -111,6 +112,13 @@ def build_fleet(results: dict[str, Any]) -> FleetView | None:
     per_host: dict[str, dict[str, dict[str, Any]]] = {}
     groups: dict[str, str] = {}
     summaries = []
+    # A fleet result that judged no figure (too few hosts, no floor) is shown, as the tally counts it; its
+    # line then carries the result's message, which says why, instead of the raw two-host WARN.
+    shown = {
+        str(c.get("id")): str(c.get("message") or "")
+        for c in results.get("checks") or []
+        if isinstance(c, dict) and c.get("host") is None and shown_only(c)
+    }
     for record in records:
         if record["metric"] not in metrics:
             continue
@@ -123,8 +131,8 @@ def build_fleet(results: dict[str, Any]) -> FleetView | None:
                     number(record.get("median"), 1),
                     number(record.get("mad"), 2),
                     number(record.get("floor"), 1),
-                    str(record.get("verdict") or "SKIP"),
-                    str(record.get("message") or ""),
+                    "SHOWN" if record.get("check") in shown else str(record.get("verdict") or "SKIP"),
+                    shown.get(str(record.get("check"))) or str(record.get("message") or ""),
                 )
             )
             continue
