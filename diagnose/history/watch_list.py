@@ -245,6 +245,12 @@ def watch_table(db_path: str | Path) -> str:
             " ORDER BY w.night DESC LIMIT 1"
         ).fetchone()
         if newest is None:
+            runs = conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+            if runs:  # recorded, but nothing the watch list follows was read (CPU hosts, a run without GPUs)
+                return (
+                    f"no watch list readings in {db_path}: the {counted(runs, 'run')} recorded read no GPU, "
+                    "InfiniBand port or cable (what the watch list follows, by serial number or GUID)"
+                )
             return f"no watch list readings in {db_path} (each run recorded with --history adds a night)"
         run_id, started, night = newest
         read = conn.execute(
