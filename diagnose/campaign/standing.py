@@ -18,6 +18,7 @@ from typing import Any
 
 from diagnose.campaign import phases as ph
 from diagnose.campaign.ledger import ClusterRow, Ledger, Row
+from diagnose.core.units import counted
 
 STATES = ("accepted", "pending", "failed", "repaired", "excluded")
 
@@ -213,7 +214,7 @@ def status_lines(state: Standing, width: int = 0) -> list[str]:
     lines = [
         f"campaign {state.name}: {state.verdict} — {counts['accepted']} of {counts['hosts']} hosts accepted, "
         f"{counts['pending']} pending, {counts['failed']} failed, {counts['repaired']} repaired (retest), "
-        f"{counts['excluded']} excluded; {state.runs} runs"
+        f"{counts['excluded']} excluded; {counted(state.runs, 'run')}"
         + (
             f" from {state.first_run[:16]} to {state.last_run[:16]}"
             if state.first_run and state.last_run

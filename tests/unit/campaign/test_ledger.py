@@ -203,3 +203,11 @@ def test_the_clusters_reference_is_the_median_once_enough_hosts_gave_a_figure(tm
     assert found["gemm.bf16|NVIDIA H200"]["hosts"] == 3 and found["gemm.bf16|NVIDIA H200"]["run_id"] == "r2"
     assert "busbw|all_reduce|2" not in found  # two of three hosts ran it
     assert any(e.kind == "reference" for e in recorded.events)
+
+
+def test_a_campaign_of_one_run_says_one_run(tmp_path: Path) -> None:
+    """Counts read as sentences: a campaign of one run read "1 runs"."""
+    db = tmp_path / "h.sqlite3"
+    first_pass(db)
+    head = status_lines(state(db))[0]
+    assert "; 1 run from 2026-11-25T10:00 to 2026-11-25T10:00" in head, head
