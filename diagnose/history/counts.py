@@ -29,6 +29,11 @@ class RunCounts:
     regressions: int
 
 
+#: The status :func:`run_counts` gives a PASS that judged no figure (``judged: false``): the tally counts it
+#: as shown, apart from every status, and so do these counts.
+SHOWN = "SHOWN"
+
+
 def _status(value: object) -> str:
     """As the tally counts it: a status this version does not know could not be judged (ERROR)."""
     return value if isinstance(value, str) and value in STATUSES else "ERROR"
@@ -36,7 +41,7 @@ def _status(value: object) -> str:
 
 def count_rows(checks: Iterable[tuple[Any, Any]], benchmarks: Iterable[tuple[Any, Any]]) -> RunCounts:
     """The counts of (check id, status) rows and (collective, status) benchmark entries: every check row
-    but the regressions, and each entry that no ``bench.<collective>`` row stands for."""
+    but the regressions and the shown, and each entry that no ``bench.<collective>`` row stands for."""
     rows = list(checks)
     ids = {check_id for check_id, _ in rows}
     statuses = dict.fromkeys(STATUSES, 0)
@@ -44,12 +49,16 @@ def count_rows(checks: Iterable[tuple[Any, Any]], benchmarks: Iterable[tuple[Any
     for check_id, status in rows:
         if check_id == HISTORY_REGRESSION:
             regressions += 1
-        else:
+        elif status != SHOWN:
             statuses[_status(status)] += 1
     for collective, status in benchmarks:
         if bench_id(collective) not in ids:
             statuses[_status(status)] += 1
     return RunCounts(statuses, regressions)
+
+
+def _shown(check: Mapping[str, Any]) -> bool:
+    return check.get("judged") is False and check.get("status") == "PASS"
 
 
 def run_counts(results: Mapping[str, Any]) -> RunCounts:
@@ -58,7 +67,7 @@ def run_counts(results: Mapping[str, Any]) -> RunCounts:
     checks = [c for c in results.get("checks") or [] if isinstance(c, dict)]
     benchmarks = [b for b in results.get("benchmarks") or [] if isinstance(b, dict)]
     counted = count_rows(
-        ((c.get("id"), c.get("status")) for c in checks),
+        ((c.get("id"), SHOWN if _shown(c) else c.get("status")) for c in checks),
         ((b.get("collective"), b.get("status")) for b in benchmarks),
     )
     coverage = results.get("coverage")
