@@ -114,8 +114,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _config_error(exc)
     for warning in request.warnings:
         print(f"diagnose: warning: {warning}", file=sys.stderr)
-    if hosts_without_profile(request.hosts) and not (args.list_hosts or args.check):
-        print(f"diagnose: {request.profile_note}", file=sys.stderr)  # before the verdict it qualifies
+    # Before the verdict it qualifies; not under --quiet, whose stderr is cron's mail every night (the
+    # report's cover and results.json keep the note).
+    if hosts_without_profile(request.hosts) and not (args.list_hosts or args.check or args.quiet):
+        print(f"diagnose: {request.profile_note}", file=sys.stderr)
     if args.slurm_submit:
         rotation = (args.slurm_state or "idle") if args.slurm_rotate else None
         return _submit(request, rotation, args.check)

@@ -30,3 +30,29 @@ def test_quiet_keeps_library_warnings_off_stderr(
     monkeypatch.setattr(runs.signal, "signal", lambda *args: None)  # the test process keeps its SIGTERM
     assert runs.execute(None, quiet=quiet) == "outcome"  # type: ignore[arg-type]
     assert len(recwarn) == (0 if quiet else 1)
+
+
+class _Stop(Exception):
+    """Raised in place of the run: what matters here is printed before it starts."""
+
+
+@pytest.mark.parametrize("quiet", [True, False])
+def test_quiet_keeps_the_missing_profile_note_off_stderr(
+    quiet: bool, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A nightly of an inventory without ``diagnose_profile`` under cron: the note that no profile was chosen
+    (some 250 characters) reached the mail every night beside the verdict line, which does not need it."""
+    from diagnose.cli import main
+
+    inventory = tmp_path / "inv.yaml"
+    inventory.write_text("all:\n  hosts:\n    node1: {ansible_host: 127.0.0.1}\n")
+
+    def stop(*_args: Any, **_kwargs: Any) -> None:
+        raise _Stop
+
+    monkeypatch.setattr(runs, "execute", stop)
+    argv = ["run", "-i", str(inventory), "--playbook", "nightly", "-o", str(tmp_path / "out")]
+    with pytest.raises(_Stop):
+        main([*argv, "--quiet"] if quiet else argv)
+    err = capsys.readouterr().err
+    assert ("no profile chosen" in err) is not quiet, err
