@@ -20,7 +20,10 @@ PRESENCE_SCRIPT = (
     "set -- /sys/bus/pci/devices/*/vendor\n"
     'if [ -e "$1" ]; then echo "pci-functions $#"; else echo "pci-functions 0"; fi\n'
     f'for v in $(grep -lx {NVIDIA_VENDOR} "$@" 2>/dev/null); do\n'
-    '  echo "nvidia ${v%/vendor} $(cat "${v%/vendor}/class" 2>/dev/null)"\n'
+    # The shell reads each class file itself: a `cat` was a process for every NVIDIA function (a dozen or
+    # more on an HGX node); the line printed is the same, empty where the file cannot be read.
+    '  c=; { read -r c < "${v%/vendor}/class"; } 2>/dev/null\n'
+    '  echo "nvidia ${v%/vendor} $c"\n'
     "done\n"
     'for n in /dev/nvidia[0-9]*; do [ -e "$n" ] && echo "node $n"; done\n'
     'echo "machine $(uname -m 2>/dev/null)"\n'
