@@ -323,7 +323,7 @@ def past_run_lines(request: RunRequest, model_s: float) -> list[str]:
     """The estimate from this machine's own earlier runs of the series, where the history has some: they
     carry its load and its hosts, which the model cannot. Which figure to book by is said, and why."""
     db = request.history_db or history.default_db_path()
-    past = past_runs(db, series_of(request))
+    past = past_runs(db, series_of(request), benchmarks=_plan(request) is not None)
     if past is None:
         return [f"\nno earlier run of this inventory and playbook in {db}: the model's figures stand alone"]
     runs, low, high = len(past.seconds), min(past.seconds), max(past.seconds)

@@ -22,6 +22,9 @@ from diagnose.history.storage import epoch_seconds
 #: The newest runs of the series read: enough for a median that one odd night does not move, recent
 #: enough that last month's hardware does not speak for this one's.
 LAST_RUNS = 10
+#: The stage a run records when it measured the collectives and what follows them (the engine's progress
+#: stage of that name): a run with it and one without take different times.
+BENCHMARKS_STAGE = "benchmarks"
 
 
 @dataclass(frozen=True)
@@ -46,10 +49,14 @@ def _interrupted(stages: object) -> bool:
     return isinstance(stages, list) and any(isinstance(s, dict) and s.get("interrupted") for s in stages)
 
 
-def past_runs(db_path: str | Path, series: tuple[str, str], last: int = LAST_RUNS) -> PastRuns | None:
+def past_runs(
+    db_path: str | Path, series: tuple[str, str], last: int = LAST_RUNS, benchmarks: bool | None = None
+) -> PastRuns | None:
     """The newest ``last`` finished runs of ``series`` (inventory, playbook as
     :func:`diagnose.history.storage.series_key` makes it), or None without a database or such a run. A run
-    cut short (Ctrl-C, SIGTERM) says nothing of how long a whole one takes and is left out."""
+    cut short (Ctrl-C, SIGTERM) says nothing of how long a whole one takes and is left out; so, where
+    ``benchmarks`` says whether the run to estimate measures them, is a run whose recorded stages differ
+    (a ``--skip-benchmarks`` pass took seconds of a run of half an hour)."""
     path = Path(db_path)
     if not path.is_file():
         return None
@@ -77,6 +84,8 @@ def past_runs(db_path: str | Path, series: tuple[str, str], last: int = LAST_RUN
         begin, end = epoch_seconds(started), epoch_seconds(finished)
         if begin is None or end is None or end < begin or _interrupted(stages):
             continue
+        if benchmarks is not None and isinstance(stages, list) and _benchmarked(stages) != benchmarks:
+            continue
         seconds.append(end - begin)
         if isinstance(stages, list):
             staged.append([s for s in stages if isinstance(s, dict)])
@@ -85,6 +94,10 @@ def past_runs(db_path: str | Path, series: tuple[str, str], last: int = LAST_RUN
     if not seconds:
         return None
     return PastRuns(seconds, _stage_medians(staged), len(staged))
+
+
+def _benchmarked(stages: list[object]) -> bool:
+    return any(isinstance(s, dict) and s.get("stage") == BENCHMARKS_STAGE for s in stages)
 
 
 def _stage_medians(runs: list[list[dict[str, object]]]) -> dict[str, float]:

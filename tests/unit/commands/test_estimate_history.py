@@ -66,3 +66,23 @@ def test_another_series_and_a_database_from_before_stages_were_recorded(tmp_path
     past = past_runs(db, ("cluster.yaml", "acceptance"))
     assert past is not None and past.seconds == [WALL.total_seconds()] and past.stages == {}
     assert past_runs(tmp_path / "none.sqlite3", ("cluster.yaml", "acceptance")) is None
+
+
+def test_a_run_without_benchmarks_does_not_estimate_one_with_them(tmp_path, monkeypatch, capsys) -> None:
+    """A campaign's first pass with --skip-benchmarks was the series' only run: ``--check`` of the full run
+    then said "expect ~8 s", the model ~28 min. A run that measured other stages than the plan says nothing
+    of its length; a --skip-benchmarks plan is estimated from such runs alone."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DIAGNOSE_HISTORY", raising=False)
+    (tmp_path / "cluster.yaml").write_text(INVENTORY)
+    db = tmp_path / "history.sqlite3"
+    _record(db, 1, WALL, STAGES)
+    _record(db, 2, timedelta(seconds=8), [{"stage": "host checks", "seconds": 8.0}])
+    full = _check(capsys, "--history", str(db))
+    assert any(
+        line.endswith("the last 1 run of this inventory and playbook took 7 min 02 s") for line in full
+    )
+    host_checks = _check(capsys, "--history", str(db), "--skip-benchmarks")
+    assert any(
+        line.endswith("the last 1 run of this inventory and playbook took 8 s") for line in host_checks
+    )
