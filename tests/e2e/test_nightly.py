@@ -128,7 +128,8 @@ def test_nightly_runs_catch_a_regression_keep_history_lock_and_retain(
     assert RUN_ID.fullmatch(folder_1)  # the folder is named by the run's id
     report_1 = re.escape(str(night.runs / folder_1 / "report.html"))
     assert re.fullmatch(
-        rf"diagnose {PLAYBOOK_NAME} inv: PASS — \d+ PASS, no regressions — report: {report_1}", line
+        rf"diagnose {PLAYBOOK_NAME} inv: PASS — \d+ PASS, \d+ shown, no regressions — report: {report_1}",
+        line,
     )
     run_1 = night.results(folder_1)
     assert run_1["run"]["id"] == folder_1
