@@ -12,7 +12,6 @@ import os
 import select
 import shlex
 import subprocess
-import threading
 import time
 from collections.abc import Callable, Sequence
 
@@ -53,39 +52,6 @@ GATHER_S = 0.1
 # HMAC of a CTR packet with a constant-time comparison written in Python, byte by byte, on every packet.
 # A server without them gets the rest of paramiko's list, in paramiko's order.
 FIRST_CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
-
-
-#: What a Fabric configuration reads when it is made: the ssh_config files and Fabric's own files.
-FABRIC_CONFIG_FILES = (
-    "/etc/ssh/ssh_config",
-    "~/.ssh/config",
-    *(f"{where}fabric.{kind}" for where in ("/etc/", "~/.") for kind in ("yaml", "yml", "json", "py")),
-)
-_FABRIC_CONFIGS: dict[tuple[object, ...], Config] = {}
-_FABRIC_CONFIGS_LOCK = threading.Lock()
-
-
-def fabric_config() -> Config:
-    """The Fabric configuration every connection is made with (the ssh_config files loaded), made once
-    while none of :data:`FABRIC_CONFIG_FILES` changes instead of once per host: making one parses the
-    ssh_config files and merges invoke's levels of settings, more CPU than the rest of a connection
-    object. Fabric's connections only read it, so they share it."""
-    key = tuple(_file_version(os.path.expanduser(path)) for path in FABRIC_CONFIG_FILES)
-    with _FABRIC_CONFIGS_LOCK:
-        config = _FABRIC_CONFIGS.get(key)
-        if config is None:
-            _FABRIC_CONFIGS.clear()
-            config = _FABRIC_CONFIGS[key] = Config(overrides={"load_ssh_configs": True})
-        return config
-
-
-def _file_version(path: str) -> tuple[object, ...]:
-    """What tells one version of a file from another (the path alone where there is no file)."""
-    try:
-        info = os.stat(path)
-    except OSError:
-        return (path,)
-    return (path, info.st_ino, info.st_mtime_ns, info.st_size)
 
 
 def gcm_first_transport(sock: object, **kwargs: object) -> paramiko.Transport:
@@ -152,7 +118,7 @@ class SSHConnection(Connection):
             port=self.login.port,
             connect_timeout=self.connect_timeout,
             connect_kwargs=connect_kwargs,
-            config=fabric_config(),
+            config=Config(overrides={"load_ssh_configs": True}),
             gateway=False,  # jump hosts are ours: see the module docstring
         )
         self.port = self._fabric.port
