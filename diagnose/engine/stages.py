@@ -11,8 +11,9 @@ from __future__ import annotations
 import gc
 import queue
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -84,88 +85,79 @@ def run_host_stage(
     # What is alive now (modules, the catalog, the inventory, the run's state) outlives the stage: out of
     # the cyclic collector's sight while the hosts' batches are judged, its full collections no longer walk
     # it again and again. Handed back after, so nothing stays out of its reach.
+    with _collector_frozen():
+        reporter = reporter or Reporter()
+        for host in hosts:
+            store.set_host(HostRecord(name=host.name, address=host.address))
+        states: dict[str, HostState] = {}
+        reporter.hosts_started(len(hosts))
+        began = time.monotonic()
+        # Hosts are handed on as each finishes, through a queue their futures fill: looking over every
+        # pending future on each tick would cost the controller hosts x ticks at 16,384 hosts.
+        finishing: queue.SimpleQueue[Future[HostState]] = queue.SimpleQueue()
+        pool = ThreadPoolExecutor(max_workers=max(1, forks), thread_name_prefix="host")
+        try:
+            futures: dict[Future[HostState], Host] = {
+                pool.submit(assess_host, host, checks, out_dir, accept_unknown_host_keys, known_hosts): host
+                for host in hosts
+            }
+            for future in futures:
+                future.add_done_callback(finishing.put)
+            pending = set(futures)
+            while pending:
+                finished = _finished(finishing)
+                for future in finished:
+                    host = futures[future]
+                    try:
+                        state = future.result()
+                    except Exception as exc:  # a bug must cost one host, never the run
+                        state = HostState(
+                            host=host, record=HostRecord(host.name, host.address, error=str(exc))
+                        )
+                        state.results.append(
+                            CheckResult(
+                                "host.reachable", host.name, "–", "ERROR", message=f"internal error: {exc}"
+                            )
+                        )
+                    states[host.name] = state
+                    assert state.record is not None
+                    store.set_host(state.record)
+                    store.add_checks(state.results)
+                    reporter.host_done(host.name)
+                pending.difference_update(finished)
+                if deadline is not None and deadline():
+                    for problem in stop_running_batches():
+                        reporter.problem(f"time budget exhausted: {problem}")
+                    for future in pending:
+                        future.cancel()
+                        host = futures[future]
+                        store.add_check(
+                            CheckResult(
+                                "host.reachable", host.name, "–", "ERROR", message="time budget exhausted"
+                            )
+                        )
+                    break
+        except KeyboardInterrupt:  # cut short, not done: the reporter says what each host was still running
+            reporter.stage_interrupted(HOST_STAGE, time.monotonic() - began)
+            raise
+        except BaseException:
+            reporter.hosts_finished()
+            raise
+        else:
+            reporter.hosts_finished()
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+        store.flush(force=True)
+        return {h.name: states[h.name] for h in hosts if h.name in states}  # inventory order: rank 0 first
+
+
+@contextmanager
+def _collector_frozen() -> Iterator[None]:
     gc.freeze()
     try:
-        return _run_hosts(
-            hosts, checks, out_dir, store, forks, accept_unknown_host_keys, known_hosts, reporter, deadline
-        )
+        yield
     finally:
         gc.unfreeze()
-
-
-def _run_hosts(
-    hosts: list[Host],
-    checks: list[Check],
-    out_dir: Path,
-    store: ResultsStore,
-    forks: int,
-    accept_unknown_host_keys: bool,
-    known_hosts: str | None,
-    reporter: Reporter | None,
-    deadline: Callable[[], bool] | None,
-) -> dict[str, HostState]:
-    """:func:`run_host_stage` over SSH and the other per-host connections."""
-    reporter = reporter or Reporter()
-    for host in hosts:
-        store.set_host(HostRecord(name=host.name, address=host.address))
-    states: dict[str, HostState] = {}
-    reporter.hosts_started(len(hosts))
-    began = time.monotonic()
-    # Hosts are handed on as each finishes, through a queue their futures fill: looking over every
-    # pending future on each tick would cost the controller hosts x ticks at 16,384 hosts.
-    finishing: queue.SimpleQueue[Future[HostState]] = queue.SimpleQueue()
-    pool = ThreadPoolExecutor(max_workers=max(1, forks), thread_name_prefix="host")
-    try:
-        futures: dict[Future[HostState], Host] = {
-            pool.submit(assess_host, host, checks, out_dir, accept_unknown_host_keys, known_hosts): host
-            for host in hosts
-        }
-        for future in futures:
-            future.add_done_callback(finishing.put)
-        pending = set(futures)
-        while pending:
-            finished = _finished(finishing)
-            for future in finished:
-                host = futures[future]
-                try:
-                    state = future.result()
-                except Exception as exc:  # a bug must cost one host, never the run
-                    state = HostState(host=host, record=HostRecord(host.name, host.address, error=str(exc)))
-                    state.results.append(
-                        CheckResult(
-                            "host.reachable", host.name, "–", "ERROR", message=f"internal error: {exc}"
-                        )
-                    )
-                states[host.name] = state
-                assert state.record is not None
-                store.set_host(state.record)
-                store.add_checks(state.results)
-                reporter.host_done(host.name)
-            pending.difference_update(finished)
-            if deadline is not None and deadline():
-                for problem in stop_running_batches():
-                    reporter.problem(f"time budget exhausted: {problem}")
-                for future in pending:
-                    future.cancel()
-                    host = futures[future]
-                    store.add_check(
-                        CheckResult(
-                            "host.reachable", host.name, "–", "ERROR", message="time budget exhausted"
-                        )
-                    )
-                break
-    except KeyboardInterrupt:  # cut short, not done: the reporter says what each host was still running
-        reporter.stage_interrupted(HOST_STAGE, time.monotonic() - began)
-        raise
-    except BaseException:
-        reporter.hosts_finished()
-        raise
-    else:
-        reporter.hosts_finished()
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
-    store.flush(force=True)
-    return {h.name: states[h.name] for h in hosts if h.name in states}  # inventory order: rank 0 first
 
 
 def _finished(
