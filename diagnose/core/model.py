@@ -9,6 +9,8 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 STATUSES = ("PASS", "WARN", "FAIL", "ERROR", "SKIP")
+#: How a PASS that judged no figure (``judged: false``) is counted and shown: apart from the passes.
+SHOWN = "SHOWN"
 # Worst first: used to order failures and to fold many results into one verdict.
 SEVERITY = {"FAIL": 4, "ERROR": 3, "WARN": 2, "PASS": 1, "SKIP": 0}
 # What an operator does first about a result that is not PASS (docs/actions.md), least drastic first: where

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from diagnose.catalog.stage_ids import HISTORY_REGRESSION, bench_id
-from diagnose.core.model import STATUSES
+from diagnose.core.model import SHOWN, STATUSES
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,6 @@ class RunCounts:
 
 #: The status :func:`run_counts` gives a PASS that judged no figure (``judged: false``): the tally counts it
 #: as shown, apart from every status, and so do these counts.
-SHOWN = "SHOWN"
 
 
 def _status(value: object) -> str:

@@ -21,14 +21,14 @@ from typing import Any
 
 from diagnose.catalog.actions import MEANING
 from diagnose.catalog.stage_ids import bench_id
+from diagnose.core.model import SHOWN
 from diagnose.render.causes import causes_of
 from diagnose.render.checklist import CLUSTER
 from diagnose.render.hostlist import natural_key
 from diagnose.render.tally import check_rows, orphan_benchmarks, shown_only
 from diagnose.render.text import count_of, show
 
-#: A PASS that judged no figure (tally.shown_only): JUnit's skipped, so no CI counts it as a pass.
-SHOWN = "SHOWN"
+# A PASS that judged no figure is skipped, so that no CI counts it as a pass.
 _ELEMENT = {"FAIL": "failure", "ERROR": "error", "SKIP": "skipped", SHOWN: "skipped"}
 
 

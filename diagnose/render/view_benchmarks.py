@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from diagnose.catalog.stage_ids import BENCH_STRAGGLER, bench_id
-from diagnose.core.model import SEVERITY
+from diagnose.core.model import SEVERITY, SHOWN
 from diagnose.core.units import MISSING, human_bytes, is_number, number
 from diagnose.render.checklist import curve_shape
 from diagnose.render.hostlist import summarize
@@ -21,8 +21,6 @@ from diagnose.render.text import MESSAGE_CHARS, count_of, host_label, show
 
 #: The most straggler verdicts a benchmark lists line by line, the worst first.
 STRAGGLER_LINES = 12
-#: The badge of a sweep whose result judged no figure (gloo on CPU hosts): the tally counts it as shown.
-SHOWN = "SHOWN"
 
 
 @dataclass

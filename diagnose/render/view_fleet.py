@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from diagnose.core.model import SEVERITY, worst
+from diagnose.core.model import SEVERITY, SHOWN, worst
 from diagnose.core.units import number, signed
 from diagnose.render.hostlist import natural_key
 from diagnose.render.tally import shown_only
@@ -131,7 +131,7 @@ def build_fleet(results: dict[str, Any]) -> FleetView | None:
                     number(record.get("median"), 1),
                     number(record.get("mad"), 2),
                     number(record.get("floor"), 1),
-                    "SHOWN" if record.get("check") in shown else str(record.get("verdict") or "SKIP"),
+                    SHOWN if record.get("check") in shown else str(record.get("verdict") or "SKIP"),
                     shown.get(str(record.get("check"))) or str(record.get("message") or ""),
                 )
             )
